@@ -1,0 +1,3 @@
+from mgpu_doctor.cli import console_main
+
+console_main()

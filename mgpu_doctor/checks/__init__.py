@@ -1,0 +1,47 @@
+"""Every check, in the order they are reported. Adding a check: one module + one line here."""
+
+from __future__ import annotations
+
+from mgpu_doctor.checks import gpus, packages, tensorflow
+from mgpu_doctor.checks.base import Check, CheckSkipped, run_check
+
+CHECKS: tuple[Check, ...] = (
+    Check("gpus", "NVIDIA driver and GPUs", gpus.check_gpus_present),
+    Check("tensorflow-import", "TensorFlow imports", tensorflow.check_tensorflow_import),
+    Check("tensorflow-distributions", "One TensorFlow distribution installed",
+          packages.check_tensorflow_distributions),
+    Check("keras", "Keras matches TensorFlow", packages.check_keras),
+    Check("cuda-visible-devices", "CUDA_VISIBLE_DEVICES names real GPUs",
+          tensorflow.check_cuda_visible_devices),
+    Check("tensorflow-gpus", "TensorFlow sees the GPUs NVML sees", tensorflow.check_tensorflow_gpus),
+    Check("gpu-memory-in-use", "GPU memory is free", gpus.check_gpu_memory_in_use),
+    Check("gpu-ecc", "No uncorrected ECC errors", gpus.check_gpu_ecc),
+    Check("gpu-throttling", "GPUs are not slowed down", gpus.check_gpu_throttling),
+    Check("gpu-compute-mode", "GPUs accept compute work", gpus.check_gpu_compute_mode),
+    Check("gpu-mig", "MIG does not split the GPUs", gpus.check_gpu_mig),
+    Check("gpu-pcie-link", "PCIe links run at full width", gpus.check_gpu_pcie_link),
+    Check("gpu-uniformity", "The GPUs are all alike", gpus.check_gpu_uniformity),
+    Check("cuda-device-order", "CUDA and nvidia-smi number GPUs alike", gpus.check_cuda_device_order),
+    Check("gpu-interconnect", "GPUs can exchange gradients directly", gpus.check_gpu_interconnect),
+)
+
+CHECK_NAMES = tuple(c.name for c in CHECKS)
+
+__all__ = ["CHECKS", "CHECK_NAMES", "Check", "CheckSkipped", "run_check", "select_checks"]
+
+
+class UnknownCheckError(ValueError):
+    pass
+
+
+def select_checks(only: list[str] | None, skip: list[str] | None) -> tuple[Check, ...]:
+    """The registry narrowed by ``--checks`` and ``--skip`` (names validated)."""
+    for name in (only or []) + (skip or []):
+        if name not in CHECK_NAMES:
+            raise UnknownCheckError(
+                f"unknown check {name!r}; known checks: {', '.join(CHECK_NAMES)}"
+            )
+    return tuple(
+        c for c in CHECKS
+        if (not only or c.name in only) and c.name not in (skip or [])
+    )

@@ -1,0 +1,46 @@
+"""What a check is, and how one runs: pure functions of the snapshot."""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity, status_for
+from mgpu_doctor.snapshot import Snapshot
+
+
+class CheckSkipped(Exception):
+    """Raised by a check whose facts are missing; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """A named, pure rule: ``run(snapshot) -> findings``.
+
+    ``name`` is stable and selectable with ``--checks`` / ``--skip``. A check whose facts
+    are missing raises :class:`CheckSkipped` with the reason: never reported as passed.
+    """
+
+    name: str
+    title: str
+    run: Callable[[Snapshot], list[Finding]]
+
+
+def run_check(check: Check, snapshot: Snapshot) -> CheckOutcome:
+    try:
+        findings = check.run(snapshot)
+    except CheckSkipped as exc:
+        return CheckOutcome(check.name, check.title, CheckStatus.SKIPPED, skip_reason=str(exc))
+    except Exception as exc:  # a broken check is a finding, never a traceback for the user
+        crash = Finding(
+            code=f"{check.name}.crashed",
+            severity=Severity.CRASH,
+            title=f"The check '{check.name}' itself failed: {type(exc).__name__}: {exc}",
+            evidence=traceback.format_exc().strip().splitlines()[-6:],
+            fix="This is a bug in mgpu-doctor. Please report it with the output of "
+            "`mgpu-doctor report`.",
+        )
+        return CheckOutcome(check.name, check.title, CheckStatus.CRASHED, [crash])
+    findings = sorted(findings, key=lambda f: f.severity, reverse=True)
+    return CheckOutcome(check.name, check.title, status_for(findings), findings)

@@ -1,0 +1,322 @@
+"""The GPUs themselves, from NVML: presence, health, and how they fit together."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from mgpu_doctor.checks.base import CheckSkipped
+from mgpu_doctor.checks.facts_access import gib, need_gpus, need_nvml
+from mgpu_doctor.checks.visibility import cuda_enumeration_order
+from mgpu_doctor.facts import Unavailable
+from mgpu_doctor.findings import Finding, Severity
+from mgpu_doctor.snapshot import GpuFacts, Snapshot
+
+MEMORY_IN_USE_FRACTION = 0.05
+SLOWDOWN_REASONS = {
+    "hw_slowdown": "hardware slowdown (overheating or power brake signalled by the board)",
+    "hw_thermal_slowdown": "hardware thermal slowdown",
+    "sw_thermal_slowdown": "driver thermal slowdown",
+    "hw_power_brake_slowdown": "external power brake",
+}
+
+
+def check_gpus_present(snapshot: Snapshot) -> list[Finding]:
+    nvml = snapshot.nvml
+    if isinstance(nvml, Unavailable):
+        if nvml.reason == "absent":
+            return [Finding(
+                "gpus.none", Severity.WARNING,
+                "No NVIDIA GPU driver found: training will run on the CPU", [nvml.detail],
+                fix="On a GPU machine: install the NVIDIA driver (`nvidia-smi` must work); in a "
+                "container: start it with the NVIDIA container runtime (--gpus all).",
+            )]
+        return [Finding(
+            "gpus.nvml-failed", Severity.ERROR,
+            "NVML, the driver's management library, does not answer", [nvml.detail],
+            fix="Run `nvidia-smi`; if it fails or hangs too, the driver is broken: check "
+            "`dmesg | grep -i -e nvrm -e xid`, then reload the driver or reboot.",
+        )]
+    findings = []
+    if nvml.partial_error:
+        findings.append(Finding(
+            "gpus.nvml-partial", Severity.ERROR, "NVML stopped answering part-way",
+            [nvml.partial_error],
+            fix="A GPU may have fallen off the bus: check `nvidia-smi` and `dmesg` for Xid 79 "
+            "('GPU has fallen off the bus') and reset or reseat it.",
+        ))
+    if not nvml.gpus:
+        findings.append(Finding(
+            "gpus.none", Severity.WARNING,
+            "The NVIDIA driver is loaded but reports no GPU", [f"driver {nvml.driver_version}"],
+            fix="Check `nvidia-smi -L`; in a container, pass the GPUs in (--gpus all).",
+        ))
+        return findings
+    names = Counter(g.name for g in nvml.gpus)
+    findings.append(Finding(
+        "gpus.found", Severity.OK,
+        f"{len(nvml.gpus)} GPU(s): " + ", ".join(f"{n}× {name}" for name, n in names.items()),
+        [f"driver {nvml.driver_version}, supports CUDA up to {nvml.cuda_driver_version}"],
+    ))
+    return findings
+
+
+def check_gpu_memory_in_use(snapshot: Snapshot) -> list[Finding]:
+    nvml = need_gpus(snapshot)
+    findings = []
+    for gpu in nvml.gpus:
+        procs = gpu.processes if not isinstance(gpu.processes, Unavailable) else []
+        used = gpu.memory_used_bytes
+        heavy = not isinstance(used, Unavailable) and used > MEMORY_IN_USE_FRACTION * gpu.memory_total_bytes
+        if not procs and not heavy:
+            continue
+        evidence = [f"GPU {gpu.index} ({gpu.name}): "
+                    + (f"{gib(used)} of {gib(gpu.memory_total_bytes)} in use"
+                       if not isinstance(used, Unavailable) else "memory use unknown")]
+        evidence += [
+            f"pid {p.pid} ({p.kind}) holds "
+            + (gib(p.used_memory_bytes) if not isinstance(p.used_memory_bytes, Unavailable) else "? GiB")
+            for p in procs
+        ]
+        findings.append(Finding(
+            "gpu.memory-in-use", Severity.WARNING,
+            f"GPU {gpu.index} already has memory held by other processes",
+            evidence,
+            fix="TensorFlow maps nearly all GPU memory by default and will fail or run out of "
+            "memory on this GPU: stop those processes (`nvidia-smi` shows them), exclude the GPU "
+            "with CUDA_VISIBLE_DEVICES, or enable memory growth "
+            "(TF_FORCE_GPU_ALLOW_GROWTH=true).",
+        ))
+    return findings
+
+
+def check_gpu_ecc(snapshot: Snapshot) -> list[Finding]:
+    nvml = need_gpus(snapshot)
+    known = [g for g in nvml.gpus if not isinstance(g.ecc_uncorrected_volatile, Unavailable)]
+    if not known:
+        raise CheckSkipped("no GPU reports ECC error counts (ECC not supported or disabled)")
+    return [
+        Finding(
+            "gpu.ecc-uncorrected", Severity.ERROR,
+            f"GPU {g.index} has {g.ecc_uncorrected_volatile} uncorrected ECC error(s) since the "
+            "driver loaded",
+            [f"GPU {g.index} ({g.name}, {g.pci_bus_id}): uncorrected volatile ECC errors = "
+             f"{g.ecc_uncorrected_volatile}"],
+            fix="Results on this GPU cannot be trusted: drain it (exclude it with "
+            "CUDA_VISIBLE_DEVICES), reset it (`nvidia-smi -r -i N`) and, if errors return, have "
+            "it replaced. Check `nvidia-smi -q -d ECC,PAGE_RETIREMENT`.",
+        )
+        for g in known
+        if isinstance(g.ecc_uncorrected_volatile, int) and g.ecc_uncorrected_volatile > 0
+    ]
+
+
+def check_gpu_throttling(snapshot: Snapshot) -> list[Finding]:
+    nvml = need_gpus(snapshot)
+    findings = []
+    reported = False
+    for gpu in nvml.gpus:
+        if isinstance(gpu.throttle_reasons, Unavailable):
+            continue
+        reported = True
+        slow = [r for r in gpu.throttle_reasons if r in SLOWDOWN_REASONS]
+        if not slow:
+            continue
+        temp = f", {gpu.temperature_c} °C" if not isinstance(gpu.temperature_c, Unavailable) else ""
+        findings.append(Finding(
+            "gpu.throttling", Severity.WARNING,
+            f"GPU {gpu.index} is slowed down right now: "
+            + ", ".join(SLOWDOWN_REASONS[r] for r in slow),
+            [f"GPU {gpu.index} ({gpu.name}{temp}): clock event reasons {gpu.throttle_reasons}"],
+            fix="Synchronous multi-GPU training runs at the pace of the slowest GPU: check "
+            "cooling and power (`nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER`).",
+        ))
+    if not reported:
+        raise CheckSkipped("no GPU reports its clock event (throttle) reasons")
+    return findings
+
+
+def check_gpu_compute_mode(snapshot: Snapshot) -> list[Finding]:
+    nvml = need_gpus(snapshot)
+    findings = []
+    for gpu in nvml.gpus:
+        if gpu.compute_mode == "prohibited":
+            findings.append(Finding(
+                "gpu.compute-prohibited", Severity.ERROR,
+                f"GPU {gpu.index} is in 'prohibited' compute mode: no process can use it",
+                [f"GPU {gpu.index} ({gpu.name}): compute mode prohibited"],
+                fix=f"sudo nvidia-smi -i {gpu.index} -c DEFAULT",
+            ))
+        elif gpu.compute_mode == "exclusive_process":
+            findings.append(Finding(
+                "gpu.compute-exclusive", Severity.WARNING,
+                f"GPU {gpu.index} is in exclusive-process mode: a second process (a data loader "
+                "worker, a leftover job, this doctor's own probes) cannot share it",
+                [f"GPU {gpu.index} ({gpu.name}): compute mode exclusive_process"],
+                fix=f"Fine for one training process per GPU; otherwise sudo nvidia-smi -i "
+                f"{gpu.index} -c DEFAULT",
+            ))
+    return findings
+
+
+def check_gpu_mig(snapshot: Snapshot) -> list[Finding]:
+    nvml = need_gpus(snapshot)
+    mig = [g for g in nvml.gpus if g.mig_mode is True]
+    if not mig:
+        if all(isinstance(g.mig_mode, Unavailable) for g in nvml.gpus):
+            raise CheckSkipped("no GPU supports MIG")
+        return []
+    return [Finding(
+        "gpu.mig-enabled", Severity.WARNING if len(nvml.gpus) == 1 else Severity.ERROR,
+        f"MIG is enabled on {len(mig)} GPU(s): a CUDA process sees at most one MIG instance, so "
+        "MirroredStrategy cannot span MIG instances or MIG GPUs",
+        [f"GPU {g.index} ({g.name}): MIG enabled" for g in mig],
+        fix="For multi-GPU training disable MIG: sudo nvidia-smi -i N -mig 0 (then reset the "
+        "GPU); or run one single-device job per MIG instance.",
+    )]
+
+
+def check_gpu_pcie_link(snapshot: Snapshot) -> list[Finding]:
+    nvml = need_gpus(snapshot)
+    findings = []
+    for g in nvml.gpus:
+        cur_w, max_w = g.pcie_width_current, g.pcie_width_max
+        if isinstance(cur_w, int) and isinstance(max_w, int) and cur_w < max_w:
+            findings.append(Finding(
+                "gpu.pcie-width-degraded", Severity.WARNING,
+                f"GPU {g.index} runs its PCIe link at x{cur_w} instead of x{max_w}",
+                [f"GPU {g.index} ({g.name}, {g.pci_bus_id}): width x{cur_w} of x{max_w}"],
+                fix="A narrower link than the card supports usually means a bad riser, a slot "
+                "wired narrower, or a seating problem; check `lspci -vv` (LnkSta) and reseat.",
+            ))
+        cur_g, max_g = g.pcie_gen_current, g.pcie_gen_max
+        if isinstance(cur_g, int) and isinstance(max_g, int) and cur_g < max_g:
+            findings.append(Finding(
+                "gpu.pcie-gen-below-max", Severity.INFO,
+                f"GPU {g.index} runs PCIe gen {cur_g} (max {max_g}); normal while idle",
+                [f"GPU {g.index}: PCIe gen {cur_g} of {max_g}"],
+                fix="GPUs lower the link generation when idle to save power; if it stays low "
+                "under load, check BIOS PCIe settings.",
+            ))
+    return findings
+
+
+def check_gpu_uniformity(snapshot: Snapshot) -> list[Finding]:
+    nvml = need_gpus(snapshot)
+    if len(nvml.gpus) < 2:
+        raise CheckSkipped("only one GPU")
+    names = Counter(g.name for g in nvml.gpus)
+    memories = Counter(g.memory_total_bytes for g in nvml.gpus)
+    if len(names) == 1 and len(memories) == 1:
+        return []
+    slowest = min(nvml.gpus, key=lambda g: g.memory_total_bytes)
+    return [Finding(
+        "gpus.mixed", Severity.WARNING,
+        "The GPUs are not all the same: synchronous training runs at the pace and memory "
+        "of the weakest one",
+        [f"GPU {g.index}: {g.name}, {gib(g.memory_total_bytes)}" for g in nvml.gpus],
+        fix="Train on identical GPUs (select them with CUDA_VISIBLE_DEVICES); the per-replica "
+        f"batch must fit in {gib(slowest.memory_total_bytes)} (GPU {slowest.index}).",
+    )]
+
+
+def check_cuda_device_order(snapshot: Snapshot) -> list[Finding]:
+    nvml = need_gpus(snapshot)
+    if len(nvml.gpus) < 2:
+        raise CheckSkipped("only one GPU")
+    order = snapshot.env.get("CUDA_DEVICE_ORDER")
+    _, certain = cuda_enumeration_order(nvml.gpus, order)
+    if certain:
+        return []
+    return [Finding(
+        "cuda.device-order", Severity.WARNING,
+        "Mixed GPU models without CUDA_DEVICE_ORDER=PCI_BUS_ID: CUDA numbers GPUs fastest first, "
+        "so CUDA_VISIBLE_DEVICES=1 may not be the GPU that nvidia-smi calls 1",
+        [f"GPU {g.index} (nvidia-smi order): {g.name}, {g.pci_bus_id}" for g in nvml.gpus]
+        + [f"CUDA_DEVICE_ORDER={order!r}" if order else "CUDA_DEVICE_ORDER not set"],
+        fix="export CUDA_DEVICE_ORDER=PCI_BUS_ID (in the training job's environment too).",
+    )]
+
+
+def check_gpu_interconnect(snapshot: Snapshot) -> list[Finding]:
+    nvml = need_gpus(snapshot)
+    if len(nvml.gpus) < 2:
+        raise CheckSkipped("only one GPU")
+    if not nvml.links:
+        raise CheckSkipped("no GPU-to-GPU link facts")
+    no_p2p = [lk for lk in nvml.links if isinstance(lk.p2p_read, str) and lk.p2p_read != "ok"]
+    findings = []
+    if no_p2p:
+        findings.append(Finding(
+            "gpus.no-p2p", Severity.WARNING,
+            f"{len(no_p2p)} GPU pair(s) cannot access each other's memory directly (no P2P): "
+            "all-reduce goes through host memory",
+            [f"GPU {lk.a} <-> GPU {lk.b}: P2P {lk.p2p_read}, topology {lk.topology}"
+             for lk in no_p2p[:12]],
+            fix="Expect slower gradient all-reduce. If P2P should work (same PCIe switch), "
+            "check that IOMMU/ACS is not blocking it (`nvidia-smi topo -p2p r`); NCCL hangs on "
+            "such machines are often cured with NCCL_P2P_DISABLE=1.",
+        ))
+    nvlinked = [lk for lk in nvml.links if isinstance(lk.nvlink_links, int) and lk.nvlink_links > 0]
+    if not nvlinked and not any(isinstance(lk.nvlink_links, Unavailable) for lk in nvml.links):
+        findings.append(Finding(
+            "gpus.no-nvlink", Severity.INFO,
+            "No NVLink between the GPUs: gradients are exchanged over PCIe",
+            [f"GPU {lk.a} <-> GPU {lk.b}: {lk.topology}" for lk in nvml.links[:12]],
+            fix="Fine for small models; for large ones expect all-reduce to limit scaling "
+            "(measure it with `mgpu-doctor smoke`).",
+        ))
+    cross_socket = [lk for lk in nvml.links if lk.topology == "system"]
+    if cross_socket:
+        findings.append(Finding(
+            "gpus.cross-socket", Severity.INFO,
+            f"{len(cross_socket)} GPU pair(s) sit on different CPU sockets (traffic crosses the "
+            "inter-socket link)",
+            [f"GPU {lk.a} <-> GPU {lk.b}: system" for lk in cross_socket[:12]],
+            fix="Prefer GPUs under the same socket for one job (`nvidia-smi topo -m`).",
+        ))
+    return findings
+
+
+def device_rows(snapshot: Snapshot) -> list[dict[str, str]]:
+    """The device table: NVML index, CUDA ordinal, TensorFlow device, and what each GPU is."""
+    nvml = need_nvml(snapshot)
+    from mgpu_doctor.checks.visibility import visible_gpus
+
+    vis = visible_gpus(nvml.gpus, snapshot.env.get("CUDA_VISIBLE_DEVICES"),
+                       snapshot.env.get("CUDA_DEVICE_ORDER"))
+    tf = snapshot.tensorflow
+    tf_gpus: list[str] | None = None
+    if not isinstance(tf, Unavailable) and not isinstance(tf.physical_devices, Unavailable):
+        tf_gpus = [d.name for d in tf.physical_devices if d.device_type == "GPU"]
+    rows = []
+    for gpu in nvml.gpus:
+        ordinal = vis.visible.index(gpu.index) if gpu.index in vis.visible else None
+        rows.append({
+            "nvml": str(gpu.index),
+            "cuda": ("?" if not vis.order_known else str(ordinal)) if ordinal is not None else "hidden",
+            "tensorflow": _tf_name(tf_gpus, ordinal, vis.order_known),
+            "name": gpu.name,
+            "memory": gib(gpu.memory_total_bytes),
+            "cc": _text(gpu.compute_capability),
+            "bus": gpu.pci_bus_id,
+            "mig": "on" if gpu.mig_mode is True else ("off" if gpu.mig_mode is False else "n/a"),
+        })
+    return rows
+
+
+def _tf_name(tf_gpus: list[str] | None, ordinal: int | None, known: bool) -> str:
+    if ordinal is None:
+        return "-"
+    if tf_gpus is None:
+        return "(not probed)"
+    if not known:
+        return "?"
+    return tf_gpus[ordinal] if ordinal < len(tf_gpus) else "missing"
+
+
+def _text(value: object) -> str:
+    return "n/a" if isinstance(value, Unavailable) else str(value)
+
+
+def gpu_summary(gpu: GpuFacts) -> str:
+    return f"GPU {gpu.index}: {gpu.name} ({gib(gpu.memory_total_bytes)})"

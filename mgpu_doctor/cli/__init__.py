@@ -1,0 +1,77 @@
+"""Command line: ``main(argv) -> int``. One module per sub-command; exit codes live here.
+
+Exit codes: 0 nothing at or above --fail-on, 1 findings at or above it, 2 usage or bad input,
+3 internal error, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+
+from mgpu_doctor import __version__
+from mgpu_doctor.cli import check, devices, snapshot
+from mgpu_doctor.cli.errors import UsageError
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+COMMANDS = (check, snapshot, devices)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line and an exception, not sys.exit."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="mgpu-doctor",
+        description="Find multi-GPU Keras/TensorFlow environment problems before training does.",
+    )
+    parser.add_argument("--version", action="version", version=f"mgpu-doctor {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for module in COMMANDS:
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        parser = build_parser()
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE
+        return int(args.run(args))
+    except UsageError as exc:
+        print(f"mgpu-doctor: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("\nmgpu-doctor: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _silence_broken_pipe()
+        return EXIT_OK
+    except Exception as exc:
+        if os.environ.get("MGPU_DOCTOR_DEBUG"):
+            traceback.print_exc()
+        print(
+            f"mgpu-doctor: internal error: {type(exc).__name__}: {exc}\n"
+            "This is a bug; rerun with MGPU_DOCTOR_DEBUG=1 for the traceback and report it.",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
+
+
+def _silence_broken_pipe() -> None:
+    # Output piped into `head`: stop quietly instead of a traceback at interpreter exit.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+def console_main() -> None:
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""`mgpu-doctor snapshot`: gather the facts and write them as JSON."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from mgpu_doctor.cli.common import Progress, add_python_option, interpreter_from, write_text
+from mgpu_doctor.probes.gather import GatherOptions, gather_snapshot
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("snapshot", help="write this machine's facts as JSON",
+                       description="Gather every fact and write a JSON snapshot that "
+                       "`mgpu-doctor check --from FILE` can diagnose anywhere.")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument("--quick", action="store_true", help="do not import TensorFlow")
+    add_python_option(p)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    interpreter = interpreter_from(args)
+    progress = Progress()
+    try:
+        snap = gather_snapshot(GatherOptions(interpreter, quick=args.quick), progress)
+    finally:
+        progress.done()
+    text = snap.to_json()
+    if args.output:
+        write_text(args.output, text)
+        print(f"mgpu-doctor: snapshot written to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0

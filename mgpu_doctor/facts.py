@@ -1,0 +1,46 @@
+"""How a fact that could not be gathered says why."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+Reason = Literal["absent", "failed", "skipped"]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """A fact that is not there, with the reason.
+
+    ``reason`` is one of:
+    - ``absent``: the thing does not exist here (no NVML library, no TensorFlow installed);
+    - ``failed``: gathering it went wrong (an exception, a timeout, a crash);
+    - ``skipped``: it was not asked for (``--quick``) or cannot apply.
+
+    ``cause`` is a short machine-readable tag for checks that must tell failures apart
+    (``timeout``, ``signal:SIGSEGV``, ``exception:ImportError``, ``not-supported``).
+    """
+
+    reason: Reason
+    detail: str
+    cause: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.detail}"
+
+
+def absent(detail: str, cause: str = "") -> Unavailable:
+    return Unavailable("absent", detail, cause)
+
+
+def failed(detail: str, cause: str = "") -> Unavailable:
+    return Unavailable("failed", detail, cause)
+
+
+def skipped(detail: str, cause: str = "") -> Unavailable:
+    return Unavailable("skipped", detail, cause)
+
+
+def known(value: T | Unavailable) -> bool:
+    return not isinstance(value, Unavailable)

@@ -1,0 +1,86 @@
+"""Findings: what is wrong, the evidence, and what to do about it."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class Severity(enum.Enum):
+    """Ordered: ok < info < warning < error < crash (a check that itself broke)."""
+
+    OK = "ok"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+    CRASH = "crash"
+
+    @property
+    def rank(self) -> int:
+        return _RANK[self]
+
+    def __lt__(self, other: Severity) -> bool:
+        return self.rank < other.rank
+
+    def __le__(self, other: Severity) -> bool:
+        return self.rank <= other.rank
+
+    def __gt__(self, other: Severity) -> bool:
+        return self.rank > other.rank
+
+    def __ge__(self, other: Severity) -> bool:
+        return self.rank >= other.rank
+
+
+_RANK = {s: i for i, s in enumerate(Severity)}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem (or one notable fact) with its evidence and its fix.
+
+    ``code`` is stable across releases (CI acknowledge files and JUnit names rely on it).
+    ``evidence`` holds "fact: value" lines; ``fix`` says what to do, concretely.
+    """
+
+    code: str
+    severity: Severity
+    title: str
+    evidence: list[str] = field(default_factory=list)
+    fix: str = ""
+    links: list[str] = field(default_factory=list)
+
+
+class CheckStatus(enum.Enum):
+    PASSED = "passed"
+    INFO = "info"
+    WARNING = "warning"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    CRASHED = "crashed"
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """What one check concluded: a status, its findings, or why it was skipped."""
+
+    name: str
+    title: str
+    status: CheckStatus
+    findings: list[Finding] = field(default_factory=list)
+    skip_reason: str = ""
+
+    @property
+    def worst(self) -> Severity:
+        return max((f.severity for f in self.findings), default=Severity.OK)
+
+
+def status_for(findings: list[Finding]) -> CheckStatus:
+    worst = max((f.severity for f in findings), default=Severity.OK)
+    return {
+        Severity.OK: CheckStatus.PASSED,
+        Severity.INFO: CheckStatus.INFO,
+        Severity.WARNING: CheckStatus.WARNING,
+        Severity.ERROR: CheckStatus.FAILED,
+        Severity.CRASH: CheckStatus.CRASHED,
+    }[worst]

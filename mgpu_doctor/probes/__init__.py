@@ -1,0 +1,1 @@
+"""Probes gather facts. They are the only code with side effects."""

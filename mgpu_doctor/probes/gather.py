@@ -1,0 +1,64 @@
+"""Gather a whole snapshot: every probe, in order, with progress on stderr."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mgpu_doctor import __version__
+from mgpu_doctor.facts import Unavailable, skipped
+from mgpu_doctor.probes.envvars import gather_env
+from mgpu_doctor.probes.host import gather_host
+from mgpu_doctor.probes.interpreter import Interpreter
+from mgpu_doctor.probes.nvml import gather_nvml
+from mgpu_doctor.probes.packages import gather_python_and_packages
+from mgpu_doctor.probes.tensorflow import gather_tensorflow, tensorflow_installed
+from mgpu_doctor.snapshot import KIND, SCHEMA_VERSION, Snapshot
+
+
+@dataclass(frozen=True)
+class GatherOptions:
+    interpreter: Interpreter
+    quick: bool = False  # no child that imports TensorFlow
+    nvml_module: Any = None  # None: import pynvml
+    tf_timeout_s: float = 120.0
+
+
+Progress = Callable[..., None]  # (step, slow=False)
+
+
+def gather_snapshot(options: GatherOptions, progress: Progress = lambda *_a, **_k: None) -> Snapshot:
+    progress("host and environment")
+    host = gather_host()
+    env = gather_env()
+    progress("NVML")
+    nvml = gather_nvml(options.nvml_module)
+    progress(f"packages of {options.interpreter.executable}")
+    python, packages, libc = gather_python_and_packages(options.interpreter)
+    if libc and not isinstance(python, Unavailable) and not python.is_doctor_interpreter:
+        host = _with_libc(host, libc)
+    if options.quick and tensorflow_installed(packages) is not False:
+        tensorflow: Any = skipped("--quick: TensorFlow is not imported", cause="quick")
+    else:
+        progress("TensorFlow: importing it in a child process (a few seconds)", slow=True)
+        tensorflow = gather_tensorflow(options.interpreter, packages, options.tf_timeout_s)
+    return Snapshot(
+        schema_version=SCHEMA_VERSION,
+        kind=KIND,
+        tool_version=__version__,
+        created=_dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+        host=host,
+        python=python,
+        packages=packages,
+        env=env,
+        nvml=nvml,
+        tensorflow=tensorflow,
+    )
+
+
+def _with_libc(host: Any, libc: str) -> Any:
+    from dataclasses import replace
+
+    return replace(host, libc=libc)

@@ -1,0 +1,118 @@
+"""TensorFlow's own view, gathered in a child process: the doctor never imports TensorFlow."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mgpu_doctor.childproc import ChildOutcome
+from mgpu_doctor.facts import Unavailable, absent, failed
+from mgpu_doctor.probes.interpreter import Interpreter
+from mgpu_doctor.snapshot import PackageFacts, TensorFlowFacts, TfDevice
+
+TF_DISTRIBUTIONS = (
+    "tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-intel", "tf-nightly",
+    "tf-nightly-cpu", "tf-nightly-gpu",
+)
+TF_PROBE_TIMEOUT_S = 120.0
+MAX_DETAIL_LINES = 12
+
+
+def tensorflow_installed(packages: PackageFacts | Unavailable) -> bool | None:
+    """Whether a TensorFlow distribution is installed; None when the packages are unknown."""
+    if isinstance(packages, Unavailable):
+        return None
+    return any(name in packages.versions for name in TF_DISTRIBUTIONS)
+
+
+def gather_tensorflow(
+    interpreter: Interpreter,
+    packages: PackageFacts | Unavailable,
+    timeout_s: float = TF_PROBE_TIMEOUT_S,
+) -> TensorFlowFacts | Unavailable:
+    if tensorflow_installed(packages) is False:
+        return absent(
+            f"no TensorFlow distribution is installed for {interpreter.executable}",
+            cause="not-installed",
+        )
+    problem = interpreter.problem()
+    if problem:
+        return failed(problem, cause="bad-interpreter")
+    outcome = interpreter.run_script("tensorflow_probe.py", timeout_s=timeout_s)
+    return tensorflow_facts_from_outcome(outcome)
+
+
+def tensorflow_facts_from_outcome(outcome: ChildOutcome) -> TensorFlowFacts | Unavailable:
+    if outcome.timed_out:
+        return failed(
+            f"`import tensorflow` {outcome.failure_summary()}. Python stacks at that moment:\n"
+            + _last_lines(outcome.stacks or outcome.stderr_tail, MAX_DETAIL_LINES),
+            cause="timeout",
+        )
+    if outcome.signal_name:
+        return failed(
+            f"the TensorFlow probe {outcome.failure_summary()}:\n"
+            + _last_lines(outcome.stderr_tail, MAX_DETAIL_LINES),
+            cause=f"signal:{outcome.signal_name}",
+        )
+    data = outcome.result
+    if not isinstance(data, dict):
+        return failed(
+            f"the TensorFlow probe {outcome.failure_summary()}:\n"
+            + _last_lines(outcome.stderr_tail, MAX_DETAIL_LINES),
+            cause="child-failed",
+        )
+    if "import_error" in data:
+        err = data["import_error"]
+        return failed(
+            f"{err.get('type', 'Error')}: {err.get('message', '')}".strip(),
+            cause=f"exception:{err.get('type', 'Error')}",
+        )
+    try:
+        return _parse(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        return failed(f"the TensorFlow probe returned malformed data: {exc!r}", "bad-result")
+
+
+def _parse(data: dict[str, Any]) -> TensorFlowFacts:
+    keras = data.get("keras") or {}
+    if "error" in keras:
+        keras_module: str | Unavailable = failed(f"tf.keras failed: {keras['error']}")
+        keras_version: str | Unavailable = keras_module
+    else:
+        keras_module = str(keras.get("module") or "") or absent("tf.keras has no module name")
+        version = keras.get("version")
+        keras_version = str(version) if version else absent("tf.keras reports no version")
+    built = data.get("built_with_cuda")
+    devices: list[TfDevice] | Unavailable
+    if data.get("device_error"):
+        err = data["device_error"]
+        devices = failed(
+            f"tf.config.list_physical_devices() raised {err.get('type')}: {err.get('message')}",
+            cause=f"exception:{err.get('type')}",
+        )
+    else:
+        devices = [
+            TfDevice(
+                name=str(d["name"]),
+                device_type=str(d["device_type"]),
+                details={str(k): str(v) for k, v in (d.get("details") or {}).items()},
+            )
+            for d in data["physical_devices"]
+        ]
+    return TensorFlowFacts(
+        version=str(data["version"]),
+        module_path=str(data.get("module_path", "")),
+        keras_module=keras_module,
+        keras_version=keras_version,
+        build_info={str(k): str(v) for k, v in data["build_info"].items()},
+        built_with_cuda=bool(built) if built is not None else absent("not reported"),
+        physical_devices=devices,
+        loaded_libraries=[str(p) for p in data.get("loaded_libraries", [])],
+        import_seconds=float(data.get("import_seconds", 0.0)),
+        warnings=[str(w) for w in data.get("warnings", [])],
+    )
+
+
+def _last_lines(text: str, count: int) -> str:
+    lines = [line for line in text.rstrip().splitlines() if line.strip()]
+    return "\n".join(lines[-count:])

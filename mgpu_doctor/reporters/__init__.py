@@ -1,0 +1,33 @@
+"""Reporters turn the one Report object into text. Only `human` knows about glyphs and colour."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mgpu_doctor.findings import Severity
+from mgpu_doctor.report import Report
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    fail_on: Severity = Severity.ERROR
+    verbose: bool = False
+    color: bool = False
+    unicode: bool = True
+
+
+class OutputFormat(str, enum.Enum):
+    HUMAN = "human"
+    JSON = "json"
+    MARKDOWN = "markdown"
+
+    def renderer(self) -> Callable[[Report, RenderOptions], str]:
+        if self is OutputFormat.HUMAN:
+            from mgpu_doctor.reporters.human import render
+        elif self is OutputFormat.JSON:
+            from mgpu_doctor.reporters.json_report import render
+        else:
+            from mgpu_doctor.reporters.markdown import render
+        return render

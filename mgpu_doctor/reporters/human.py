@@ -1,0 +1,115 @@
+"""The terminal report, doctor style: one line per check, details and fix indented below."""
+
+from __future__ import annotations
+
+import textwrap
+
+from tabulate import tabulate
+
+from mgpu_doctor.facts import Unavailable
+from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity
+from mgpu_doctor.report import Report
+from mgpu_doctor.reporters import RenderOptions
+from mgpu_doctor.reporters.common import DEVICE_HEADERS, device_table_rows, summary_line
+
+GLYPHS = {
+    CheckStatus.PASSED: ("✓", "+"), CheckStatus.INFO: ("i", "i"),
+    CheckStatus.WARNING: ("!", "!"), CheckStatus.FAILED: ("✗", "x"),
+    CheckStatus.SKIPPED: ("-", "-"), CheckStatus.CRASHED: ("✗", "X"),
+}
+SEVERITY_GLYPHS = {
+    Severity.OK: ("✓", "+"), Severity.INFO: ("i", "i"), Severity.WARNING: ("!", "!"),
+    Severity.ERROR: ("✗", "x"), Severity.CRASH: ("✗", "X"),
+}
+COLORS = {
+    CheckStatus.PASSED: "32", CheckStatus.INFO: "36", CheckStatus.WARNING: "33",
+    CheckStatus.FAILED: "31", CheckStatus.SKIPPED: "2", CheckStatus.CRASHED: "35",
+}
+WIDTH = 100
+
+
+def render(report: Report, options: RenderOptions) -> str:
+    out = [_header(report), ""]
+    for outcome in report.checks:
+        out.extend(_check_lines(outcome, options))
+    rows = device_table_rows(report)
+    if rows:
+        out += ["", "GPUs (NVML index, CUDA ordinal, TensorFlow device):"]
+        table = tabulate([[r[k] for k in DEVICE_HEADERS] for r in rows],
+                         headers=list(DEVICE_HEADERS.values()), tablefmt="simple")
+        out += ["  " + line for line in table.splitlines()]
+    out += ["", summary_line(report)]
+    if report.quick:
+        out.append("Quick check: TensorFlow was not imported. Run `mgpu-doctor check` for "
+                   "everything.")
+    for note in report.notes:
+        out.append(note)
+    if not options.verbose and any(f.severity is Severity.INFO for f in report.findings):
+        out.append("Run with -v for the informational details.")
+    return "\n".join(out) + "\n"
+
+
+def _header(report: Report) -> str:
+    snap = report.snapshot
+    python = snap.python
+    who = (f"{python.executable} (Python {python.version})"
+           if not isinstance(python, Unavailable) else "Python unknown")
+    return f"mgpu-doctor {report.tool_version}: {report.source}, {who}"
+
+
+def _check_lines(outcome: CheckOutcome, options: RenderOptions) -> list[str]:
+    glyph = _paint(GLYPHS[outcome.status][0 if options.unicode else 1], outcome.status, options)
+    headline = outcome.title
+    ok_titles = [f.title for f in outcome.findings if f.severity is Severity.OK]
+    if outcome.status is CheckStatus.SKIPPED:
+        headline += f" (skipped: {outcome.skip_reason})"
+    elif ok_titles:
+        headline += f": {ok_titles[0]}"
+    lines = [f"[{glyph}] {headline}"]
+    for finding in outcome.findings:
+        if finding.severity is Severity.OK:
+            if options.verbose:
+                lines += _indent(finding.evidence, 4)
+            continue
+        if finding.severity is Severity.INFO and not options.verbose:
+            lines.append(f"    {_sev_glyph(finding, options)} {finding.title}")
+            continue
+        lines.extend(_finding_lines(finding, options))
+    return lines
+
+
+def _finding_lines(finding: Finding, options: RenderOptions) -> list[str]:
+    lines = _wrap(f"{_sev_glyph(finding, options)} {finding.title}", 4)
+    lines += _indent(finding.evidence, 6)
+    if finding.fix:
+        arrow = "→" if options.unicode else "->"
+        lines += _wrap(f"{arrow} {finding.fix}", 6, hanging=2 + len(arrow) - 1)
+    for link in finding.links:
+        lines.append(f"      see {link}")
+    return lines
+
+
+def _sev_glyph(finding: Finding, options: RenderOptions) -> str:
+    return SEVERITY_GLYPHS[finding.severity][0 if options.unicode else 1]
+
+
+def _indent(lines: list[str], n: int) -> list[str]:
+    out = []
+    for line in lines:
+        for part in line.splitlines() or [""]:
+            out.append(" " * n + part)
+    return out
+
+
+def _wrap(text: str, indent: int, hanging: int = 2) -> list[str]:
+    return textwrap.wrap(
+        text, width=WIDTH, initial_indent=" " * indent,
+        subsequent_indent=" " * (indent + hanging), break_on_hyphens=False,
+        break_long_words=False,
+    ) or [" " * indent]
+
+
+def _paint(text: str, status: CheckStatus, options: RenderOptions) -> str:
+    if not options.color:
+        return text
+    return f"\x1b[{COLORS[status]}m{text}\x1b[0m"

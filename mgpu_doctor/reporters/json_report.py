@@ -1,0 +1,22 @@
+"""The JSON report (schema: mgpu_doctor/schemas/report.schema.json)."""
+
+from __future__ import annotations
+
+import json
+
+from mgpu_doctor.report import Report
+from mgpu_doctor.reporters import RenderOptions
+from mgpu_doctor.reporters.common import device_table_rows, exit_code_for, summary_counts
+from mgpu_doctor.serde import to_jsonable
+
+
+def render(report: Report, options: RenderOptions) -> str:
+    data = to_jsonable(report)
+    data["summary"] = {
+        "worst": report.worst.value,
+        "fail_on": options.fail_on.value,
+        "exit_code": exit_code_for(report, options.fail_on),
+        "checks": summary_counts(report),
+    }
+    data["devices"] = device_table_rows(report)
+    return json.dumps(data, indent=2) + "\n"

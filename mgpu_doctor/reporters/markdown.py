@@ -1,0 +1,42 @@
+"""The Markdown report: ready to paste into an issue or a CI summary."""
+
+from __future__ import annotations
+
+from tabulate import tabulate
+
+from mgpu_doctor.findings import CheckStatus, Severity
+from mgpu_doctor.report import Report
+from mgpu_doctor.reporters import RenderOptions
+from mgpu_doctor.reporters.common import DEVICE_HEADERS, device_table_rows, summary_line
+
+STATUS_WORDS = {
+    CheckStatus.PASSED: "✅ passed", CheckStatus.INFO: "ℹ️ info", CheckStatus.WARNING: "⚠️ warning",
+    CheckStatus.FAILED: "❌ failed", CheckStatus.SKIPPED: "⏭️ skipped", CheckStatus.CRASHED: "💥 crashed",
+}
+
+
+def render(report: Report, options: RenderOptions) -> str:
+    out = [f"# mgpu-doctor {report.tool_version}: {report.source}", "", f"**{summary_line(report)}**", ""]
+    rows = [[c.title, f"`{c.name}`", STATUS_WORDS[c.status],
+             _cell(c.skip_reason or "; ".join(f.title for f in c.findings))]
+            for c in report.checks]
+    out += [tabulate(rows, headers=["Check", "Name", "Status", "Details"], tablefmt="github"), ""]
+    problems = [f for f in report.findings if f.severity >= Severity.WARNING or options.verbose]
+    if problems:
+        out += ["## Findings", ""]
+        for f in problems:
+            out += [f"### {f.severity.value}: {f.title}", "", f"Code: `{f.code}`", ""]
+            if f.evidence:
+                out += ["```text", *f.evidence, "```", ""]
+            if f.fix:
+                out += [f"**Fix:** {f.fix}", ""]
+            out += [f"See: {link}" for link in f.links] + ([""] if f.links else [])
+    devices = device_table_rows(report)
+    if devices:
+        out += ["## GPUs", "", tabulate([[r[k] for k in DEVICE_HEADERS] for r in devices],
+                                       headers=list(DEVICE_HEADERS.values()), tablefmt="github"), ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")

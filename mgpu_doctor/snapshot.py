@@ -1,0 +1,190 @@
+"""The snapshot: every fact about one machine, as plain data with a JSON round trip.
+
+Probes fill it, checks read it, ``mgpu-doctor check --from FILE`` loads it back.
+A fact that could not be gathered is an :class:`~mgpu_doctor.facts.Unavailable`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mgpu_doctor.facts import Unavailable
+from mgpu_doctor.serde import SchemaError, from_jsonable, to_jsonable
+
+SCHEMA_VERSION = 1
+KIND = "mgpu-doctor-snapshot"
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    hostname: str
+    os_name: str
+    os_release: str | Unavailable
+    kernel: str
+    machine: str
+    libc: str | Unavailable
+    cpu_count: int
+    memory_total_bytes: int | Unavailable
+    container_hints: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PythonFacts:
+    """The interpreter being diagnosed (``--python``), which may differ from the doctor's."""
+
+    version: str
+    executable: str
+    implementation: str
+    prefix: str
+    site_packages: list[str]
+    is_doctor_interpreter: bool
+
+
+@dataclass(frozen=True)
+class PackageFacts:
+    """Installed distributions of interest, keyed by canonical name (``tf-keras``)."""
+
+    versions: dict[str, str]
+    locations: dict[str, str]
+    # Requires-Dist lines of the TensorFlow distributions (for the [and-cuda] pins).
+    requires: dict[str, list[str]]
+    # Other versions of the same distribution further down sys.path (never imported).
+    shadowed: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    pid: int
+    used_memory_bytes: int | Unavailable
+    kind: str  # "compute" or "graphics"
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    index: int
+    name: str
+    uuid: str
+    pci_bus_id: str
+    memory_total_bytes: int
+    memory_used_bytes: int | Unavailable
+    compute_capability: str | Unavailable  # "8.0"
+    persistence_mode: bool | Unavailable
+    compute_mode: str | Unavailable  # default, exclusive_thread, prohibited, exclusive_process
+    mig_mode: bool | Unavailable
+    ecc_enabled: bool | Unavailable
+    ecc_uncorrected_volatile: int | Unavailable
+    temperature_c: int | Unavailable
+    throttle_reasons: list[str] | Unavailable
+    pcie_gen_current: int | Unavailable
+    pcie_gen_max: int | Unavailable
+    pcie_width_current: int | Unavailable
+    pcie_width_max: int | Unavailable
+    processes: list[GpuProcess] | Unavailable
+
+
+@dataclass(frozen=True)
+class GpuLink:
+    """How two GPUs (by NVML index) talk to each other."""
+
+    a: int
+    b: int
+    topology: str | Unavailable  # internal, single, multiple, hostbridge, node, system
+    nvlink_links: int | Unavailable  # active NVLink links from a that reach b
+    p2p_read: str | Unavailable  # ok, not_supported, disabled_by_chipset, ...
+
+
+@dataclass(frozen=True)
+class NvmlFacts:
+    driver_version: str
+    cuda_driver_version: str | Unavailable  # "12.4": the newest CUDA the driver supports
+    nvml_version: str | Unavailable
+    gpus: list[GpuFacts]
+    links: list[GpuLink]
+    # Set when NVML stopped answering part-way: what was gathered before stays.
+    partial_error: str = ""
+
+
+@dataclass(frozen=True)
+class TfDevice:
+    name: str  # /physical_device:GPU:0
+    device_type: str  # GPU, CPU
+    details: dict[str, str]  # tf.config.experimental.get_device_details
+
+
+@dataclass(frozen=True)
+class TensorFlowFacts:
+    version: str
+    module_path: str
+    keras_module: str | Unavailable  # which module tf.keras resolves to: keras (3) or tf_keras
+    keras_version: str | Unavailable
+    build_info: dict[str, str]
+    built_with_cuda: bool | Unavailable
+    physical_devices: list[TfDevice] | Unavailable
+    # Shared libraries mapped into the process after import and device query (/proc/self/maps).
+    loaded_libraries: list[str]
+    import_seconds: float
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    schema_version: int
+    kind: str
+    tool_version: str
+    created: str  # ISO 8601, UTC
+    host: HostFacts
+    python: PythonFacts | Unavailable
+    packages: PackageFacts | Unavailable
+    env: dict[str, str]
+    nvml: NvmlFacts | Unavailable
+    tensorflow: TensorFlowFacts | Unavailable
+
+    def to_json(self) -> str:
+        return json.dumps(to_jsonable(self), indent=2, sort_keys=False) + "\n"
+
+
+class SnapshotLoadError(Exception):
+    """A saved snapshot could not be read; the message is one line naming file and problem."""
+
+
+def snapshot_from_data(data: object, source: str) -> Snapshot:
+    if not isinstance(data, dict):
+        raise SnapshotLoadError(f"{source}: not a snapshot (expected a JSON object)")
+    if data.get("kind", KIND) != KIND:
+        raise SnapshotLoadError(f"{source}: not a snapshot (kind is {data.get('kind')!r})")
+    version = data.get("schema_version")
+    if version is None:
+        raise SnapshotLoadError(f"{source}: not a snapshot (no schema_version)")
+    if version != SCHEMA_VERSION:
+        raise SnapshotLoadError(
+            f"{source}: snapshot schema_version {version!r} is not supported "
+            f"(this mgpu-doctor reads {SCHEMA_VERSION})"
+        )
+    try:
+        return from_jsonable(Snapshot, data, "snapshot")
+    except SchemaError as exc:
+        raise SnapshotLoadError(f"{source}: field {exc.path}: {exc.message}") from None
+
+
+def load_snapshot(path: Path) -> Snapshot:
+    """Read a JSON snapshot; every problem becomes a one-line :class:`SnapshotLoadError`."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SnapshotLoadError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise SnapshotLoadError(f"{path}: is a directory, not a snapshot file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SnapshotLoadError(f"{path}: cannot read: {exc}") from None
+    if not text.strip():
+        raise SnapshotLoadError(f"{path}: file is empty")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SnapshotLoadError(
+            f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
+            "truncated or edited?"
+        ) from None
+    return snapshot_from_data(data, str(path))
