@@ -1,0 +1,1 @@
+"""The version matrix: compatibility tables and known issues, as sourced data in TOML."""
