@@ -11,14 +11,25 @@ from mgpu_doctor.snapshot import NvmlFacts, PackageFacts, Snapshot, TensorFlowFa
 T = TypeVar("T")
 
 
+SKIP_DETAIL_CHARS = 70
+
+
 def need(value: T | Unavailable, what: str) -> T:
     if isinstance(value, Unavailable):
-        raise CheckSkipped(f"{what} unknown ({value.reason}: {_first_line(value.detail)})")
+        raise CheckSkipped(skip_reason(what, value))
     return value
 
 
+def skip_reason(what: str, value: Unavailable) -> str:
+    """A short reason: the first clause of the detail (the full detail is in the snapshot)."""
+    detail = _first_line(value.detail)
+    if len(detail) > SKIP_DETAIL_CHARS:
+        detail = detail[:SKIP_DETAIL_CHARS].rsplit(" ", 1)[0] + "…"
+    return f"{what} {value.reason}: {detail}" if detail else f"{what} {value.reason}"
+
+
 def need_nvml(snapshot: Snapshot) -> NvmlFacts:
-    return need(snapshot.nvml, "NVML facts")
+    return need(snapshot.nvml, "NVML")
 
 
 def need_gpus(snapshot: Snapshot) -> NvmlFacts:
@@ -29,7 +40,7 @@ def need_gpus(snapshot: Snapshot) -> NvmlFacts:
 
 
 def need_tensorflow(snapshot: Snapshot) -> TensorFlowFacts:
-    return need(snapshot.tensorflow, "TensorFlow's view")
+    return need(snapshot.tensorflow, "TensorFlow")
 
 
 def need_packages(snapshot: Snapshot) -> PackageFacts:

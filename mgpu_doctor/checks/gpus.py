@@ -9,7 +9,7 @@ from mgpu_doctor.checks.facts_access import gib, need_gpus, need_nvml
 from mgpu_doctor.checks.visibility import cuda_enumeration_order
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.snapshot import GpuFacts, Snapshot
+from mgpu_doctor.snapshot import Snapshot
 
 MEMORY_IN_USE_FRACTION = 0.05
 SLOWDOWN_REASONS = {
@@ -285,8 +285,12 @@ def device_rows(snapshot: Snapshot) -> list[dict[str, str]]:
     vis = visible_gpus(nvml.gpus, snapshot.env.get("CUDA_VISIBLE_DEVICES"),
                        snapshot.env.get("CUDA_DEVICE_ORDER"))
     tf = snapshot.tensorflow
-    tf_gpus: list[str] | None = None
-    if not isinstance(tf, Unavailable) and not isinstance(tf.physical_devices, Unavailable):
+    tf_gpus: list[str] | str
+    if isinstance(tf, Unavailable):
+        tf_gpus = {"absent": "(no TF)", "failed": "(TF failed)"}.get(tf.reason, "(not probed)")
+    elif isinstance(tf.physical_devices, Unavailable):
+        tf_gpus = "(TF failed)"
+    else:
         tf_gpus = [d.name for d in tf.physical_devices if d.device_type == "GPU"]
     rows = []
     for gpu in nvml.gpus:
@@ -304,11 +308,11 @@ def device_rows(snapshot: Snapshot) -> list[dict[str, str]]:
     return rows
 
 
-def _tf_name(tf_gpus: list[str] | None, ordinal: int | None, known: bool) -> str:
+def _tf_name(tf_gpus: list[str] | str, ordinal: int | None, known: bool) -> str:
     if ordinal is None:
         return "-"
-    if tf_gpus is None:
-        return "(not probed)"
+    if isinstance(tf_gpus, str):
+        return tf_gpus
     if not known:
         return "?"
     return tf_gpus[ordinal] if ordinal < len(tf_gpus) else "missing"
@@ -318,5 +322,3 @@ def _text(value: object) -> str:
     return "n/a" if isinstance(value, Unavailable) else str(value)
 
 
-def gpu_summary(gpu: GpuFacts) -> str:
-    return f"GPU {gpu.index}: {gpu.name} ({gib(gpu.memory_total_bytes)})"

@@ -156,6 +156,17 @@ def check_tensorflow_gpus(snapshot: Snapshot) -> list[Finding]:
             fix="NVML's answer may be incomplete (see the NVML check) or the snapshot mixes two "
             "machines; run `nvidia-smi -L` and compare.",
         )]
+    mig = [g.index for g in nvml.gpus if g.index in visible and g.mig_mode is True]
+    if mig:
+        return [Finding(
+            "tensorflow.fewer-gpus-mig", Severity.WARNING,
+            f"TensorFlow sees {len(tf_gpus)} of the {expected} visible GPU(s); MIG is enabled on "
+            f"GPU {', '.join(map(str, mig))}",
+            evidence,
+            fix="A CUDA process sees at most one MIG instance: see the MIG check. Disable MIG "
+            "for multi-GPU training, or select the instance to use with "
+            "CUDA_VISIBLE_DEVICES=MIG-<uuid> (`nvidia-smi -L` lists them).",
+        )]
     if not isinstance(tf.built_with_cuda, Unavailable) and not tf.built_with_cuda:
         return [Finding(
             "tensorflow.cpu-only-build", Severity.ERROR,
@@ -176,7 +187,7 @@ def check_tensorflow_gpus(snapshot: Snapshot) -> list[Finding]:
 
 
 def _library_evidence(warnings: list[str]) -> list[str]:
-    return [f"TensorFlow said: {w}" for w in warnings if "dlopen" in w or "library" in w][:5]
+    return [f"TensorFlow said: {w}" for w in warnings if "dlopen" in w or "librar" in w][:5]
 
 
 def check_cuda_visible_devices(snapshot: Snapshot) -> list[Finding]:

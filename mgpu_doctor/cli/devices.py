@@ -49,5 +49,5 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
     print(f"Driver {nvml.driver_version}, CUDA {nvml.cuda_driver_version}"  # type: ignore[union-attr]
           if rows else "")
     print(tabulate([[r[k] for k in DEVICE_HEADERS] for r in rows],
-                   headers=list(DEVICE_HEADERS.values())))
+                   headers=list(DEVICE_HEADERS.values()), disable_numparse=True))
     return 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from typing import Any
 
 from mgpu_doctor.childproc import ChildOutcome
@@ -68,9 +70,29 @@ def tensorflow_facts_from_outcome(outcome: ChildOutcome) -> TensorFlowFacts | Un
             cause=f"exception:{err.get('type', 'Error')}",
         )
     try:
-        return _parse(data)
+        facts = _parse(data)
     except (KeyError, TypeError, ValueError) as exc:
         return failed(f"the TensorFlow probe returned malformed data: {exc!r}", "bad-result")
+    said = notable_log_lines(outcome.stderr_tail)
+    return replace(facts, warnings=facts.warnings + said) if said else facts
+
+
+# TensorFlow's C++ log lines that explain why GPUs are missing.
+NOTABLE_LOG = re.compile(
+    r"Cannot dlopen some GPU libraries|Could not load dynamic library|failed call to cuInit|"
+    r"Could not find cuda drivers|Skipping registering GPU devices|"
+    r"CUDA driver version is insufficient|Ignoring visible gpu device"
+)
+
+
+def notable_log_lines(stderr: str) -> list[str]:
+    lines = []
+    for line in stderr.splitlines():
+        if NOTABLE_LOG.search(line):
+            text = re.sub(r"^[IWEF]\d{4} [\d:. ]+\d+ \S+\] ", "", line.strip())
+            if text not in lines:
+                lines.append(text)
+    return lines[:8]
 
 
 def _parse(data: dict[str, Any]) -> TensorFlowFacts:

@@ -30,13 +30,20 @@ WIDTH = 100
 
 def render(report: Report, options: RenderOptions) -> str:
     out = [_header(report), ""]
-    for outcome in report.checks:
-        out.extend(_check_lines(outcome, options))
+    for group in _group_skips(report.checks, options.verbose):
+        if len(group) == 1:
+            out.extend(_check_lines(group[0], options))
+        else:
+            glyph = _paint(GLYPHS[CheckStatus.SKIPPED][0 if options.unicode else 1],
+                           CheckStatus.SKIPPED, options)
+            out += _wrap(f"[{glyph}] {len(group)} checks skipped ({group[0].skip_reason}): "
+                         + ", ".join(o.name for o in group), 0, hanging=4)
     rows = device_table_rows(report)
     if rows:
         out += ["", "GPUs (NVML index, CUDA ordinal, TensorFlow device):"]
         table = tabulate([[r[k] for k in DEVICE_HEADERS] for r in rows],
-                         headers=list(DEVICE_HEADERS.values()), tablefmt="simple")
+                         headers=list(DEVICE_HEADERS.values()), tablefmt="simple",
+                         disable_numparse=True)
         out += ["  " + line for line in table.splitlines()]
     out += ["", summary_line(report)]
     if report.quick:
@@ -47,6 +54,22 @@ def render(report: Report, options: RenderOptions) -> str:
     if not options.verbose and any(f.severity is Severity.INFO for f in report.findings):
         out.append("Run with -v for the informational details.")
     return "\n".join(out) + "\n"
+
+
+def _group_skips(checks: list[CheckOutcome], verbose: bool) -> list[list[CheckOutcome]]:
+    """Consecutive checks skipped for the same reason share one line (each one with -v)."""
+    groups: list[list[CheckOutcome]] = []
+    for outcome in checks:
+        last = groups[-1] if groups else None
+        if (
+            not verbose and last is not None
+            and outcome.status is CheckStatus.SKIPPED and last[0].status is CheckStatus.SKIPPED
+            and outcome.skip_reason == last[0].skip_reason
+        ):
+            last.append(outcome)
+        else:
+            groups.append([outcome])
+    return groups
 
 
 def _header(report: Report) -> str:

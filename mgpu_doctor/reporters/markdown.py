@@ -20,7 +20,8 @@ def render(report: Report, options: RenderOptions) -> str:
     rows = [[c.title, f"`{c.name}`", STATUS_WORDS[c.status],
              _cell(c.skip_reason or "; ".join(f.title for f in c.findings))]
             for c in report.checks]
-    out += [tabulate(rows, headers=["Check", "Name", "Status", "Details"], tablefmt="github"), ""]
+    out += [tabulate(rows, headers=["Check", "Name", "Status", "Details"], tablefmt="github",
+                     disable_numparse=True), ""]
     problems = [f for f in report.findings if f.severity >= Severity.WARNING or options.verbose]
     if problems:
         out += ["## Findings", ""]
@@ -34,7 +35,8 @@ def render(report: Report, options: RenderOptions) -> str:
     devices = device_table_rows(report)
     if devices:
         out += ["## GPUs", "", tabulate([[r[k] for k in DEVICE_HEADERS] for r in devices],
-                                       headers=list(DEVICE_HEADERS.values()), tablefmt="github"), ""]
+                                       headers=list(DEVICE_HEADERS.values()), tablefmt="github",
+                                       disable_numparse=True), ""]
     return "\n".join(out).rstrip() + "\n"
 
 

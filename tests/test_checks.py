@@ -1,0 +1,215 @@
+"""Every check both ways: a finding on the snapshot that has the problem, none on a healthy one."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from mgpu_doctor.checks import CHECKS, select_checks, UnknownCheckError
+from mgpu_doctor.checks.base import Check, run_check
+from mgpu_doctor.facts import failed
+from mgpu_doctor.findings import CheckStatus, Severity
+from tests.scenarios import packages, with_env
+
+BY_NAME = {c.name: c for c in CHECKS}
+
+
+def codes(snapshot, check_name):
+    outcome = run_check(BY_NAME[check_name], snapshot)
+    return {f.code: f.severity for f in outcome.findings if f.severity > Severity.OK}, outcome
+
+
+def problem_codes(snapshot):
+    return {
+        f.code for c in CHECKS for f in run_check(c, snapshot).findings
+        if f.severity >= Severity.WARNING
+    }
+
+
+def test_healthy_box_has_no_warning_at_all(scenario):
+    assert problem_codes(scenario("healthy-8gpu-nvlink")) == set()
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("gpu-held-by-other-process", {"gpu.memory-in-use"}),
+    ("mixed-models", {"gpus.mixed", "cuda.device-order", "gpus.no-p2p"}),
+    ("mig-enabled", {"gpu.mig-enabled", "tensorflow.fewer-gpus-mig"}),
+    ("driver-without-gpus", {"gpus.none"}),
+    ("cpu-only-tensorflow", {"tensorflow.cpu-only-build"}),
+    ("sick-box", {"gpu.ecc-uncorrected", "gpu.throttling", "gpu.compute-prohibited",
+                  "gpu.compute-exclusive", "gpu.pcie-width-degraded"}),
+    ("no-driver-no-tensorflow", {"gpus.none", "tensorflow.not-installed"}),
+    ("tensorflow-import-fails", {"tensorflow.import-failed"}),
+])
+def test_each_scenario_raises_exactly_its_problems(scenario, name, expected):
+    assert problem_codes(scenario(name)) == expected
+
+
+def test_memory_in_use_names_the_process(scenario):
+    outcome = run_check(BY_NAME["gpu-memory-in-use"], scenario("gpu-held-by-other-process"))
+    [finding] = outcome.findings
+    assert "GPU 2" in finding.title and any("pid 4242" in e for e in finding.evidence)
+    assert "TF_FORCE_GPU_ALLOW_GROWTH" in finding.fix
+
+
+def test_mig_on_a_single_gpu_is_a_warning_not_an_error(scenario):
+    snap = scenario("mig-enabled")
+    single = replace(snap, nvml=replace(snap.nvml, gpus=snap.nvml.gpus[:1], links=[]))
+    found, _ = codes(single, "gpu-mig")
+    assert found == {"gpu.mig-enabled": Severity.WARNING}
+
+
+def test_import_failure_explains_the_error(scenario):
+    outcome = run_check(BY_NAME["tensorflow-import"], scenario("tensorflow-import-fails"))
+    [finding] = outcome.findings
+    assert "libcudnn.so.9" in "\n".join(finding.evidence)
+    assert "tensorflow[and-cuda]" in finding.fix
+
+
+@pytest.mark.parametrize("detail,cause,title,fix_part", [
+    ("ImportError: numpy.core.multiarray failed to import", "exception:ImportError",
+     "fails", "numpy<2"),
+    ("TypeError: Descriptors cannot be created directly.", "exception:TypeError", "fails", "protobuf"),
+    ("the TensorFlow probe crashed with SIGILL", "signal:SIGILL", "crashes the process (SIGILL)", "AVX"),
+    ("`import tensorflow` did not finish", "timeout", "hangs", "nvidia-smi"),
+    ("RuntimeError: something new", "exception:RuntimeError", "fails", "clean virtual environment"),
+])
+def test_import_failure_hints(scenario, detail, cause, title, fix_part):
+    snap = replace(scenario("tensorflow-import-fails"), tensorflow=failed(detail, cause=cause))
+    [finding] = run_check(BY_NAME["tensorflow-import"], snap).findings
+    assert finding.title.endswith(title) and fix_part in finding.fix
+
+
+def test_quick_mode_skips_tensorflow_checks_with_the_reason(scenario):
+    from mgpu_doctor.facts import skipped
+
+    snap = replace(scenario("healthy-8gpu-nvlink"), tensorflow=skipped("--quick", cause="quick"))
+    for name in ("tensorflow-import", "tensorflow-gpus"):
+        outcome = run_check(BY_NAME[name], snap)
+        assert outcome.status is CheckStatus.SKIPPED and "--quick" in outcome.skip_reason
+
+
+def test_missing_nvml_skips_gpu_checks_never_passes_them(scenario):
+    snap = scenario("no-driver-no-tensorflow")
+    for check in CHECKS:
+        if check.name.startswith("gpu-"):
+            outcome = run_check(check, snap)
+            assert outcome.status is CheckStatus.SKIPPED, check.name
+            assert "NVML absent" in outcome.skip_reason
+
+
+def test_tensorflow_sees_fewer_gpus_than_nvml(scenario):
+    snap = scenario("healthy-8gpu-nvlink")
+    tf = replace(snap.tensorflow, physical_devices=snap.tensorflow.physical_devices[:5],
+                 warnings=["Cannot dlopen some GPU libraries."])
+    found, outcome = codes(replace(snap, tensorflow=tf), "tensorflow-gpus")
+    assert found == {"tensorflow.fewer-gpus-than-nvml": Severity.ERROR}
+    assert "TensorFlow said: Cannot dlopen some GPU libraries." in outcome.findings[0].evidence
+
+
+def test_tensorflow_sees_more_gpus_than_nvml(scenario):
+    snap = scenario("gpu-held-by-other-process")
+    snap = with_env(snap, CUDA_VISIBLE_DEVICES="0,1")
+    found, _ = codes(snap, "tensorflow-gpus")
+    assert found == {"tensorflow.more-gpus-than-nvml": Severity.WARNING}
+
+
+def test_cuda_visible_devices_masking_is_expected_not_an_error(scenario):
+    snap = scenario("healthy-8gpu-nvlink")
+    tf = replace(snap.tensorflow, physical_devices=snap.tensorflow.physical_devices[:3])
+    snap = with_env(replace(snap, tensorflow=tf), CUDA_VISIBLE_DEVICES="4,5")
+    found, outcome = codes(snap, "tensorflow-gpus")
+    assert found == {} and outcome.status is CheckStatus.PASSED
+
+
+@pytest.mark.parametrize("value,code,severity", [
+    ("", "cuda-visible-devices.empty", Severity.ERROR),
+    ("-1", "cuda-visible-devices.hides-all", Severity.WARNING),
+    ("0,9", "cuda-visible-devices.unknown-gpu", Severity.ERROR),
+    ("GPU-deadbeef", "cuda-visible-devices.unknown-gpu", Severity.ERROR),
+    ("1,1", "cuda-visible-devices.duplicate", Severity.WARNING),
+    ("0,3", "cuda-visible-devices.ok", Severity.INFO),
+])
+def test_cuda_visible_devices(scenario, value, code, severity):
+    found, _ = codes(with_env(scenario("sick-box"), CUDA_VISIBLE_DEVICES=value), "cuda-visible-devices")
+    assert found == {code: severity}
+
+
+def test_cuda_visible_devices_unset_is_skipped(scenario):
+    _, outcome = codes(scenario("sick-box"), "cuda-visible-devices")
+    assert outcome.status is CheckStatus.SKIPPED
+
+
+def test_pci_bus_order_silences_the_device_order_warning(scenario):
+    found, _ = codes(with_env(scenario("mixed-models"), CUDA_DEVICE_ORDER="PCI_BUS_ID"),
+                     "cuda-device-order")
+    assert found == {}
+
+
+@pytest.mark.parametrize("versions,code,severity", [
+    ({"tensorflow-cpu": "2.21.0"}, "packages.tensorflow-twins", Severity.WARNING),
+    ({"tensorflow-gpu": "2.10.0"}, "packages.tensorflow-twins", Severity.ERROR),
+    ({"tf-nightly": "2.22.0.dev20260301"}, "packages.tensorflow-twins", Severity.ERROR),
+    ({"pynvml": "11.5.0", "nvidia-ml-py": "12.560.30"}, "packages.pynvml-twins", Severity.WARNING),
+])
+def test_conflicting_distributions(scenario, versions, code, severity):
+    snap = replace(scenario("healthy-8gpu-nvlink"), packages=packages(**versions))
+    found, _ = codes(snap, "tensorflow-distributions")
+    assert found == {code: severity}
+
+
+def test_one_tensorflow_distribution_passes(scenario):
+    found, outcome = codes(scenario("healthy-8gpu-nvlink"), "tensorflow-distributions")
+    assert found == {} and outcome.status is CheckStatus.PASSED
+
+
+def test_shadowed_distribution(scenario):
+    pk = replace(packages(), shadowed={"numpy": ["1.26.4 at /home/u/.local/lib/python3.11/site-packages"]})
+    found, _ = codes(replace(scenario("healthy-8gpu-nvlink"), packages=pk), "tensorflow-distributions")
+    assert found == {"packages.shadowed": Severity.WARNING}
+
+
+@pytest.mark.parametrize("versions,env,expected", [
+    ({}, {}, {"keras.in-use": Severity.INFO}),
+    ({"tf-keras": "2.21.0"}, {"TF_USE_LEGACY_KERAS": "1"}, {"keras.in-use": Severity.INFO}),
+    ({}, {"TF_USE_LEGACY_KERAS": "1"}, {"keras.legacy-without-tf-keras": Severity.ERROR}),
+    ({"tf-keras": "2.19.0"}, {"TF_USE_LEGACY_KERAS": "1"}, {"keras.tf-keras-mismatch": Severity.ERROR}),
+    ({"tf-keras": "2.19.0"}, {}, {"keras.tf-keras-mismatch": Severity.WARNING}),
+    ({"keras": "2.15.0"}, {}, {"keras.keras2-with-tf216": Severity.ERROR}),
+    ({"keras": ""}, {}, {"keras.missing": Severity.ERROR}),
+    ({"tensorflow": "2.15.1", "keras": "2.15.0"}, {}, {"keras.in-use": Severity.INFO}),
+    ({"tensorflow": "2.16.0rc0", "keras": "3.0.5"}, {}, {"keras.in-use": Severity.INFO}),
+])
+def test_keras_rules(scenario, versions, env, expected):
+    snap = replace(scenario("healthy-8gpu-nvlink"), packages=packages(**versions))
+    found, _ = codes(with_env(snap, **env), "keras")
+    assert found == expected
+
+
+def test_keras_in_use_names_which_keras(scenario):
+    snap = replace(scenario("healthy-8gpu-nvlink"), packages=packages(**{"tf-keras": "2.21.0"}))
+    [finding] = run_check(BY_NAME["keras"], with_env(snap, TF_USE_LEGACY_KERAS="1")).findings
+    assert finding.title == "tf.keras will be tf-keras 2.21.0"
+
+
+def test_a_check_that_raises_becomes_a_crash_finding(scenario):
+    def broken(snapshot):
+        raise KeyError("boom")
+
+    outcome = run_check(Check("broken", "Broken", broken), scenario("sick-box"))
+    assert outcome.status is CheckStatus.CRASHED
+    [finding] = outcome.findings
+    assert finding.severity is Severity.CRASH and "KeyError" in finding.title
+
+
+def test_select_checks_by_name():
+    assert [c.name for c in select_checks(["gpu-ecc", "keras"], None)] == ["keras", "gpu-ecc"]
+    assert "gpu-ecc" not in [c.name for c in select_checks(None, ["gpu-ecc"])]
+    with pytest.raises(UnknownCheckError, match="unknown check 'gpu-eccs'"):
+        select_checks(["gpu-eccs"], None)
+
+
+def test_check_names_are_unique_and_stable():
+    names = [c.name for c in CHECKS]
+    assert len(names) == len(set(names))

@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mgpu_doctor.snapshot import SnapshotLoadError, load_snapshot
+from tests.scenarios import SCENARIOS, path_of
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_recorded_snapshots_are_current(name):
+    """tests/data matches tests/scenarios.py (regenerate with `python -m tests.scenarios`)."""
+    assert load_snapshot(path_of(name)) == SCENARIOS[name]()
+
+
+def _error(tmp_path, content: str | bytes) -> str:
+    path = tmp_path / "snap.json"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(SnapshotLoadError) as err:
+        load_snapshot(path)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(str(path))
+    return message
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(SnapshotLoadError, match="no such file"):
+        load_snapshot(tmp_path / "nope.json")
+
+
+def test_directory(tmp_path):
+    with pytest.raises(SnapshotLoadError, match="is a directory"):
+        load_snapshot(tmp_path)
+
+
+def test_empty_file(tmp_path):
+    assert "file is empty" in _error(tmp_path, "  \n")
+
+
+def test_truncated_file(tmp_path):
+    text = path_of("sick-box").read_text()
+    assert "not valid JSON" in _error(tmp_path, text[: len(text) // 2])
+
+
+def test_not_json(tmp_path):
+    assert "not valid JSON" in _error(tmp_path, "GPU 0: A100\n")
+
+
+def test_binary_garbage(tmp_path):
+    assert "cannot read" in _error(tmp_path, b"\xff\xfe\x00garbage")
+
+
+def test_json_but_not_a_snapshot(tmp_path):
+    assert "expected a JSON object" in _error(tmp_path, "[1, 2]")
+    assert "no schema_version" in _error(tmp_path, '{"gpus": []}')
+
+
+def test_future_schema_version(tmp_path):
+    data = json.loads(path_of("sick-box").read_text())
+    data["schema_version"] = 99
+    assert "schema_version 99 is not supported" in _error(tmp_path, json.dumps(data))
+
+
+def test_wrong_field_type_names_the_field(tmp_path):
+    data = json.loads(path_of("sick-box").read_text())
+    data["nvml"]["gpus"][0]["name"] = 7
+    assert "field snapshot.nvml.gpus[0].name: expected str" in _error(tmp_path, json.dumps(data))
+
+
+def test_report_json_is_not_mistaken_for_a_snapshot(tmp_path):
+    assert "not a snapshot" in _error(tmp_path, '{"kind": "something-else", "schema_version": 1}')
