@@ -23,13 +23,6 @@ class Interpreter:
     def current(cls) -> Interpreter:
         return cls(sys.executable)
 
-    @property
-    def is_doctor(self) -> bool:
-        try:
-            return os.path.samefile(self.executable, sys.executable)
-        except OSError:
-            return False
-
     def problem(self) -> str:
         """Why this interpreter cannot be used, or "" when it can."""
         path = Path(self.executable)

@@ -1,0 +1,93 @@
+"""The package probe runs under the diagnosed interpreter, which may be another Python."""
+
+from __future__ import annotations
+
+import ast
+import os
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from mgpu_doctor.facts import Unavailable
+from mgpu_doctor.probes.interpreter import CHILD_SCRIPTS, Interpreter
+from mgpu_doctor.probes.packages import gather_python_and_packages
+
+
+def base_python() -> str:
+    """The interpreter this virtual environment was made from: no TensorFlow in it."""
+    for name in ("python3", "python"):
+        path = Path(sys.base_prefix) / "bin" / name
+        if path.exists():
+            return str(path)
+    pytest.skip("no base interpreter found")
+
+
+def test_current_interpreter_packages():
+    python, packages, libc = gather_python_and_packages(Interpreter.current())
+    assert not isinstance(python, Unavailable) and not isinstance(packages, Unavailable)
+    assert python.is_doctor_interpreter
+    assert python.version == ".".join(map(str, sys.version_info[:3]))
+    assert packages.versions["numpy"] == metadata.version("numpy")
+    assert packages.versions["tensorflow"] == metadata.version("tensorflow")
+    tf_requires = packages.requires["tensorflow"]
+    assert any("and-cuda" in r for r in tf_requires)
+    assert libc.startswith("glibc")
+
+
+def test_another_interpreter_is_diagnosed_in_its_own_environment():
+    other = base_python()
+    python, packages, _ = gather_python_and_packages(Interpreter(other))
+    assert not isinstance(packages, Unavailable)
+    assert not python.is_doctor_interpreter
+    assert os.path.realpath(python.executable) == os.path.realpath(other)
+    assert "tensorflow" not in packages.versions
+
+
+def test_missing_interpreter_is_a_fact():
+    python, packages, _ = gather_python_and_packages(Interpreter("/no/such/python"))
+    assert isinstance(python, Unavailable) and "no such file" in python.detail
+    assert packages == python
+
+
+def test_interpreter_that_is_not_python(tmp_path):
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho 'I am not python' >&2\nexit 4\n")
+    fake.chmod(0o755)
+    python, _, _ = gather_python_and_packages(Interpreter(str(fake)))
+    assert isinstance(python, Unavailable)
+    assert "exited with status 4: I am not python" in python.detail
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in CHILD_SCRIPTS.glob("*.py")))
+def test_child_scripts_stay_python36_compatible(script):
+    source = (CHILD_SCRIPTS / script).read_text()
+    ast.parse(source, feature_version=(3, 6))  # no walrus, no positional-only, ...
+    for banned in ("from __future__ import annotations", "import dataclasses", "from dataclasses",
+                   "importlib.metadata import", "removeprefix(", "functools.cache\n"):
+        assert banned not in source, f"{script} uses {banned!r}, unavailable on Python 3.6"
+
+
+OLD_PYTHONS = sorted(Path("/root/.pyenv/versions").glob("3.[6-9].*/bin/python3")) if Path(
+    "/root/.pyenv/versions").is_dir() else []
+
+
+@pytest.mark.skipif(not OLD_PYTHONS, reason="no Python 3.6-3.9 interpreter on this machine")
+@pytest.mark.parametrize("python", OLD_PYTHONS, ids=lambda p: p.parent.parent.name)
+def test_package_probe_runs_under_old_pythons(python):
+    """Training environments can be older than the doctor: the child runs there for real."""
+    py, packages, _ = gather_python_and_packages(Interpreter(str(python)))
+    assert not isinstance(py, Unavailable), py
+    assert py.version == python.parent.parent.name
+    assert not isinstance(packages, Unavailable)
+
+
+PYTHON2 = Path("/root/.pyenv/versions/2.7.18/bin/python")
+
+
+@pytest.mark.skipif(not PYTHON2.exists(), reason="no Python 2 on this machine")
+def test_python2_is_refused_with_a_clear_reason():
+    python, _, _ = gather_python_and_packages(Interpreter(str(PYTHON2)))
+    assert isinstance(python, Unavailable) and python.cause == "python-too-old"
+    assert "Python 2.7.18; mgpu-doctor can diagnose Python 3.6 or newer" in python.detail
