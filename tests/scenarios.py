@@ -13,7 +13,14 @@ from typing import Any
 from mgpu_doctor.facts import absent, failed
 from mgpu_doctor.probes.nvml import gather_nvml
 from mgpu_doctor.snapshot import (
-    KIND, SCHEMA_VERSION, HostFacts, PackageFacts, PythonFacts, Snapshot, TensorFlowFacts, TfDevice,
+    KIND,
+    SCHEMA_VERSION,
+    HostFacts,
+    PackageFacts,
+    PythonFacts,
+    Snapshot,
+    TensorFlowFacts,
+    TfDevice,
 )
 from tests.fake_nvml import FakeGpu, FakeMachine, FakeNvml, bus, gpus, uuid
 

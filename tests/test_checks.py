@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from mgpu_doctor.checks import CHECKS, select_checks, UnknownCheckError
+from mgpu_doctor.checks import CHECKS, UnknownCheckError, select_checks
 from mgpu_doctor.checks.base import Check, run_check
 from mgpu_doctor.facts import failed
 from mgpu_doctor.findings import CheckStatus, Severity

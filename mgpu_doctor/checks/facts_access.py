@@ -24,7 +24,7 @@ def skip_reason(what: str, value: Unavailable) -> str:
     """A short reason: the first clause of the detail (the full detail is in the snapshot)."""
     detail = _first_line(value.detail)
     if len(detail) > SKIP_DETAIL_CHARS:
-        detail = detail[:SKIP_DETAIL_CHARS].rsplit(" ", 1)[0] + "…"
+        detail = detail[:SKIP_DETAIL_CHARS].rsplit(" ", 1)[0] + "..."
     return f"{what} {value.reason}: {detail}" if detail else f"{what} {value.reason}"
 
 

@@ -54,7 +54,7 @@ def check_gpus_present(snapshot: Snapshot) -> list[Finding]:
     names = Counter(g.name for g in nvml.gpus)
     findings.append(Finding(
         "gpus.found", Severity.OK,
-        f"{len(nvml.gpus)} GPU(s): " + ", ".join(f"{n}× {name}" for name, n in names.items()),
+        f"{len(nvml.gpus)} GPU(s): " + ", ".join(f"{n}x {name}" for name, n in names.items()),
         [f"driver {nvml.driver_version}, supports CUDA up to {nvml.cuda_driver_version}"],
     ))
     return findings
@@ -102,8 +102,8 @@ def check_gpu_ecc(snapshot: Snapshot) -> list[Finding]:
             [f"GPU {g.index} ({g.name}, {g.pci_bus_id}): uncorrected volatile ECC errors = "
              f"{g.ecc_uncorrected_volatile}"],
             fix="Results on this GPU cannot be trusted: drain it (exclude it with "
-            "CUDA_VISIBLE_DEVICES), reset it (`nvidia-smi -r -i N`) and, if errors return, have "
-            "it replaced. Check `nvidia-smi -q -d ECC,PAGE_RETIREMENT`.",
+            f"CUDA_VISIBLE_DEVICES), reset it (sudo nvidia-smi -r -i {g.index}) and, if errors "
+            f"return, have it replaced. Details: nvidia-smi -q -d ECC,PAGE_RETIREMENT -i {g.index}",
         )
         for g in known
         if isinstance(g.ecc_uncorrected_volatile, int) and g.ecc_uncorrected_volatile > 0
@@ -121,7 +121,7 @@ def check_gpu_throttling(snapshot: Snapshot) -> list[Finding]:
         slow = [r for r in gpu.throttle_reasons if r in SLOWDOWN_REASONS]
         if not slow:
             continue
-        temp = f", {gpu.temperature_c} °C" if not isinstance(gpu.temperature_c, Unavailable) else ""
+        temp = f", {gpu.temperature_c} C" if not isinstance(gpu.temperature_c, Unavailable) else ""
         findings.append(Finding(
             "gpu.throttling", Severity.WARNING,
             f"GPU {gpu.index} is slowed down right now: "

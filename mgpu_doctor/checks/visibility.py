@@ -35,7 +35,9 @@ def cuda_enumeration_order(gpus: list[GpuFacts], device_order: str | None) -> tu
     return indices, uniform
 
 
-def visible_gpus(gpus: list[GpuFacts], cuda_visible_devices: str | None, device_order: str | None) -> Visibility:
+def visible_gpus(
+    gpus: list[GpuFacts], cuda_visible_devices: str | None, device_order: str | None
+) -> Visibility:
     order, known = cuda_enumeration_order(gpus, device_order)
     if cuda_visible_devices is None:
         return Visibility(order, "", [], [], known)

@@ -10,7 +10,12 @@ from typing import Any
 from mgpu_doctor import __version__
 from mgpu_doctor.checks import UnknownCheckError, select_checks
 from mgpu_doctor.cli.common import (
-    Progress, add_output_options, add_python_option, interpreter_from, render_options, write_text,
+    Progress,
+    add_output_options,
+    add_python_option,
+    interpreter_from,
+    render_options,
+    write_text,
 )
 from mgpu_doctor.cli.errors import UsageError
 from mgpu_doctor.probes.gather import GatherOptions, gather_snapshot

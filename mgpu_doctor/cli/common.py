@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from mgpu_doctor.findings import Severity
 from mgpu_doctor.cli.errors import UsageError
+from mgpu_doctor.findings import Severity
 from mgpu_doctor.probes.interpreter import Interpreter
 from mgpu_doctor.reporters import OutputFormat, RenderOptions
 

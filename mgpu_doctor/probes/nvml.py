@@ -90,7 +90,7 @@ def _gather(nvml: Any) -> NvmlFacts | Unavailable:
     finally:
         try:
             nvml.nvmlShutdown()
-        except nvml.NVMLError:
+        except nvml.NVMLError:  # shutting down a half-broken NVML must not hide the facts
             pass
 
 
@@ -124,7 +124,7 @@ def _gather_initialised(nvml: Any) -> NvmlFacts:
     try:
         count = nvml.nvmlDeviceGetCount()
         for index in range(count):
-            handle = _call(nvml, lambda i=index: nvml.nvmlDeviceGetHandleByIndex(i))
+            handle = _call(nvml, _bind(nvml.nvmlDeviceGetHandleByIndex, index))
             handles.append(handle)
             gpus.append(_gpu(nvml, index, handle))
         links = _links(nvml, gpus, handles)
@@ -202,17 +202,23 @@ def _links(nvml: Any, gpus: list[GpuFacts], handles: list[Any]) -> list[GpuLink]
         peers = nvlinks[a]
         links.append(GpuLink(
             a=a, b=b,
-            topology=_optional(
-                nvml, lambda: TOPOLOGY_LEVELS.get(
-                    nvml.nvmlDeviceGetTopologyCommonAncestor(ha, hb), "unknown"
-                )
-            ),
+            topology=_optional(nvml, _bind(_topology, nvml, ha, hb)),
             nvlink_links=peers.get(b, 0) if not isinstance(peers, Unavailable) else peers,
-            p2p_read=_optional(
-                nvml, lambda: P2P_STATUSES.get(nvml.nvmlDeviceGetP2PStatus(ha, hb, 0), "unknown")
-            ),
+            p2p_read=_optional(nvml, _bind(_p2p_read, nvml, ha, hb)),
         ))
     return links
+
+
+def _topology(nvml: Any, ha: Any, hb: Any) -> str:
+    return TOPOLOGY_LEVELS.get(nvml.nvmlDeviceGetTopologyCommonAncestor(ha, hb), "unknown")
+
+
+def _p2p_read(nvml: Any, ha: Any, hb: Any) -> str:
+    return P2P_STATUSES.get(nvml.nvmlDeviceGetP2PStatus(ha, hb, 0), "unknown")
+
+
+def _bind(fn: Callable[..., T], *args: Any) -> Callable[[], T]:
+    return lambda: fn(*args)
 
 
 def _nvlink_peers(nvml: Any, h: Any, by_bus: dict[str, int]) -> dict[int, int] | Unavailable:

@@ -48,10 +48,10 @@ def _too_old(executable: str) -> str:
     words = (done.stdout + done.stderr).split()
     if len(words) >= 2 and words[0] == "Python":
         parts = words[1].split(".")
-        if parts[0].isdigit() and parts[1:2] and parts[1].isdigit():
-            if (int(parts[0]), int(parts[1])) < MIN_PYTHON:
-                return (f"{executable} is Python {words[1]}; mgpu-doctor can diagnose Python "
-                        f"{MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer")
+        if (parts[0].isdigit() and parts[1:2] and parts[1].isdigit()
+                and (int(parts[0]), int(parts[1])) < MIN_PYTHON):
+            return (f"{executable} is Python {words[1]}; mgpu-doctor can diagnose Python "
+                    f"{MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer")
     return ""
 
 

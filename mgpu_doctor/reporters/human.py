@@ -53,7 +53,17 @@ def render(report: Report, options: RenderOptions) -> str:
         out.append(note)
     if not options.verbose and any(f.severity is Severity.INFO for f in report.findings):
         out.append("Run with -v for the informational details.")
-    return "\n".join(out) + "\n"
+    text = "\n".join(out) + "\n"
+    return text if options.unicode else to_ascii(text)
+
+
+ASCII_FALLBACKS = str.maketrans({"…": "...", "×": "x", "°": "deg", "→": "->", "✓": "+", "✗": "x",
+                                 "‘": "'", "’": "'", "“": '"', "”": '"', "–": "-", "—": "-"})
+
+
+def to_ascii(text: str) -> str:
+    """Plain output off a terminal: known symbols spelled out, anything else as '?'."""
+    return text.translate(ASCII_FALLBACKS).encode("ascii", "replace").decode("ascii")
 
 
 def _group_skips(checks: list[CheckOutcome], verbose: bool) -> list[list[CheckOutcome]]:

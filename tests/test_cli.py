@@ -1,0 +1,198 @@
+"""The command line, in-process through main([...]) and as a real `python -m mgpu_doctor`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from mgpu_doctor import __version__
+from mgpu_doctor.cli import main
+from tests.scenarios import path_of
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"mgpu-doctor {__version__}"
+
+
+def test_no_command_prints_help_and_exits_2(capsys):
+    code, _, err = run(capsys)
+    assert code == 2 and "usage: mgpu-doctor" in err
+
+
+@pytest.mark.parametrize("scenario,expected", [
+    ("healthy-8gpu-nvlink", 0),
+    ("gpu-held-by-other-process", 0),  # a warning only
+    ("sick-box", 1),
+    ("tensorflow-import-fails", 1),
+])
+def test_exit_code_follows_the_worst_finding(capsys, scenario, expected):
+    code, out, _ = run(capsys, "check", "--from", str(path_of(scenario)))
+    assert code == expected
+    assert out.splitlines()[0].startswith(f"mgpu-doctor {__version__}: snapshot ")
+
+
+def test_fail_on_warning(capsys):
+    code, _, _ = run(capsys, "check", "--from", str(path_of("gpu-held-by-other-process")),
+                     "--fail-on", "warning")
+    assert code == 1
+
+
+def test_json_output_is_only_json_on_stdout(capsys):
+    code, out, _ = run(capsys, "check", "--from", str(path_of("sick-box")), "--format", "json")
+    data = json.loads(out)
+    assert code == 1
+    assert data["schema_version"] == 1 and data["kind"] == "mgpu-doctor-report"
+    assert data["summary"] == {
+        "worst": "error", "fail_on": "error", "exit_code": 1,
+        "checks": {"passed": 8, "info": 2, "warning": 2, "failed": 2, "skipped": 1, "crashed": 0},
+    }
+    codes = {f["code"] for c in data["checks"] for f in c["findings"]}
+    assert {"gpu.ecc-uncorrected", "gpu.compute-prohibited"} <= codes
+    assert data["snapshot"]["nvml"]["gpus"][1]["ecc_uncorrected_volatile"] == 3
+    assert [d["nvml"] for d in data["devices"]] == ["0", "1", "2", "3"]
+
+
+def test_junit_file(capsys, tmp_path):
+    junit = tmp_path / "doctor.xml"
+    code, _, _ = run(capsys, "check", "--from", str(path_of("sick-box")), "--junit", str(junit))
+    suite = ET.parse(junit).getroot()
+    assert code == 1 and suite.tag == "testsuite"
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("15", "2", "1")
+    failure = suite.find("testcase[@name='gpu-ecc']/failure")
+    assert failure is not None and failure.get("type") == "gpu.ecc-uncorrected"
+    assert "Fix:" in failure.get("message")
+
+
+def test_checks_and_skip_select(capsys):
+    code, out, _ = run(capsys, "check", "--from", str(path_of("sick-box")), "--checks",
+                       "gpu-pcie-link,gpu-throttling", "--format", "json")
+    assert [c["name"] for c in json.loads(out)["checks"]] == ["gpu-throttling", "gpu-pcie-link"]
+    assert code == 0
+    _, out, _ = run(capsys, "check", "--from", str(path_of("sick-box")), "--skip", "gpu-ecc",
+                    "--format", "json")
+    assert "gpu-ecc" not in [c["name"] for c in json.loads(out)["checks"]]
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["check", "--format", "yaml"], "invalid choice: 'yaml'"),
+    (["check", "--fail-on", "sometimes"], "invalid choice: 'sometimes'"),
+    (["check", "--bogus"], "unrecognized arguments: --bogus"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["check", "--checks", "gpu-eccs"], "unknown check 'gpu-eccs'"),
+    (["check", "--python", "/no/such/python"], "--python /no/such/python: no such file"),
+    (["check", "--from", "/no/such.json"], "/no/such.json: no such file"),
+])
+def test_usage_errors_are_one_line_with_exit_2(capsys, argv, message):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("content,message", [
+    ("", "file is empty"),
+    ('{"schema_version": 1, "kind": "mgpu-doctor-snapshot"', "not valid JSON"),
+    ("[]", "expected a JSON object"),
+    ('{"schema_version": 1, "kind": "mgpu-doctor-snapshot"}', "field snapshot.tool_version: missing"),
+])
+def test_bad_from_file(capsys, tmp_path, content, message):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    code, _, err = run(capsys, "check", "--from", str(bad))
+    assert code == 2 and message in err and err.startswith(f"mgpu-doctor: error: {bad}")
+
+
+def test_internal_error_is_exit_3_without_traceback(capsys, monkeypatch):
+    import mgpu_doctor.cli.check as check_cmd
+
+    def explode(*a, **k):
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(check_cmd, "build_report", explode)
+    code, _, err = run(capsys, "check", "--from", str(path_of("sick-box")))
+    assert code == 3 and "internal error: RuntimeError: kaboom" in err and "Traceback" not in err
+
+
+def test_keyboard_interrupt_is_exit_130(capsys, monkeypatch):
+    import mgpu_doctor.cli.check as check_cmd
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(check_cmd, "gather_snapshot", interrupted)
+    code, _, err = run(capsys, "check", "--quick")
+    assert code == 130 and "interrupted" in err
+
+
+def test_snapshot_then_check_from_it(capsys, tmp_path):
+    out_file = tmp_path / "snap.json"
+    code, _, err = run(capsys, "snapshot", "--quick", "-o", str(out_file))
+    assert code == 0 and "snapshot written" in err
+    data = json.loads(out_file.read_text())
+    assert data["kind"] == "mgpu-doctor-snapshot" and data["tensorflow"]["unavailable"] == "skipped"
+    code, out, _ = run(capsys, "check", "--from", str(out_file))
+    assert code in (0, 1) and "snapshot" in out.splitlines()[0]
+
+
+def test_snapshot_to_unwritable_place(capsys, tmp_path):
+    code, _, err = run(capsys, "snapshot", "--quick", "-o", str(tmp_path / "no" / "dir" / "s.json"))
+    assert code == 2 and "cannot write" in err
+
+
+def test_devices_without_a_driver(capsys):
+    code, out, _ = run(capsys, "devices")
+    assert code == 0 and out.startswith("No GPU: NVML absent")
+
+
+def test_devices_with_fake_nvml(capsys):
+    import argparse
+
+    from mgpu_doctor.cli import devices
+    from tests.fake_nvml import FakeMachine, FakeNvml, gpus
+
+    code = devices.run(argparse.Namespace(format="human"), nvml_module=FakeNvml(FakeMachine(gpus=gpus(2))))
+    out = capsys.readouterr().out
+    assert code == 0 and "Driver 560.35.03, CUDA 12.6" in out and out.count("A100") == 2
+
+
+def test_quick_check_on_this_machine(capsys):
+    code, out, _ = run(capsys, "check", "--quick")
+    assert code in (0, 1)
+    assert "TensorFlow imports (skipped: --quick" in out
+    assert "Quick check: TensorFlow was not imported" in out
+
+
+@pytest.mark.tensorflow
+def test_python_dash_m_full_check_in_a_real_process(tmp_path):
+    """The real entry point, no TTY: ASCII, no colour, progress only for the slow step."""
+    done = subprocess.run([sys.executable, "-m", "mgpu_doctor", "check", "--format", "json",
+                           "--junit", str(tmp_path / "j.xml")],
+                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert done.returncode in (0, 1), done.stderr
+    data = json.loads(done.stdout)
+    assert data["snapshot"]["tensorflow"]["version"]
+    assert done.stderr.strip().splitlines() == [
+        "mgpu-doctor: TensorFlow: importing it in a child process (a few seconds)"
+    ]
+    ET.parse(tmp_path / "j.xml")
+
+
+def test_python_dash_m_human_output_is_plain_ascii():
+    done = subprocess.run([sys.executable, "-m", "mgpu_doctor", "check", "--quick"],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode in (0, 1)
+    assert "\x1b[" not in done.stdout
+    assert all(ord(ch) < 128 for ch in done.stdout), "non-ASCII when stdout is not a terminal"
+    assert done.stderr == ""

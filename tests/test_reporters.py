@@ -1,0 +1,82 @@
+"""Reporters: exact expected output (golden files), and every format renders every scenario.
+
+After an intended change of wording, regenerate with MGPU_DOCTOR_UPDATE_GOLDEN=1 and read the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from mgpu_doctor.checks import CHECKS
+from mgpu_doctor.findings import Severity
+from mgpu_doctor.report import build_report
+from mgpu_doctor.reporters import OutputFormat, RenderOptions, junit
+from tests.scenarios import SCENARIOS
+
+GOLDEN = Path(__file__).parent / "data" / "golden"
+
+
+def report_for(snapshot, name):
+    return build_report(snapshot, CHECKS, command="check", source=f"snapshot {name}.json",
+                        quick=False, tool_version="0.1.0")
+
+
+def assert_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("MGPU_DOCTOR_UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert text == path.read_text()
+
+
+@pytest.mark.parametrize("scenario_name,fmt,options,golden", [
+    ("mixed-models", OutputFormat.HUMAN, RenderOptions(unicode=True), "mixed-models.human.txt"),
+    ("sick-box", OutputFormat.HUMAN, RenderOptions(unicode=False), "sick-box.ascii.txt"),
+    ("sick-box", OutputFormat.HUMAN, RenderOptions(unicode=False, verbose=True), "sick-box.verbose.txt"),
+    ("mixed-models", OutputFormat.MARKDOWN, RenderOptions(), "mixed-models.md"),
+])
+def test_exact_output(scenario, scenario_name, fmt, options, golden):
+    assert_golden(golden, fmt.renderer()(report_for(scenario(scenario_name), scenario_name), options))
+
+
+def test_junit_exact(scenario):
+    report = report_for(scenario("mixed-models"), "mixed-models")
+    assert_golden("mixed-models.junit.xml", junit.render(report, RenderOptions(fail_on=Severity.WARNING)))
+
+
+def test_colour_only_when_asked(scenario):
+    report = report_for(scenario("sick-box"), "sick-box")
+    plain = OutputFormat.HUMAN.renderer()(report, RenderOptions(unicode=True, color=False))
+    coloured = OutputFormat.HUMAN.renderer()(report, RenderOptions(unicode=True, color=True))
+    assert "\x1b[" not in plain and "\x1b[31m✗\x1b[0m" in coloured
+
+
+@pytest.mark.parametrize("fmt", list(OutputFormat))
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_every_format_renders_every_scenario(scenario, fmt, name):
+    text = fmt.renderer()(report_for(scenario(name), name), RenderOptions())
+    assert text.endswith("\n")
+    if fmt is OutputFormat.JSON:
+        assert json.loads(text)["kind"] == "mgpu-doctor-report"
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_junit_is_valid_and_counts_add_up(scenario, name):
+    report = report_for(scenario(name), name)
+    suite = ET.fromstring(junit.render(report, RenderOptions()))
+    cases = suite.findall("testcase")
+    assert int(suite.get("tests")) == len(cases) == len(report.checks)
+    assert int(suite.get("failures")) == sum(1 for c in cases if c.find("failure") is not None)
+    assert int(suite.get("skipped")) == sum(1 for c in cases if c.find("skipped") is not None)
+
+
+def test_skipped_checks_with_one_reason_share_a_line_unless_verbose(scenario):
+    report = report_for(scenario("no-driver-no-tensorflow"), "x")
+    short = OutputFormat.HUMAN.renderer()(report, RenderOptions(unicode=False))
+    assert "[-] 9 checks skipped (NVML absent:" in short
+    verbose = OutputFormat.HUMAN.renderer()(report, RenderOptions(unicode=False, verbose=True))
+    assert "9 checks skipped" not in verbose and "[-] GPU memory is free (skipped: NVML absent" in verbose
