@@ -122,7 +122,7 @@ def test_unknown_usage_matches_conditionally_at_info() -> None:
 
 
 @pytest.mark.parametrize("term", ["tensorflow=1.12", "gpus==2", "gpus=two", "layers=rnn", "cuda==banana",
-                                  "strategy=horovod", "nonsense", "foo=1", "gpus="])
+                                  "strategy=tpu", "workers=0", "usage=dancing", "nonsense", "foo=1", "gpus="])
 def test_bad_query_terms(term: str) -> None:
     with pytest.raises(BadEnvironment):
         parse_query([term])

@@ -17,6 +17,7 @@ from mgpu_doctor.cli.common import add_output_options, emit
 from mgpu_doctor.cli.errors import UsageError
 from mgpu_doctor.findings import CheckOutcome, status_for
 from mgpu_doctor.matrix.known_issues import (
+    CONDITION_KEYS,
     KnownIssue,
     Matrix,
     known_issue_paths,
@@ -131,13 +132,7 @@ def describe(issue: KnownIssue) -> str:
     def wrap(label: str, text: str) -> list[str]:
         return textwrap.wrap(f"{label}{text}", width=100, subsequent_indent=" " * len(label)) or [label]
 
-    c = issue.conditions
-    conditions = [f"layers: {', '.join(c.layers)}" if c.layers else "",
-                  f"min_gpus: {c.min_gpus}" if c.min_gpus else "",
-                  f"max_gpus: {c.max_gpus}" if c.max_gpus else "",
-                  *(f"{k}: {getattr(c, k)}" for k in ("strategy", "scenario", "compute_capability",
-                                                       "platform", "cpu_vendor", "interconnect")
-                    if getattr(c, k) is not None)]
+    conditions = condition_lines(issue)
     lines = [f"{issue.id}: {issue.title}", ""]
     lines += wrap("symptom:     ", f"{issue.symptom} ({issue.confidence})")
     lines += wrap("affects:     ", ", ".join(f"{k} {v}" for k, v in issue.affects.items()))
@@ -152,6 +147,18 @@ def describe(issue: KnownIssue) -> str:
         lines += wrap("source:      ", f"{where} [{s.kind}, {tag}]" + (f" {s.note}" if s.note else ""))
     lines += wrap("file:        ", issue.origin)
     return "\n".join(lines) + "\n"
+
+
+def condition_lines(issue: KnownIssue) -> list[str]:
+    """``key: value`` for every condition the entry sets, in the schema's order."""
+    c = issue.conditions
+    lines = []
+    for key in CONDITION_KEYS:
+        value = getattr(c, key)
+        if value in (None, ()):
+            continue
+        lines.append(f"{key}: {', '.join(value) if isinstance(value, tuple) else value}")
+    return lines
 
 
 def run_query(args: argparse.Namespace) -> int:

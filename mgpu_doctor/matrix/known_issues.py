@@ -6,29 +6,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.matrix.toml_compat import DataFileError, read_versioned
 from mgpu_doctor.matrix.versions import parse_specifier
 
 SCHEMA_VERSION = 1
 SYMPTOMS = ("hang", "leak", "nan", "crash", "error", "slow")
 CONFIDENCES = ("confirmed", "reported")
-VERSION_KEYS = ("tensorflow", "keras", "tf-keras", "python", "cuda", "cudnn", "nccl", "driver")
-LAYERS = ("dense", "conv2d", "lstm", "gru", "batchnorm", "embedding", "attention")
-STRATEGIES = ("mirrored", "multi_worker_mirrored", "multi_gpu_model", "any")
-SCENARIOS = ("uneven_final_batch", "even")
-PLATFORMS = ("linux", "windows", "wsl")
-CPU_VENDORS = ("amd", "intel")
-INTERCONNECTS = ("nvlink", "pcie")
-SOURCE_KINDS = ("issue", "pull-request", "release-note", "doc", "write-up")
-CONDITION_KEYS = ("layers", "min_gpus", "max_gpus", "strategy", "scenario", "compute_capability",
-                  "platform", "cpu_vendor", "interconnect")
+VERSION_KEYS = ("tensorflow", "keras", "tf-keras", "python", "cuda", "cudnn", "nccl", "cublas", "driver")
+LAYERS = tuple(vocab.LAYERS)
+ANY_STRATEGY = vocab.ANY_STRATEGY
+STRATEGIES = (*vocab.STRATEGIES, ANY_STRATEGY)
+SCENARIOS = tuple(vocab.SCENARIOS)
+USAGES = tuple(vocab.USAGES)
+PLATFORMS = tuple(vocab.PLATFORMS)
+CPU_VENDORS = tuple(vocab.CPU_VENDORS)
+INTERCONNECTS = tuple(vocab.INTERCONNECTS)
+BACKENDS = tuple(vocab.BACKENDS)
+SOURCE_KINDS = ("issue", "pull-request", "commit", "release-note", "doc", "write-up")
+CONDITION_KEYS = ("layers", "usage", "min_gpus", "max_gpus", "min_workers", "max_workers", "strategy",
+                  "scenario", "compute_capability", "gpu_names", "platform", "cpu_vendor", "interconnect",
+                  "backend")
 # Conditions on how the model is trained, which a machine's snapshot cannot show.
-USAGE_KEYS = ("layers", "strategy", "scenario")
+USAGE_KEYS = ("layers", "usage", "strategy", "scenario")
 ISSUE_KEYS = ("id", "title", "symptom", "confidence", "summary", "workaround", "fixed_in",
               "affects", "conditions", "sources", "examples")
 SOURCE_KEYS = ("url", "kind", "title", "verified", "ref", "note")
-ENV_KEYS = VERSION_KEYS + ("gpus", "layers", "strategy", "scenario", "compute_capability",
-                           "platform", "cpu_vendor", "interconnect")
+# The keys of `matrix query` and of an entry's examples.
+ENV_KEYS = VERSION_KEYS + ("gpus", "workers", "layers", "usage", "strategy", "scenario",
+                           "compute_capability", "gpu_name", "platform", "cpu_vendor", "interconnect",
+                           "backend")
 KNOWN_ISSUES_DIR = "known-issues"
 
 
@@ -53,14 +60,19 @@ class Conditions:
     """When an entry applies besides its versions; an unset condition holds everywhere."""
 
     layers: tuple[str, ...] = ()  # any one of them
-    min_gpus: int | None = None
+    usage: tuple[str, ...] = ()  # all of them (vocabulary.USAGES)
+    min_gpus: int | None = None  # GPUs per worker
     max_gpus: int | None = None
-    strategy: str | None = None
+    min_workers: int | None = None  # workers of a multi-worker job
+    max_workers: int | None = None
+    strategy: tuple[str, ...] = ()  # any one of them; "any": any distribution strategy
     scenario: str | None = None
     compute_capability: str | None = None
+    gpu_names: tuple[str, ...] = ()  # any one of them, a case-insensitive part of NVML's name
     platform: str | None = None
     cpu_vendor: str | None = None
     interconnect: str | None = None
+    backend: str | None = None  # Keras 3's backend
 
 
 @dataclass(frozen=True)
@@ -226,25 +238,22 @@ def _conditions(raw: Any, bad: Any) -> Conditions:
         return Conditions()
     for key in sorted(set(raw) - set(CONDITION_KEYS)):
         bad(f"conditions.{key}", f"unknown condition; allowed: {', '.join(CONDITION_KEYS)}")
-    layers = raw.get("layers", [])
-    if not isinstance(layers, list) or not all(isinstance(x, str) for x in layers):
-        bad("conditions.layers", "must be a list of layer names")
-        layers = []
-    for layer in layers:
-        _choice(layer, LAYERS, "conditions.layers", bad)
+    lists = {key: _word_list(raw, key, allowed, bad)
+             for key, allowed in (("layers", LAYERS), ("usage", USAGES), ("strategy", STRATEGIES),
+                                  ("gpu_names", None))}
     counts: dict[str, int | None] = {}
-    for key in ("min_gpus", "max_gpus"):
+    for key in ("min_gpus", "max_gpus", "min_workers", "max_workers"):
         value = raw.get(key)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             bad(f"conditions.{key}", "must be a positive integer")
             value = None
         counts[key] = value
-    if counts["min_gpus"] and counts["max_gpus"] and counts["min_gpus"] > counts["max_gpus"]:
-        bad("conditions.max_gpus", "smaller than min_gpus: the entry can never match")
+    for low, high in (("min_gpus", "max_gpus"), ("min_workers", "max_workers")):
+        if counts[low] and counts[high] and counts[low] > counts[high]:  # type: ignore[operator]
+            bad(f"conditions.{high}", f"smaller than {low}: the entry can never match")
     strings: dict[str, str | None] = {}
-    for key, allowed in (("strategy", STRATEGIES), ("scenario", SCENARIOS),
-                         ("platform", PLATFORMS), ("cpu_vendor", CPU_VENDORS),
-                         ("interconnect", INTERCONNECTS)):
+    for key, allowed in (("scenario", SCENARIOS), ("platform", PLATFORMS), ("cpu_vendor", CPU_VENDORS),
+                         ("interconnect", INTERCONNECTS), ("backend", BACKENDS)):
         value = raw.get(key)
         if value is not None and not isinstance(value, str):
             bad(f"conditions.{key}", "must be a string")
@@ -261,8 +270,28 @@ def _conditions(raw: Any, bad: Any) -> Conditions:
         except ValueError as exc:
             bad("conditions.compute_capability", str(exc))
             cc = None
-    return Conditions(layers=tuple(layers), min_gpus=counts["min_gpus"], max_gpus=counts["max_gpus"],
-                      compute_capability=cc, **strings)
+    return Conditions(
+        layers=lists["layers"], usage=lists["usage"], strategy=lists["strategy"],
+        gpu_names=lists["gpu_names"],
+        min_gpus=counts["min_gpus"], max_gpus=counts["max_gpus"], min_workers=counts["min_workers"],
+        max_workers=counts["max_workers"], scenario=strings["scenario"], compute_capability=cc,
+        platform=strings["platform"], cpu_vendor=strings["cpu_vendor"], interconnect=strings["interconnect"],
+        backend=strings["backend"],
+    )
+
+
+def _word_list(raw: dict[str, Any], key: str, allowed: tuple[str, ...] | None, bad: Any) -> tuple[str, ...]:
+    """A list of words (a single string is a list of one), each from ``allowed`` when given."""
+    value = raw.get(key, [])
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(x, str) and x.strip() for x in value):
+        bad(f"conditions.{key}", "must be a list of non-empty strings")
+        return ()
+    if allowed is not None:
+        for word in value:
+            _choice(word, allowed, f"conditions.{key}", bad)
+    return tuple(value)
 
 
 def _sources(raw: Any, bad: Any) -> tuple[Source, ...]:

@@ -22,7 +22,10 @@ from typing import Any
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import Finding, Severity
 from mgpu_doctor.library_model import best_version, in_use
+from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.matrix.known_issues import (
+    ANY_STRATEGY,
+    BACKENDS,
     CPU_VENDORS,
     ENV_KEYS,
     INTERCONNECTS,
@@ -30,11 +33,12 @@ from mgpu_doctor.matrix.known_issues import (
     PLATFORMS,
     SCENARIOS,
     STRATEGIES,
+    USAGES,
     VERSION_KEYS,
     KnownIssue,
     Problem,
 )
-from mgpu_doctor.matrix.versions import Tri, parse_specifier, parse_version, version_in
+from mgpu_doctor.matrix.versions import Tri, parse_specifier, parse_version, range_in, version_in
 from mgpu_doctor.snapshot import Snapshot
 
 # Distributions that install the `tensorflow` package, plain name first.
@@ -46,19 +50,30 @@ REPORT_COMMAND = "mgpu-doctor report -o mgpu-report.md"
 
 @dataclass(frozen=True)
 class Environment:
-    """What is known about one setup; None (or a missing version) means not known."""
+    """What is known about one setup; None (or a missing version) means not known.
+
+    ``versions`` holds exact versions; ``ranges`` what is only predicted as a range (Keras 3
+    with TensorFlow 2.16+ when no Keras was named), used where no exact version is known.
+    ``sources`` says where a version came from when that is worth showing (a prediction).
+    """
 
     versions: dict[str, str] = field(default_factory=dict)  # tensorflow -> "2.12.0"
-    gpus: int | None = None
+    gpus: int | None = None  # GPUs per worker
+    workers: int | None = None
     compute_capabilities: tuple[str, ...] | None = None  # one per GPU: "7.5"
+    gpu_names: tuple[str, ...] | None = None
     platform: str | None = None
     cpu_vendor: str | None = None
     interconnect: str | None = None
+    backend: str | None = None
     layers: tuple[str, ...] | None = None
+    usage: tuple[str, ...] | None = None
     strategy: str | None = None
     scenario: str | None = None
     # Why a fact is missing, for the evidence of "cannot tell": key -> reason.
     missing: dict[str, str] = field(default_factory=dict)
+    ranges: dict[str, str] = field(default_factory=dict)  # keras -> ">=3"
+    sources: dict[str, str] = field(default_factory=dict)  # cuda -> "TensorFlow 2.12's tested build"
 
 
 class Verdict(enum.Enum):
@@ -83,42 +98,73 @@ class BadEnvironment(ValueError):
     """A `key==value` or example environment that cannot be understood (the message says why)."""
 
 
-def assess(issue: KnownIssue, env: Environment) -> Assessment:
-    agrees: list[str] = []
-    unknown: list[str] = []
-    usage: list[str] = []
-    disagrees: list[str] = []
+class _Recorder:
+    def __init__(self) -> None:
+        self.agrees: list[str] = []
+        self.unknown: list[str] = []
+        self.usage: list[str] = []
+        self.disagrees: list[str] = []
 
-    def record(answer: Tri, yes: str, no: str, missing: str, is_usage: bool = False) -> None:
+    def __call__(self, answer: Tri, yes: str, no: str, missing: str, is_usage: bool = False) -> None:
         if answer is Tri.YES:
-            agrees.append(yes)
+            self.agrees.append(yes)
         elif answer is Tri.NO:
-            disagrees.append(no)
+            self.disagrees.append(no)
         elif is_usage:
-            usage.append(missing)
+            self.usage.append(missing)
         else:
-            unknown.append(missing)
+            self.unknown.append(missing)
 
+
+def assess(issue: KnownIssue, env: Environment) -> Assessment:
+    record = _Recorder()
+    _assess_versions(issue, env, record)
+    _assess_machine(issue, env, record)
+    _assess_usage(issue, env, record)
+    if record.disagrees:
+        verdict = Verdict.NO_MATCH
+    elif record.unknown:
+        verdict = Verdict.CANNOT_TELL
+    else:
+        verdict = Verdict.MATCHES
+    return Assessment(issue, verdict, tuple(record.agrees), tuple(record.unknown), tuple(record.usage),
+                      tuple(record.disagrees))
+
+
+def _assess_versions(issue: KnownIssue, env: Environment, record: _Recorder) -> None:
     for key, text in issue.affects.items():
         spec = parse_specifier(text)
         have = env.versions.get(key)
+        origin = f" ({env.sources[key]})" if key in env.sources else ""
+        if have is None and key in env.ranges:
+            predicted = env.ranges[key]
+            record(range_in(parse_specifier(predicted), spec), f"{key} {predicted}{origin} is in {text}",
+                   f"{key} {predicted}{origin} is not in {text}",
+                   f"{key} {text}: only {predicted} is known{origin}")
+            continue
         answer = version_in(have, spec)
         if have is None:
-            why = env.missing.get(key, "not known")
-            missing = f"{key} {text}: {why}"
+            missing = f"{key} {text}: {env.missing.get(key, 'not known')}"
         else:
-            missing = f"{key} {have} cannot be placed against {text}"
-        record(answer, f"{key} {have} is in {text}", f"{key} {have} is not in {text}", missing)
+            missing = f"{key} {have}{origin} cannot be placed against {text}"
+        record(answer, f"{key} {have}{origin} is in {text}", f"{key} {have}{origin} is not in {text}",
+               missing)
 
+
+def _assess_machine(issue: KnownIssue, env: Environment, record: _Recorder) -> None:
     c = issue.conditions
-    if c.min_gpus is not None or c.max_gpus is not None:
-        wanted = _gpu_range(c.min_gpus, c.max_gpus)
-        if env.gpus is None:
-            record(Tri.UNKNOWN, "", "", f"{wanted}: GPU count {env.missing.get('gpus', 'not known')}")
+    for low, high, have, unit in ((c.min_gpus, c.max_gpus, env.gpus, "GPU(s)"),
+                                  (c.min_workers, c.max_workers, env.workers, "worker(s)")):
+        if low is None and high is None:
+            continue
+        wanted = _count_range(low, high, unit)
+        key = "gpus" if unit == "GPU(s)" else "workers"
+        if have is None:
+            record(Tri.UNKNOWN, "", "", f"{wanted}: {unit[:-3]} count {env.missing.get(key, 'not known')}",
+                   is_usage=key == "workers")
         else:
-            ok = ((c.min_gpus is None or env.gpus >= c.min_gpus)
-                  and (c.max_gpus is None or env.gpus <= c.max_gpus))
-            record(_tri(ok), f"{env.gpus} GPU(s), {wanted}", f"{env.gpus} GPU(s), needs {wanted}", "")
+            ok = (low is None or have >= low) and (high is None or have <= high)
+            record(_tri(ok), f"{have} {unit}, {wanted}", f"{have} {unit}, needs {wanted}", "")
     if c.compute_capability is not None:
         spec = parse_specifier(c.compute_capability)
         if not env.compute_capabilities:
@@ -131,9 +177,18 @@ def assess(issue: KnownIssue, env: Environment) -> Assessment:
             record(answer, f"compute capability {shown} is in {c.compute_capability}",
                    f"compute capability {shown} is not in {c.compute_capability}",
                    f"compute capability {shown} cannot be placed against {c.compute_capability}")
+    if c.gpu_names:
+        wanted_names = " or ".join(c.gpu_names)
+        if env.gpu_names is None:
+            record(Tri.UNKNOWN, "", "", f"GPU {wanted_names}: {env.missing.get('gpu_name', 'not known')}")
+        else:
+            hit = sorted({n for n in env.gpu_names for w in c.gpu_names if w.lower() in n.lower()})
+            record(_tri(bool(hit)), f"GPU {', '.join(hit)}",
+                   f"GPU {', '.join(sorted(set(env.gpu_names))) or '(none)'}, not {wanted_names}", "")
     for name, wanted_value, have_value in (("platform", c.platform, env.platform),
                                             ("CPU vendor", c.cpu_vendor, env.cpu_vendor),
-                                            ("interconnect", c.interconnect, env.interconnect)):
+                                            ("interconnect", c.interconnect, env.interconnect),
+                                            ("backend", c.backend, env.backend)):
         if wanted_value is None:
             continue
         if have_value is None:
@@ -143,54 +198,55 @@ def assess(issue: KnownIssue, env: Environment) -> Assessment:
             record(_tri(have_value == wanted_value), f"{name} {have_value}",
                    f"{name} {have_value}, not {wanted_value}", "")
 
+
+def _assess_usage(issue: KnownIssue, env: Environment, record: _Recorder) -> None:
+    """How the model is trained: never known from a machine, so "if you ..." unless named."""
+    c = issue.conditions
     if c.layers:
-        wanted_layers = " or ".join(c.layers)
+        wanted_layers = " or ".join(vocab.LAYERS.get(x, x) for x in c.layers)
         if env.layers is None:
             record(Tri.UNKNOWN, "", "", f"if your model uses {wanted_layers} layers", is_usage=True)
         else:
             hit = sorted(set(c.layers) & set(env.layers))
             record(_tri(bool(hit)), f"layers {', '.join(hit)}",
-                   f"layers {', '.join(env.layers) or '(none)'}, not {wanted_layers}", "")
-    for name, wanted_value, have_value, phrase in (
-        ("strategy", c.strategy, env.strategy, "if you train with {}"),
-        ("scenario", c.scenario, env.scenario, "if {}"),
-    ):
-        if wanted_value is None:
-            continue
-        described = describe_usage(name, wanted_value)
-        if have_value is None:
-            record(Tri.UNKNOWN, "", "", phrase.format(described), is_usage=True)
+                   f"layers {', '.join(env.layers) or '(none)'}, not {' or '.join(c.layers)}", "")
+    for tag in c.usage:
+        if env.usage is None:
+            record(Tri.UNKNOWN, "", "", f"if you {vocab.usage_phrase(tag)}", is_usage=True)
         else:
-            record(_tri(have_value == wanted_value), f"{name} {have_value}",
-                   f"{name} {have_value}, not {wanted_value}", "")
-
-    if disagrees:
-        verdict = Verdict.NO_MATCH
-    elif unknown:
-        verdict = Verdict.CANNOT_TELL
-    else:
-        verdict = Verdict.MATCHES
-    return Assessment(issue, verdict, tuple(agrees), tuple(unknown), tuple(usage), tuple(disagrees))
+            record(_tri(tag in env.usage), f"usage {tag}", f"usage {', '.join(env.usage) or '(none named)'}, "
+                   f"not {tag}", "")
+    if c.strategy:
+        wanted = " or ".join(vocab.strategy_phrase(s) for s in c.strategy if s != ANY_STRATEGY) \
+            or "a distribution strategy"
+        if env.strategy is None:
+            record(Tri.UNKNOWN, "", "", f"if you train with {wanted}", is_usage=True)
+        else:
+            ok = env.strategy in c.strategy or ANY_STRATEGY in c.strategy
+            record(_tri(ok), f"strategy {env.strategy}",
+                   f"strategy {env.strategy}, not {' or '.join(c.strategy)}", "")
+    if c.scenario is not None:
+        if env.scenario is None:
+            record(Tri.UNKNOWN, "", "", f"if {vocab.SCENARIOS.get(c.scenario, c.scenario)}", is_usage=True)
+        else:
+            record(_tri(env.scenario == c.scenario), f"scenario {env.scenario}",
+                   f"scenario {env.scenario}, not {c.scenario}", "")
 
 
 def describe_usage(name: str, value: str) -> str:
     if name == "strategy":
-        return {"mirrored": "tf.distribute.MirroredStrategy",
-                "multi_worker_mirrored": "tf.distribute.MultiWorkerMirroredStrategy",
-                "multi_gpu_model": "keras.utils.multi_gpu_model"}.get(value, value)
-    return {"uneven_final_batch": "the dataset size is not a multiple of the global batch size "
-            "(the last batch leaves a replica short or empty)",
-            "even": "every batch is full"}.get(value, value)
+        return vocab.strategy_phrase(value)
+    return vocab.SCENARIOS.get(value, value)
 
 
 def _tri(ok: bool) -> Tri:
     return Tri.YES if ok else Tri.NO
 
 
-def _gpu_range(low: int | None, high: int | None) -> str:
+def _count_range(low: int | None, high: int | None, unit: str) -> str:
     if low and high:
-        return f"{low} GPU(s)" if low == high else f"{low} to {high} GPUs"
-    return f"at least {low} GPU(s)" if low else f"at most {high} GPU(s)"
+        return f"{low} {unit}" if low == high else f"{low} to {high} {unit[:-3]}s"
+    return f"at least {low} {unit}" if low else f"at most {high} {unit}"
 
 
 def worth_reporting(a: Assessment) -> bool:
@@ -206,8 +262,10 @@ def finding_for(a: Assessment) -> Finding:
     conditional = bool(a.usage_unknown)
     if a.verdict is Verdict.CANNOT_TELL:
         severity, prefix = Severity.INFO, "Cannot tell whether this known issue applies: "
-    elif conditional or issue.symptom == "slow":
+    elif conditional:
         severity, prefix = Severity.INFO, "Known issue for these versions: "
+    elif issue.symptom == "slow":
+        severity, prefix = Severity.INFO, "Known issue applies (slowdown): "
     else:
         severity, prefix = Severity.WARNING, "Known issue applies: "
     evidence = [f"matches: {line}" for line in a.agrees]
@@ -345,15 +403,22 @@ def _platform(snapshot: Snapshot) -> str | None:
 # --- environments from text: `matrix query` arguments and entry examples --------------------
 
 _CHOICES: dict[str, tuple[str, ...]] = {
-    "strategy": STRATEGIES, "scenario": SCENARIOS, "platform": PLATFORMS,
-    "cpu_vendor": CPU_VENDORS, "interconnect": INTERCONNECTS,
+    "strategy": tuple(s for s in STRATEGIES if s != ANY_STRATEGY), "scenario": SCENARIOS,
+    "platform": PLATFORMS, "cpu_vendor": CPU_VENDORS, "interconnect": INTERCONNECTS, "backend": BACKENDS,
+}
+_LISTS: dict[str, tuple[str, tuple[str, ...] | None]] = {
+    # key -> (Environment field, allowed words or None for free text)
+    "layers": ("layers", LAYERS), "usage": ("usage", USAGES),
+    "compute_capability": ("compute_capabilities", None), "gpu_name": ("gpu_names", None),
 }
 
 
 def environment_from_mapping(values: Mapping[str, Any]) -> Environment:
     """An environment from ``{"tensorflow": "1.12", "gpus": 2, "layers": ["gru"]}``.
 
-    Raises :class:`BadEnvironment` naming the key for anything it cannot use.
+    ``workers=K`` means multi-worker training over K workers (strategy multi_worker_mirrored
+    unless another strategy is named). Raises :class:`BadEnvironment` naming the key for
+    anything it cannot use.
     """
     versions: dict[str, str] = {}
     kwargs: dict[str, Any] = {}
@@ -365,29 +430,38 @@ def environment_from_mapping(values: Mapping[str, Any]) -> Environment:
             if parse_version(text) is None:
                 raise BadEnvironment(f"{key}: {text!r} is not a version")
             versions[key] = text
-        elif key == "gpus":
-            if isinstance(value, bool) or not (isinstance(value, int) or str(value).strip().isdigit()):
-                raise BadEnvironment(f"gpus: {value!r} is not a number of GPUs")
-            kwargs["gpus"] = int(value)
-        elif key in ("layers", "compute_capability"):
+        elif key in ("gpus", "workers"):
+            kwargs[key] = _count(key, value)
+        elif key in _LISTS:
+            attr, allowed = _LISTS[key]
             items = value if isinstance(value, list) else str(value).split(",")
-            items = [str(v).strip().lower() for v in items if str(v).strip()]
-            if key == "layers":
-                for layer in items:
-                    if layer not in LAYERS:
-                        raise BadEnvironment(f"layers: {layer!r} is not one of {', '.join(LAYERS)}")
-                kwargs["layers"] = tuple(items)
-            else:
-                for cc in items:
+            words = [str(v).strip() for v in items if str(v).strip()]
+            if allowed is not None:
+                words = [w.lower() for w in words]
+                for word in words:
+                    if word not in allowed:
+                        raise BadEnvironment(f"{key}: {word!r} is not one of {', '.join(allowed)}")
+            if key == "compute_capability":
+                for cc in words:
                     if parse_version(cc) is None:
                         raise BadEnvironment(f"compute_capability: {cc!r} is not like 7.5")
-                kwargs["compute_capabilities"] = tuple(items)
+            kwargs[attr] = tuple(words)
         else:
             text = str(value).strip().lower()
             if text not in _CHOICES[key]:
                 raise BadEnvironment(f"{key}: {text!r} is not one of {', '.join(_CHOICES[key])}")
             kwargs[key] = text
+    if "workers" in kwargs and "strategy" not in kwargs:
+        kwargs["strategy"] = "multi_worker_mirrored"
     return Environment(versions=versions, **kwargs)
+
+
+def _count(key: str, value: Any) -> int:
+    text = str(value).strip()
+    if isinstance(value, bool) or not (isinstance(value, int) or text.isdigit()) or int(text) < 1:
+        what = "GPUs" if key == "gpus" else "workers"
+        raise BadEnvironment(f"{key}: {value!r} is not a number of {what}")
+    return int(text)
 
 
 def parse_query(terms: list[str]) -> tuple[Environment, dict[str, str]]:
@@ -401,7 +475,7 @@ def parse_query(terms: list[str]) -> tuple[Environment, dict[str, str]]:
             if key not in VERSION_KEYS:
                 hint = f"; use {key}=VALUE" if key in ENV_KEYS else ""
                 raise BadEnvironment(f"{term!r}: {key!r} is not a version key "
-                                        f"({', '.join(VERSION_KEYS)}){hint}")
+                                     f"({', '.join(VERSION_KEYS)}){hint}")
         elif "=" in term:
             key, _, value = term.partition("=")
             key = key.strip().lower()

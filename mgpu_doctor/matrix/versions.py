@@ -109,3 +109,96 @@ def _highest(version: Version) -> Version:
     release = list(version.release) + [_HIGH] * 2
     prefix = f"{version.epoch}!" if version.epoch else ""
     return Version(prefix + ".".join(str(p) for p in release))
+
+
+def range_in(known: SpecifierSet, spec: SpecifierSet) -> Tri:
+    """Is every version in ``known`` (a predicted range such as ``>=3``) inside ``spec``?
+
+    YES when the range lies wholly inside, NO when the two cannot share a version, else UNKNOWN.
+    Both are read as intervals; a ``!=`` in ``spec`` only ever makes the answer less sure.
+    """
+    a, b = _interval(known), _interval(spec)
+    if a is None or b is None:
+        return Tri.UNKNOWN
+    if _empty(_intersect(a, b)):
+        return Tri.NO
+    holes = any(s.operator == "!=" for s in spec)
+    if not holes and _contains(b, a):
+        return Tri.YES
+    return Tri.UNKNOWN
+
+
+# An interval of versions: (low, low inclusive, high, high inclusive); None for unbounded.
+_Bound = tuple[Version | None, bool, Version | None, bool]
+
+
+def _interval(spec: SpecifierSet) -> _Bound | None:
+    lo: Version | None = None
+    lo_in = True
+    hi: Version | None = None
+    hi_in = True
+    result: _Bound = (lo, lo_in, hi, hi_in)
+    for one in spec:
+        text = one.version
+        try:
+            if text.endswith(".*"):
+                base = Version(text[:-2])
+                parts: _Bound = (base, True, _bump(base.release), False)
+            else:
+                version = Version(text)
+                parts = {
+                    ">=": (version, True, None, True),
+                    ">": (version, False, None, True),
+                    "<=": (None, True, version, True),
+                    "<": (None, True, version, False),
+                    "==": (version, True, version, True),
+                    "~=": (version, True, _bump(version.release[:-1]), False),
+                    "!=": (None, True, None, True),
+                }.get(one.operator, (None, True, None, True))
+        except InvalidVersion:
+            return None
+        if one.operator == "!=" and text.endswith(".*"):
+            parts = (None, True, None, True)
+        result = _intersect(result, parts)
+    return result
+
+
+def _bump(release: tuple[int, ...]) -> Version:
+    """The first version after every ``release.*``: (2, 12) -> 2.13."""
+    if not release:
+        return Version(str(_HIGH))
+    head = list(release[:-1]) + [release[-1] + 1]
+    return Version(".".join(str(p) for p in head))
+
+
+def _intersect(a: _Bound, b: _Bound) -> _Bound:
+    lo, lo_in = _tighter(a[0], a[1], b[0], b[1], lower=True)
+    hi, hi_in = _tighter(a[2], a[3], b[2], b[3], lower=False)
+    return lo, lo_in, hi, hi_in
+
+
+def _tighter(
+    x: Version | None, x_in: bool, y: Version | None, y_in: bool, lower: bool
+) -> tuple[Version | None, bool]:
+    if x is None:
+        return y, y_in
+    if y is None or x == y:
+        return x, x_in and (y_in if y is not None else True)
+    if lower:
+        return (x, x_in) if x > y else (y, y_in)
+    return (x, x_in) if x < y else (y, y_in)
+
+
+def _empty(b: _Bound) -> bool:
+    lo, lo_in, hi, hi_in = b
+    if lo is None or hi is None:
+        return False
+    return lo > hi or (lo == hi and not (lo_in and hi_in))
+
+
+def _contains(outer: _Bound, inner: _Bound) -> bool:
+    o_lo, o_lo_in, o_hi, o_hi_in = outer
+    i_lo, i_lo_in, i_hi, i_hi_in = inner
+    if o_lo is not None and (i_lo is None or i_lo < o_lo or (i_lo == o_lo and i_lo_in and not o_lo_in)):
+        return False
+    return o_hi is None or not (i_hi is None or i_hi > o_hi or (i_hi == o_hi and i_hi_in and not o_hi_in))

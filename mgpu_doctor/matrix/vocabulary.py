@@ -1,0 +1,108 @@
+"""The words a known-issue entry and a `matrix query` share: one table per concept.
+
+Each table maps a value to how a finding says it ("if you ..."), so the schema check, the
+query parser, the matcher and the README read the same list. Adding a value = one line here
+(and, for a layer the smoke engine trains, nothing else: see :data:`SMOKE_LAYER_TERMS`).
+"""
+
+from __future__ import annotations
+
+# Layers an entry can name; `layers=` in a query. The smoke engine trains some of them.
+LAYERS: dict[str, str] = {
+    "dense": "Dense",
+    "conv1d": "Conv1D",
+    "conv2d": "Conv2D",
+    "conv3d": "Conv3D",
+    "conv_transpose": "Conv2DTranspose / Conv3DTranspose",
+    "depthwise_conv": "DepthwiseConv2D / SeparableConv2D",
+    "pooling": "pooling layers",
+    "lstm": "LSTM",
+    "gru": "GRU",
+    "simple_rnn": "SimpleRNN",
+    "bidirectional": "Bidirectional",
+    "time_distributed": "TimeDistributed",
+    "batchnorm": "BatchNormalization",
+    "sync_batchnorm": "BatchNormalization(synchronized=True) / SyncBatchNormalization",
+    "layernorm": "LayerNormalization",
+    "groupnorm": "GroupNormalization",
+    "dropout": "Dropout",
+    "embedding": "Embedding",
+    "attention": "MultiHeadAttention / Attention",
+    "lambda": "Lambda",
+    "preprocessing": "preprocessing layers (TextVectorization, StringLookup, Normalization, ...)",
+    "custom_layer": "a custom layer (a Layer subclass)",
+}
+
+# What a smoke run's (layer, variant) exercised, in the terms above.
+SMOKE_LAYER_TERMS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("batchnorm", "synchronized"): ("sync_batchnorm",),
+}
+
+# How the model is distributed; `strategy=` in a query.
+STRATEGIES: dict[str, str] = {
+    "mirrored": "tf.distribute.MirroredStrategy",
+    "multi_worker_mirrored": "tf.distribute.MultiWorkerMirroredStrategy",
+    "central_storage": "tf.distribute.experimental.CentralStorageStrategy",
+    "parameter_server": "tf.distribute.ParameterServerStrategy",
+    "one_device": "tf.distribute.OneDeviceStrategy",
+    "multi_gpu_model": "keras.utils.multi_gpu_model",
+    "keras_data_parallel": "keras.distribution.DataParallel (Keras 3)",
+    "keras_model_parallel": "keras.distribution.ModelParallel (Keras 3)",
+    "horovod": "Horovod",
+}
+# In an entry only: any of the strategies above (the problem is in distributed training as such).
+ANY_STRATEGY = "any"
+
+# Ways of training that an entry may depend on; `usage=` in a query. The phrase completes
+# "applies if you ...". A machine's snapshot never shows them.
+USAGES: dict[str, str] = {
+    "list_local_devices": "call device_lib.list_local_devices()",
+    "custom_training_loop": "train with a custom loop (strategy.run with GradientTape and "
+                            "optimizer.apply_gradients) instead of model.fit",
+    "estimator": "train with tf.estimator (RunConfig(train_distribute=...))",
+    "save_model": "save the distributed model (model.save, tf.saved_model.save)",
+    "load_weights": "load weights or a saved model into a model under the strategy "
+                    "(load_weights, load_model)",
+    "checkpoint": "write or restore checkpoints during distributed training (tf.train.Checkpoint, "
+                  "ModelCheckpoint, BackupAndRestore)",
+    "mixed_precision": "train with mixed precision (mixed_float16 / mixed_bfloat16, LossScaleOptimizer)",
+    "jit_compile": "compile with XLA (jit_compile=True, TF_XLA_FLAGS auto-jit)",
+    "private_threadpool": "give tf.data a private thread pool (threading.private_threadpool_size)",
+    "distribute_dataset": "distribute a tf.data pipeline yourself (experimental_distribute_dataset, "
+                          "distribute_datasets_from_function)",
+    "python_generator": "feed training from a Python generator or keras.utils.Sequence",
+    "run_eagerly": "run the model eagerly (run_eagerly=True, run_functions_eagerly)",
+    "sparse_input": "feed sparse or ragged tensors",
+    "predict_evaluate": "call model.predict or model.evaluate under the strategy",
+    "sample_weight": "pass sample_weight or class_weight",
+    "memory_growth": "enable GPU memory growth (set_memory_growth, TF_FORCE_GPU_ALLOW_GROWTH)",
+    "logical_gpus": "split a GPU into logical devices (set_logical_device_configuration)",
+    "several_models": "build or train several models in one process",
+    "nccl_all_reduce": "choose NCCL all-reduce explicitly (NcclAllReduce, CommunicationImplementation.NCCL)",
+    "legacy_optimizer": "use a legacy optimizer (tf.keras.optimizers.legacy, tf.compat.v1.train)",
+    "tf1_session": "build graphs with TensorFlow 1.x sessions (tf.compat.v1.Session)",
+    "tensorboard_profiler": "profile with the TensorBoard callback (profile_batch) or tf.profiler",
+    "custom_op": "use a custom op",
+}
+
+# When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
+SCENARIOS: dict[str, str] = {
+    "uneven_final_batch": "the dataset size is not a multiple of the global batch size "
+                          "(the last batch leaves a replica short or empty)",
+    "even": "every batch is full",
+}
+
+PLATFORMS: dict[str, str] = {"linux": "Linux", "windows": "Windows", "wsl": "WSL 2"}
+CPU_VENDORS: dict[str, str] = {"amd": "AMD CPUs", "intel": "Intel CPUs"}
+INTERCONNECTS: dict[str, str] = {"nvlink": "NVLink between the GPUs", "pcie": "PCIe only between the GPUs"}
+# Keras 3's backend (KERAS_BACKEND); `backend=` in a query.
+BACKENDS: dict[str, str] = {"tensorflow": "the TensorFlow backend", "jax": "the JAX backend",
+                            "torch": "the PyTorch backend"}
+
+
+def usage_phrase(tag: str) -> str:
+    return USAGES.get(tag, tag)
+
+
+def strategy_phrase(value: str) -> str:
+    return STRATEGIES.get(value, value)
