@@ -8,8 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from mgpu_doctor.facts import Unavailable
-from mgpu_doctor.snapshot import LibraryCopy, LibraryFacts, TensorFlowFacts
+from mgpu_doctor.snapshot import LibraryCopy, LibraryFacts
 
 # The libraries TensorFlow's GPU support loads, in the order `libs` lists them.
 MAIN_LIBRARIES = ("cuda", "cudart", "cublas", "cublasLt", "cufft", "curand", "cusolver", "cusparse",
@@ -68,32 +67,6 @@ def winner(facts: LibraryFacts, name: str, soname: str | None = None) -> Library
         if copy.name == name and copy.on_search_path and (soname is None or copy.soname == soname):
             return copy
     return None
-
-
-def loaded_by_tensorflow(
-    facts: LibraryFacts, tf: TensorFlowFacts | Unavailable, name: str
-) -> LibraryCopy | None:
-    """The copy TensorFlow really mapped into its process (/proc/self/maps), when known."""
-    if isinstance(tf, Unavailable):
-        return None
-    loaded = set(tf.loaded_libraries) | set(tf.loaded_after_import)
-    for copy in facts.copies:
-        if copy.name == name and (copy.real_path in loaded or copy.path in loaded):
-            return copy
-    return None
-
-
-def in_use(
-    facts: LibraryFacts, tf: TensorFlowFacts | Unavailable, name: str
-) -> tuple[LibraryCopy | None, str]:
-    """The copy in use and how we know: loaded by TensorFlow, or the loader's pick."""
-    loaded = loaded_by_tensorflow(facts, tf, name)
-    if loaded is not None:
-        return loaded, "loaded by TensorFlow"
-    pick = winner(facts, name)
-    if pick is not None:
-        return pick, f"first on the search path ({pick.found_by})"
-    return None, ""
 
 
 def distinct_versions(copies: Iterable[LibraryCopy]) -> list[str]:

@@ -29,34 +29,21 @@ class _Facts:
 
     def report(self) -> Any:
         if self._report is None:
-            from mgpu_doctor import __version__
+            from pathlib import Path
+
             from mgpu_doctor.checks import CHECKS
-            from mgpu_doctor.report import build_report
+            from mgpu_doctor.diagnose import DiagnoseOptions, diagnose
+            from mgpu_doctor.errors import BadInput
 
             source = self.config.getoption("mgpu_from")
-            snapshot = self._load(source) if source else self._gather()
-            self._report = build_report(snapshot, CHECKS, command="pytest", quick=not source,
-                                        source=f"snapshot {source}" if source else "this machine",
-                                        tool_version=__version__)
+            options = DiagnoseOptions(command="pytest", checks=CHECKS, quick=not source,
+                                      from_file=Path(source) if source else None, redact=False)
+            try:
+                # A saved report's smoke runs are replayed, so layers can be verified from it.
+                self._report = diagnose(options).report
+            except BadInput as exc:
+                raise pytest.UsageError(f"--mgpu-from: {exc}") from None
         return self._report
-
-    @staticmethod
-    def _load(source: str) -> Any:
-        from pathlib import Path
-
-        from mgpu_doctor.snapshot import SnapshotLoadError, load_snapshot
-
-        try:
-            return load_snapshot(Path(source))
-        except SnapshotLoadError as exc:
-            raise pytest.UsageError(f"--mgpu-from: {exc}") from None
-
-    @staticmethod
-    def _gather() -> Any:
-        from mgpu_doctor.probes.gather import GatherOptions, gather_snapshot
-        from mgpu_doctor.probes.interpreter import Interpreter
-
-        return gather_snapshot(GatherOptions(Interpreter.current(), quick=True))
 
 
 _FACTS = pytest.StashKey[_Facts]()
@@ -141,6 +128,7 @@ def unmet_requirements(
         parse_tensorflow_spec,
         requirement_checks,
     )
+    from mgpu_doctor.resolve import resolve
 
     unknown = set(kwargs) - {"gpus", "layers", "tensorflow"}
     if args or unknown:
@@ -155,8 +143,9 @@ def unmet_requirements(
     except RequirementSyntaxError as exc:
         raise ValueError(str(exc)) from None
     problems = []
+    env = resolve(snapshot)
     for check in requirement_checks(req, layer_outcomes(smoke_runs)):
-        for f in run_check(check, snapshot).findings:
+        for f in run_check(check, env).findings:
             if f.severity >= Severity.ERROR:
                 problems.append(f"{f.title}. Fix: {f.fix}" if f.fix else f.title)
     return problems

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from mgpu_doctor.checks import Check, run_check
+from mgpu_doctor.devices import DeviceRow
 from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity
 from mgpu_doctor.fleet.compare import Fleet
-from mgpu_doctor.matrix.known_issues import VERSION_KEYS as _VERSION_KEYS
+from mgpu_doctor.library_view import LibrariesView
 from mgpu_doctor.multiworker.model import MultiWorkerRun
 from mgpu_doctor.serde import to_jsonable
 from mgpu_doctor.smoke.model import SmokeRun
@@ -44,6 +44,10 @@ class Report:
     smoke_runs: list[SmokeRun] = field(default_factory=list)
     # Multi-worker smoke trainings (`smoke --workers K` / `--tf-config`); their findings are in `checks`.
     multiworker_runs: list[MultiWorkerRun] = field(default_factory=list)
+    # The device table (NVML index, CUDA ordinal, TensorFlow device) of the machine diagnosed.
+    devices: list[DeviceRow] = field(default_factory=list)
+    # `libs`: every CUDA library, what TensorFlow was built for, what is in use, every copy found.
+    libraries: LibrariesView | None = None
 
     @property
     def findings(self) -> list[Finding]:
@@ -69,55 +73,26 @@ class Report:
         return json.dumps(to_jsonable(self), indent=2) + "\n"
 
 
-def build_report(
-    snapshot: Snapshot,
-    checks: tuple[Check[Snapshot], ...],
-    *,
+def new_report(
     command: str,
     source: str,
-    quick: bool,
+    checks: list[CheckOutcome],
+    *,
     tool_version: str,
+    snapshot: Snapshot | None = None,
+    quick: bool = False,
+    notes: list[str] | None = None,
+    query: dict[str, str] | None = None,
+    fleet: Fleet | None = None,
+    smoke_runs: list[SmokeRun] | None = None,
+    multiworker_runs: list[MultiWorkerRun] | None = None,
+    devices: list[DeviceRow] | None = None,
+    libraries: LibrariesView | None = None,
 ) -> Report:
+    """A report of this schema; a section not given is empty."""
     return Report(
-        schema_version=REPORT_SCHEMA_VERSION,
-        kind=REPORT_KIND,
-        tool_version=tool_version,
-        command=command,
-        source=source,
-        quick=quick,
-        snapshot=snapshot,
-        checks=[run_check(c, snapshot) for c in checks],
-    )
-
-
-def build_query_report(
-    outcomes: list[CheckOutcome], query: dict[str, str], *, tool_version: str
-) -> Report:
-    """A report about versions asked for (`matrix query`), not about a machine."""
-    return Report(
-        schema_version=REPORT_SCHEMA_VERSION,
-        kind=REPORT_KIND,
-        tool_version=tool_version,
-        command="matrix query",
-        source="matrix query: " + " ".join(
-            f"{k}{'==' if k in _VERSION_KEYS else '='}{v}" for k, v in query.items()),
-        quick=False,
-        snapshot=None,
-        checks=outcomes,
-        query=dict(query),
-    )
-
-
-def build_fleet_report(fleet: Fleet, checks: tuple[Check[Fleet], ...], *, tool_version: str) -> Report:
-    """A report comparing the snapshots of several nodes (`fleet`)."""
-    return Report(
-        schema_version=REPORT_SCHEMA_VERSION,
-        kind=REPORT_KIND,
-        tool_version=tool_version,
-        command="fleet",
-        source=f"fleet of {len(fleet.nodes)} nodes",
-        quick=False,
-        snapshot=None,
-        checks=[run_check(c, fleet) for c in checks],
-        fleet=fleet,
+        schema_version=REPORT_SCHEMA_VERSION, kind=REPORT_KIND, tool_version=tool_version,
+        command=command, source=source, quick=quick, snapshot=snapshot, checks=checks,
+        notes=list(notes or []), query=dict(query or {}), fleet=fleet, smoke_runs=list(smoke_runs or []),
+        multiworker_runs=list(multiworker_runs or []), devices=list(devices or []), libraries=libraries,
     )

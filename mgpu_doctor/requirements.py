@@ -17,13 +17,13 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 
 from mgpu_doctor.checks.base import Check
-from mgpu_doctor.checks.packages import tensorflow_version
+from mgpu_doctor.checks.facts_access import need_machine
 from mgpu_doctor.checks.visibility import visible_gpus
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.matrix.known_issues import LAYERS
 from mgpu_doctor.matrix.versions import Tri, parse_specifier, version_in
-from mgpu_doctor.snapshot import Snapshot
+from mgpu_doctor.resolve import Origin, ResolvedEnvironment
+from mgpu_doctor.smoke.model import LAYERS
 
 FULL_CHECK_FIX = "Run `mgpu-doctor check` without --quick (it imports TensorFlow in a child process)."
 
@@ -123,8 +123,9 @@ def requirement_checks(
     return tuple(checks)
 
 
-def check_gpus(required: int, snapshot: Snapshot) -> list[Finding]:
+def check_gpus(required: int, env: ResolvedEnvironment) -> list[Finding]:
     """Count the GPUs training will get: TensorFlow's own list when known, else NVML's visible ones."""
+    snapshot = need_machine(env)
     tf, nvml = snapshot.tensorflow, snapshot.nvml
     tf_devices = tf.physical_devices if not isinstance(tf, Unavailable) else tf
     if not isinstance(tf_devices, Unavailable):
@@ -164,29 +165,31 @@ def _gpus_missing(required: int, n: int, evidence: list[str]) -> Finding:
     )
 
 
-def check_tensorflow(spec_text: str, snapshot: Snapshot) -> list[Finding]:
+def check_tensorflow(spec_text: str, env: ResolvedEnvironment) -> list[Finding]:
+    """The TensorFlow version as resolved: the imported one, else (with --quick) the installed one."""
     spec = SpecifierSet(spec_text)
-    tf = snapshot.tensorflow
-    if not isinstance(tf, Unavailable):
-        return _version_finding(spec, tf.version, "imported", [f"TensorFlow {tf.version} imports"])
-    installed = None
-    if not isinstance(snapshot.packages, Unavailable):
-        installed = tensorflow_version(snapshot.packages)
-    if installed is None:
+    tf = env.tensorflow
+    snapshot = env.snapshot
+    probe = snapshot.tensorflow if snapshot is not None else None
+    if tf.origin is Origin.IMPORTED:
+        return _version_finding(spec, tf.text, "imported", [f"TensorFlow {tf.describe()}"])
+    if not tf.known:
         return [Finding(
             "require.tensorflow-missing", Severity.ERROR,
-            f"TensorFlow {spec} required, but no TensorFlow distribution is installed", [f"TensorFlow: {tf}"],
+            f"TensorFlow {spec} required, but no TensorFlow distribution is installed",
+            [f"TensorFlow: {probe if probe is not None else tf.describe()}"],
             fix=f"pip install 'tensorflow{spec}' in the environment you train with.",
         )]
-    name, version = installed
-    evidence = [f"installed: {name} {version}", f"TensorFlow: {tf}"]
-    if tf.reason != "skipped":
+    name = env.tensorflow_distribution or "tensorflow"
+    evidence = [f"installed: {name} {tf.text}",
+                f"TensorFlow: {probe if probe is not None else tf.describe()}"]
+    if isinstance(probe, Unavailable) and probe.reason != "skipped":
         return [Finding(
             "require.tensorflow-broken", Severity.ERROR,
-            f"TensorFlow {spec} required: {name} {version} is installed but does not import", evidence,
+            f"TensorFlow {spec} required: {name} {tf.text} is installed but does not import", evidence,
             fix="See the `tensorflow-import` check for why it fails.",
         )]
-    return _version_finding(spec, str(version), "installed (not imported)", evidence)
+    return _version_finding(spec, tf.text, "installed (not imported)", evidence)
 
 
 def _version_finding(spec: SpecifierSet, version: str, how: str, evidence: list[str]) -> list[Finding]:

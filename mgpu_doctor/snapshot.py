@@ -6,6 +6,7 @@ A fact that could not be gathered is an :class:`~mgpu_doctor.facts.Unavailable`.
 
 from __future__ import annotations
 
+import enum
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,6 +156,41 @@ class LibraryCopy:
     load_error: str = ""
 
 
+class DirKind(str, enum.Enum):
+    """How a library directory or toolkit was found; ``found_by`` is the same, worded for people."""
+
+    LD_LIBRARY_PATH = "ld_library_path"
+    PIP_WHEEL = "pip_wheel"  # site-packages/nvidia/*/lib: TensorFlow's RUNPATH
+    LDCONFIG = "ldconfig"
+    SYSTEM = "system"
+    CUDA_HOME = "cuda_home"
+    CUDA_PATH = "cuda_path"
+    CUDA_GLOB = "cuda_glob"  # /usr/local/cuda*
+    CONDA = "conda"
+    XLA_DATA_DIR = "xla_data_dir"  # XLA_FLAGS --xla_gpu_cuda_data_dir
+    FORWARD_COMPAT = "forward_compat"  # a toolkit's compat/ directory
+    LOADED_BY_TENSORFLOW = "loaded_by_tensorflow"
+
+    @classmethod
+    def from_label(cls, label: str) -> DirKind:
+        """The kind a probe's ``found_by`` wording stands for (also for snapshots written before
+        ``kind`` was recorded)."""
+        exact = {"LD_LIBRARY_PATH": cls.LD_LIBRARY_PATH, "ldconfig cache": cls.LDCONFIG,
+                 "system directory": cls.SYSTEM, "CUDA_HOME": cls.CUDA_HOME, "CUDA_PATH": cls.CUDA_PATH,
+                 "conda env": cls.CONDA, XLA_DATA_DIR_LABEL: cls.XLA_DATA_DIR,
+                 "loaded by TensorFlow": cls.LOADED_BY_TENSORFLOW}
+        if label in exact:
+            return exact[label]
+        if label.startswith("pip wheel"):
+            return cls.PIP_WHEEL
+        if label.endswith("(forward compatibility)"):
+            return cls.FORWARD_COMPAT
+        return cls.CUDA_GLOB
+
+
+XLA_DATA_DIR_LABEL = "XLA_FLAGS --xla_gpu_cuda_data_dir"
+
+
 @dataclass(frozen=True)
 class SearchDir:
     """A directory searched for libraries, in the order the dynamic loader considers them."""
@@ -163,6 +199,11 @@ class SearchDir:
     found_by: str
     exists: bool
     on_search_path: bool
+    kind: DirKind | None = None  # None only while reading an old snapshot: derived from found_by
+
+    def __post_init__(self) -> None:
+        if self.kind is None:
+            object.__setattr__(self, "kind", DirKind.from_label(self.found_by))
 
 
 @dataclass(frozen=True)
@@ -173,6 +214,11 @@ class CudaToolkit:
     found_by: str
     version: str | Unavailable
     version_source: str = ""  # version.json, header, dist-info, nvcc
+    kind: DirKind | None = None  # None only while reading an old snapshot: derived from found_by
+
+    def __post_init__(self) -> None:
+        if self.kind is None:
+            object.__setattr__(self, "kind", DirKind.from_label(self.found_by))
 
 
 @dataclass(frozen=True)

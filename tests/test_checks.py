@@ -7,22 +7,23 @@ from dataclasses import replace
 import pytest
 
 from mgpu_doctor.checks import CHECKS, UnknownCheckError, select_checks
-from mgpu_doctor.checks.base import Check, run_check
-from mgpu_doctor.facts import failed
+from mgpu_doctor.checks.base import Check
+from mgpu_doctor.facts import failed, skipped
 from mgpu_doctor.findings import CheckStatus, Severity
+from tests.checking import judge
 from tests.scenarios import packages, with_env
 
 BY_NAME = {c.name: c for c in CHECKS}
 
 
 def codes(snapshot, check_name):
-    outcome = run_check(BY_NAME[check_name], snapshot)
+    outcome = judge(BY_NAME[check_name], snapshot)
     return {f.code: f.severity for f in outcome.findings if f.severity > Severity.OK}, outcome
 
 
 def problem_codes(snapshot):
     return {
-        f.code for c in CHECKS for f in run_check(c, snapshot).findings
+        f.code for c in CHECKS for f in judge(c, snapshot).findings
         if f.severity >= Severity.WARNING
     }
 
@@ -47,7 +48,7 @@ def test_each_scenario_raises_exactly_its_problems(scenario, name, expected):
 
 
 def test_memory_in_use_names_the_process(scenario):
-    outcome = run_check(BY_NAME["gpu-memory-in-use"], scenario("gpu-held-by-other-process"))
+    outcome = judge(BY_NAME["gpu-memory-in-use"], scenario("gpu-held-by-other-process"))
     [finding] = outcome.findings
     assert "GPU 2" in finding.title and any("pid 4242" in e for e in finding.evidence)
     assert "TF_FORCE_GPU_ALLOW_GROWTH" in finding.fix
@@ -61,7 +62,7 @@ def test_mig_on_a_single_gpu_is_a_warning_not_an_error(scenario):
 
 
 def test_import_failure_explains_the_error(scenario):
-    outcome = run_check(BY_NAME["tensorflow-import"], scenario("tensorflow-import-fails"))
+    outcome = judge(BY_NAME["tensorflow-import"], scenario("tensorflow-import-fails"))
     [finding] = outcome.findings
     assert "libcudnn.so.9" in "\n".join(finding.evidence)
     assert "tensorflow[and-cuda]" in finding.fix
@@ -77,7 +78,7 @@ def test_import_failure_explains_the_error(scenario):
 ])
 def test_import_failure_hints(scenario, detail, cause, title, fix_part):
     snap = replace(scenario("tensorflow-import-fails"), tensorflow=failed(detail, cause=cause))
-    [finding] = run_check(BY_NAME["tensorflow-import"], snap).findings
+    [finding] = judge(BY_NAME["tensorflow-import"], snap).findings
     assert finding.title.endswith(title) and fix_part in finding.fix
 
 
@@ -86,7 +87,7 @@ def test_quick_mode_skips_tensorflow_checks_with_the_reason(scenario):
 
     snap = replace(scenario("healthy-8gpu-nvlink"), tensorflow=skipped("--quick", cause="quick"))
     for name in ("tensorflow-import", "tensorflow-gpus"):
-        outcome = run_check(BY_NAME[name], snap)
+        outcome = judge(BY_NAME[name], snap)
         assert outcome.status is CheckStatus.SKIPPED and "--quick" in outcome.skip_reason
 
 
@@ -94,7 +95,7 @@ def test_missing_nvml_skips_gpu_checks_never_passes_them(scenario):
     snap = scenario("no-driver-no-tensorflow")
     for check in CHECKS:
         if check.name.startswith("gpu-"):
-            outcome = run_check(check, snap)
+            outcome = judge(check, snap)
             assert outcome.status is CheckStatus.SKIPPED, check.name
             assert "NVML absent" in outcome.skip_reason
 
@@ -182,22 +183,29 @@ def test_shadowed_distribution(scenario):
     ({"tensorflow": "2.16.0rc0", "keras": "3.0.5"}, {}, {"keras.in-use": Severity.INFO}),
 ])
 def test_keras_rules(scenario, versions, env, expected):
-    snap = replace(scenario("healthy-8gpu-nvlink"), packages=packages(**versions))
+    # --quick: TensorFlow not imported, so the installed metadata is what the rules judge.
+    snap = replace(scenario("healthy-8gpu-nvlink"), packages=packages(**versions),
+                   tensorflow=skipped("--quick", cause="quick"))
     found, _ = codes(with_env(snap, **env), "keras")
     assert found == expected
 
 
 def test_keras_in_use_names_which_keras(scenario):
-    snap = replace(scenario("healthy-8gpu-nvlink"), packages=packages(**{"tf-keras": "2.21.0"}))
-    [finding] = run_check(BY_NAME["keras"], with_env(snap, TF_USE_LEGACY_KERAS="1")).findings
-    assert finding.title == "tf.keras will be tf-keras 2.21.0"
+    snap = replace(scenario("healthy-8gpu-nvlink"), packages=packages(**{"tf-keras": "2.21.0"}),
+                   tensorflow=skipped("--quick", cause="quick"))
+    [finding] = judge(BY_NAME["keras"], with_env(snap, TF_USE_LEGACY_KERAS="1")).findings
+    assert finding.title == ("tf.keras is tf-keras 2.21.0 (predicted from TensorFlow's version: "
+                             "TensorFlow 2.21.0 with TF_USE_LEGACY_KERAS=1)")
+    imported = judge(BY_NAME["keras"], scenario("healthy-8gpu-nvlink")).findings[0]
+    assert imported.title == ("tf.keras is Keras 3.15.1 (imported by the TensorFlow child: "
+                              "tf.keras is the module keras)")
 
 
 def test_a_check_that_raises_becomes_a_crash_finding(scenario):
     def broken(snapshot):
         raise KeyError("boom")
 
-    outcome = run_check(Check("broken", "Broken", broken), scenario("sick-box"))
+    outcome = judge(Check("broken", "Broken", broken), scenario("sick-box"))
     assert outcome.status is CheckStatus.CRASHED
     [finding] = outcome.findings
     assert finding.severity is Severity.CRASH and "KeyError" in finding.title

@@ -14,10 +14,9 @@ import pytest
 from mgpu_doctor.cli import main
 from mgpu_doctor.facts import failed
 from mgpu_doctor.findings import Severity
-from mgpu_doctor.fleet.checks import FLEET_CHECKS
+from mgpu_doctor.fleet.checks import FLEET_CHECKS, fleet_report
 from mgpu_doctor.fleet.compare import Fact, build_fleet
 from mgpu_doctor.fleet.facts import COMPARED_FACTS
-from mgpu_doctor.report import build_fleet_report
 from mgpu_doctor.reporters import OutputFormat, RenderOptions
 from mgpu_doctor.snapshot import Snapshot, load_snapshot
 from tests.scenarios import path_of
@@ -36,7 +35,7 @@ def fleet_of(*snaps: Snapshot):
 
 
 def report_of(*snaps: Snapshot):
-    return build_fleet_report(fleet_of(*snaps), FLEET_CHECKS, tool_version="0.1.0")
+    return fleet_report(fleet_of(*snaps), FLEET_CHECKS, tool_version="0.1.0")
 
 
 def codes(report) -> dict[str, Severity]:
@@ -104,10 +103,13 @@ CASES = [
     ("tensorflow", both(tf(version="2.20.0"), pkgs(tensorflow="2.20.0")), None,
      ("tensorflow.version", "package.tensorflow"),
      {"fleet.tensorflow-differs": Severity.ERROR}),
-    ("tf-keras-in-use", tf(keras_module="tf_keras", keras_version="2.21.0"), None, "tensorflow.keras",
-     {"fleet.keras-differs": Severity.ERROR}),
-    ("keras-package", pkgs(keras="3.14.0"), None, "package.keras",
-     {"fleet.keras-version-differs": Severity.WARNING}),
+    ("tf-keras-in-use", both(tf(keras_module="tf_keras", keras_version="2.21.0"), pkgs(tf_keras="2.21.0"),
+                             env(TF_USE_LEGACY_KERAS="1")), None,
+     ("tensorflow.keras", "package.tf-keras", "env.TF_USE_LEGACY_KERAS"),
+     {"fleet.keras-differs": Severity.ERROR, "fleet.env-differs": Severity.WARNING}),
+    # The Keras that tf.keras imports differs: not a mere package difference.
+    ("keras-package", both(pkgs(keras="3.14.0"), tf(keras_version="3.14.0")), None,
+     ("tensorflow.keras", "package.keras"), {"fleet.keras-differs": Severity.ERROR}),
     ("tf-keras-package", pkgs(tf_keras="2.21.0"), None, "package.tf-keras",
      {"fleet.keras-version-differs": Severity.WARNING}),
     ("nccl-wheel", pkgs(nvidia_nccl_cu12="2.23.4"), pkgs(**NCCL), "package.nvidia-nccl-cu12",
@@ -203,14 +205,17 @@ def test_fact_unknown_on_one_node_is_shown_as_unknown_not_as_a_value():
     broken = replace(HEALTHY, tensorflow=failed("ImportError: libcudnn.so.9: cannot open shared object file",
                                                 cause="exception:ImportError"))
     report = report_of(node("gpu-node-01"), node("gpu-node-02"), node("gpu-node-03", broken))
-    row = report.fleet.row("tensorflow.version")
-    assert row.status == "incomplete" and row.majority() == "2.21.0"
+    # The installed TensorFlow is the same everywhere: the version compares; what only an import
+    # shows (the GPUs it sees) is unknown on the broken node.
+    assert report.fleet.row("tensorflow.version").status == "same"
+    row = report.fleet.row("tensorflow.gpus")
+    assert row.status == "incomplete" and row.majority() == "8"
     assert codes(report)["fleet.facts-missing"] is Severity.WARNING
     assert "fleet.tensorflow-differs" not in codes(report)
     text = OutputFormat.HUMAN.renderer()(report, RenderOptions(unicode=False))
     assert "unknown (failed: ImportError: libcudnn.so.9" in text
     missing = next(f for f in report.findings if f.code == "fleet.facts-missing")
-    assert missing.evidence[0].startswith("gpu-node-03: TensorFlow (imported), GPUs TensorFlow sees")
+    assert missing.evidence[0].startswith("gpu-node-03: GPUs TensorFlow sees")
 
 
 def test_fact_unknown_everywhere_skips_the_check_with_the_reason():
@@ -234,12 +239,12 @@ def test_nodes_named_by_host_then_file():
     fleet = build_fleet([("/x/a.json", node("n1")), ("/y/b.json", node("n1")), ("/z/c.json", node(""))],
                         COMPARED_FACTS)
     assert fleet.node_names == ["n1 (a.json)", "n1 (b.json)", "c.json"]
-    report = build_fleet_report(fleet, FLEET_CHECKS, tool_version="0.1.0")
+    report = fleet_report(fleet, FLEET_CHECKS, tool_version="0.1.0")
     assert codes(report) == {"fleet.duplicate-node": Severity.WARNING}
 
 
 def test_a_broken_extractor_is_an_unknown_value_not_a_crash():
-    facts = (Fact("boom", "Boom", lambda s: s.host.hostname[10]),)
+    facts = (Fact("boom", "Boom", lambda e: e.snapshot.host.hostname[10]),)
     fleet = build_fleet([("a", node("short")), ("b", node("a-much-longer-name"))], facts)
     row = fleet.row("boom")
     assert row.status == "incomplete" and row.values["a-much-longer-name"] == "g"

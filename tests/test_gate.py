@@ -14,9 +14,9 @@ import pytest
 from mgpu_doctor.acks import apply_acks, parse_acks
 from mgpu_doctor.checks import CHECKS
 from mgpu_doctor.cli import main
+from mgpu_doctor.diagnose import judge_snapshot
 from mgpu_doctor.facts import skipped
 from mgpu_doctor.findings import Severity
-from mgpu_doctor.report import build_report
 from mgpu_doctor.requirements import (
     LayerOutcome,
     RequirementSyntaxError,
@@ -26,6 +26,7 @@ from mgpu_doctor.requirements import (
     parse_layers,
     parse_tensorflow_spec,
 )
+from mgpu_doctor.resolve import resolve
 from mgpu_doctor.smoke.model import SmokeRun
 from tests.scenarios import SCENARIOS, path_of, with_env
 
@@ -46,24 +47,24 @@ def codes(findings) -> list[tuple[str, Severity]]:
 
 def test_gpu_requirement_uses_tensorflows_view_when_known(scenario):
     snap = scenario("gpu-held-by-other-process")  # 4 GPUs, TensorFlow sees 4
-    assert codes(check_gpus(4, snap)) == [("require.gpus-met", Severity.OK)]
-    assert codes(check_gpus(5, snap)) == [("require.gpus-missing", Severity.ERROR)]
+    assert codes(check_gpus(4, resolve(snap))) == [("require.gpus-met", Severity.OK)]
+    assert codes(check_gpus(5, resolve(snap))) == [("require.gpus-missing", Severity.ERROR)]
     mig = scenario("mig-enabled")  # NVML: 2 GPUs, TensorFlow: 1
-    assert codes(check_gpus(2, mig)) == [("require.gpus-missing", Severity.ERROR)]
+    assert codes(check_gpus(2, resolve(mig))) == [("require.gpus-missing", Severity.ERROR)]
 
 
 def test_gpu_requirement_in_quick_mode_counts_cuda_visible_gpus_and_says_so(scenario):
     snap = replace(scenario("sick-box"), tensorflow=skipped("--quick", cause="quick"))
-    [finding] = check_gpus(4, snap)
+    [finding] = check_gpus(4, resolve(snap))
     assert finding.severity is Severity.INFO and "not checked" in finding.title and finding.fix
     hidden = with_env(snap, CUDA_VISIBLE_DEVICES="0,1")
-    [finding] = check_gpus(4, hidden)
+    [finding] = check_gpus(4, resolve(hidden))
     assert finding.code == "require.gpus-missing" and "2 usable" in finding.title
 
 
 def test_gpu_requirement_without_nvml_or_tensorflow_is_an_error_not_a_pass(scenario):
     snap = replace(scenario("no-driver-no-tensorflow"))
-    [finding] = check_gpus(1, snap)
+    [finding] = check_gpus(1, resolve(snap))
     assert finding.code == "require.gpus-unverified" and finding.severity is Severity.ERROR
     assert finding.fix
 
@@ -74,21 +75,21 @@ def test_gpu_requirement_without_nvml_or_tensorflow_is_an_error_not_a_pass(scena
     ("==2.21.*", "require.tensorflow-met"),
 ])
 def test_tensorflow_requirement_against_the_imported_version(scenario, spec, expected):
-    [finding] = check_tensorflow(spec, scenario("sick-box"))
+    [finding] = check_tensorflow(spec, resolve(scenario("sick-box")))
     assert finding.code == expected
 
 
 def test_tensorflow_requirement_edge_cases(scenario):
     quick = replace(scenario("sick-box"), tensorflow=skipped("--quick", cause="quick"))
-    assert codes(check_tensorflow(">=2.16", quick)) == [("require.tensorflow-met", Severity.INFO)]
-    assert codes(check_tensorflow(">=2.22", quick)) == [("require.tensorflow-version", Severity.ERROR)]
-    assert codes(check_tensorflow(">=2.16", scenario("tensorflow-import-fails"))) == [
+    assert codes(check_tensorflow(">=2.16", resolve(quick))) == [("require.tensorflow-met", Severity.INFO)]
+    assert codes(check_tensorflow(">=2.22", resolve(quick))) == [("require.tensorflow-version", Severity.ERROR)]
+    assert codes(check_tensorflow(">=2.16", resolve(scenario("tensorflow-import-fails")))) == [
         ("require.tensorflow-broken", Severity.ERROR)]
-    assert codes(check_tensorflow(">=2.16", scenario("no-driver-no-tensorflow"))) == [
+    assert codes(check_tensorflow(">=2.16", resolve(scenario("no-driver-no-tensorflow")))) == [
         ("require.tensorflow-missing", Severity.ERROR)]
     nightly = replace(scenario("sick-box"), tensorflow=replace(scenario("sick-box").tensorflow,
                                                                 version="2.22.0.dev20260301"))
-    assert codes(check_tensorflow(">=2.22", nightly)) == [("require.tensorflow-unverified", Severity.ERROR)]
+    assert codes(check_tensorflow(">=2.22", resolve(nightly))) == [("require.tensorflow-unverified", Severity.ERROR)]
 
 
 def test_layer_requirement_is_a_pure_function_of_the_smoke_outcomes():
@@ -182,7 +183,7 @@ def test_expired_acknowledgement_fails_the_gate_again(capsys, tmp_path):
 
 
 def test_apply_acks_is_pure_and_dated(scenario):
-    report = build_report(scenario("sick-box"), CHECKS, command="check", source="t", quick=False,
+    report = judge_snapshot(scenario("sick-box"), CHECKS, command="check", source="t", quick=False,
                           tool_version="0")
     entries = parse_acks({"acknowledge": [{"code": "gpu.ecc-uncorrected", "reason": "r",
                                            "expires": dt.date(2026, 6, 1)}]}, "f")
@@ -287,7 +288,8 @@ def test_schema_describes_every_dataclass_field():
     """A field added to the report or snapshot must be documented in the shipped schema."""
     import dataclasses
 
-    from mgpu_doctor import findings, report, snapshot
+    from mgpu_doctor import findings, library_view, report, snapshot
+    from mgpu_doctor.devices import DeviceRow
     from mgpu_doctor.multiworker.model import MultiWorkerRun, WorkerOutcome
 
     defs = report_schema()["$defs"]
@@ -300,6 +302,8 @@ def test_schema_describes_every_dataclass_field():
         "libraries": snapshot.LibraryFacts, "library_copy": snapshot.LibraryCopy,
         "search_dir": snapshot.SearchDir, "cuda_toolkit": snapshot.CudaToolkit,
         "smoke_run": SmokeRun, "multiworker_run": MultiWorkerRun, "multiworker_worker": WorkerOutcome,
+        "device_row": DeviceRow, "libraries_view": library_view.LibrariesView,
+        "library_row": library_view.LibraryRow, "library_copy_view": library_view.CopyView,
     }
     for name, cls in pairs.items():
         assert {f.name for f in dataclasses.fields(cls)} <= set(defs[name]["properties"]), name

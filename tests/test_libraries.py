@@ -16,7 +16,6 @@ import pytest
 from packaging.version import Version
 
 from mgpu_doctor.checks import CHECKS
-from mgpu_doctor.checks.base import run_check
 from mgpu_doctor.cli import main
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import Severity
@@ -25,13 +24,14 @@ from mgpu_doctor.matrix.compat import CompatTableError, load_cuda_driver_table, 
 from mgpu_doctor.probes.interpreter import Interpreter
 from mgpu_doctor.probes.libraries import LibraryProbeInput, gather_libraries, load_library_versions
 from mgpu_doctor.snapshot import LibraryCopy, load_snapshot, snapshot_from_data
+from tests.checking import judge
 from tests.scenarios import AND_CUDA, TF_REQUIRES, libcuda_copy, packages, path_of, pip_cuda_libraries
 
 BY_NAME = {c.name: c for c in CHECKS}
 
 
 def codes(snapshot, check_name):
-    outcome = run_check(BY_NAME[check_name], snapshot)
+    outcome = judge(BY_NAME[check_name], snapshot)
     return {f.code: f.severity for f in outcome.findings}, outcome
 
 
@@ -194,7 +194,7 @@ def lower(version: str) -> str:
 
 
 def worst(snap, check):
-    return max((f.severity for f in run_check(BY_NAME[check], snap).findings), default=Severity.OK)
+    return max((f.severity for f in judge(BY_NAME[check], snap).findings), default=Severity.OK)
 
 
 @pytest.mark.parametrize("build", TF_TABLE.builds, ids=lambda b: b.tensorflow)
@@ -202,7 +202,7 @@ def test_every_tested_tensorflow_configuration_passes_with_a_new_enough_driver(s
     need = DRIVERS.requirement(build.cuda)
     assert need is not None and need.full_driver, f"CUDA {build.cuda} has no driver row"
     snap = configured(scenario, build.tensorflow, build.cuda, build.cudnn, need.full_driver)
-    assert worst(snap, "cuda-libraries") is Severity.OK, run_check(BY_NAME["cuda-libraries"], snap)
+    assert worst(snap, "cuda-libraries") is Severity.OK, judge(BY_NAME["cuda-libraries"], snap)
     assert codes(snap, "driver-cuda")[0] == {"driver.ok": Severity.OK}
 
 
@@ -320,7 +320,7 @@ def test_old_snapshot_without_library_facts_loads_and_skips(scenario):
     del data["libraries"]
     snap = snapshot_from_data(data, "old.json")
     assert isinstance(snap.libraries, Unavailable) and snap.libraries.cause == "old-snapshot"
-    outcome = run_check(BY_NAME["library-copies"], snap)
+    outcome = judge(BY_NAME["library-copies"], snap)
     assert outcome.status.value == "skipped" and "CUDA library facts skipped" in outcome.skip_reason
 
 
@@ -374,7 +374,7 @@ def test_libs_command_human_and_json(capsys, tmp_path):
     assert "* /opt/envs/train/lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9  9.3.0 (ctypes)" in out
     assert main(["libs", "--from", str(path_of("mixed-models")), "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    cudnn = next(r for r in data["libraries"] if r["name"] == "cudnn")
+    cudnn = next(r for r in data["libraries"]["rows"] if r["name"] == "cudnn")
     assert (cudnn["built_for"], cudnn["in_use_version"], cudnn["found_how"]) == (
         "cuDNN 9.3", "9.3.0", "loaded by TensorFlow")
     assert cudnn["copies"][0]["wins"] is True
@@ -406,4 +406,4 @@ def test_load_snapshot_round_trip_keeps_library_facts():
 def test_no_gpu_no_library_alarm(scenario, name):
     snap = replace(scenario(name), libraries=replace(pip_cuda_libraries(), copies=[]))
     for check in ("cuda-libraries", "and-cuda-wheels"):
-        assert run_check(BY_NAME[check], snap).status.value == "skipped"
+        assert judge(BY_NAME[check], snap).status.value == "skipped"

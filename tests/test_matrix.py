@@ -18,19 +18,25 @@ from mgpu_doctor.matrix.match import (
     Environment,
     Verdict,
     assess,
-    environment_from_snapshot,
+    environment_from_resolved,
     example_problems,
     parse_query,
 )
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
 from mgpu_doctor.matrix.smoke import smoke_findings, with_known_issues
 from mgpu_doctor.matrix.versions import Tri, parse_specifier, parse_version, version_in
-from mgpu_doctor.snapshot import load_snapshot
+from mgpu_doctor.resolve import resolve
+from mgpu_doctor.snapshot import Snapshot, load_snapshot
+from tests.checking import judge
 
 DATA = Path(__file__).parent / "data"
 BROKEN = DATA / "matrix-broken"
 TEAM = DATA / "matrix-team"
 MATRIX = load_matrix(bundled_matrix_dir())
+
+
+def environment_from_snapshot(snapshot: Snapshot) -> Environment:
+    return environment_from_resolved(resolve(snapshot))
 
 
 # --- versions -----------------------------------------------------------------------------
@@ -143,13 +149,21 @@ def test_quick_snapshot_takes_cuda_versions_from_the_libraries() -> None:
     quick = replace(snap, tensorflow=skipped("--quick", cause="quick"))
     env = environment_from_snapshot(quick)
     assert env.versions["cuda"].startswith("12.") and env.versions["cudnn"] == "9.3.0"
+    # Without library facts: the nvidia-* wheels installed say which CUDA runtime and cuDNN.
     no_libs = environment_from_snapshot(replace(quick, libraries=skipped("--quick")))
-    assert "cuda" not in no_libs.versions and "cudnn" not in no_libs.versions
+    assert no_libs.versions["cuda"] == "12.5.82" and no_libs.versions["cudnn"] == "9.3.0.75"
+    assert "cuda" not in no_libs.sources
+    # Without wheels either: what TensorFlow's tested build predicts, and the evidence says so.
+    bare_packages = replace(snap.packages, versions={k: v for k, v in snap.packages.versions.items()
+                                                     if not k.startswith("nvidia-")})
+    predicted = environment_from_snapshot(replace(quick, libraries=skipped("--quick"), packages=bare_packages))
+    assert predicted.versions["cuda"] == "12.5" and predicted.versions["cudnn"] == "9.3"
+    assert "tested build table" in predicted.sources["cuda"]
 
 
 def test_modern_healthy_machine_gets_no_warning() -> None:
     snap = load_snapshot(DATA / "healthy-8gpu-nvlink.json")
-    findings = check_known_issues(snap)
+    findings = check_known_issues(resolve(snap))
     assert all(f.severity <= Severity.INFO for f in findings)
 
 
@@ -157,7 +171,7 @@ def test_old_stack_gets_the_seed_warnings() -> None:
     snap = load_snapshot(DATA / "healthy-8gpu-nvlink.json")
     old = replace(snap, packages=replace(snap.packages, versions={"tensorflow-gpu": "1.9.0", "keras": "2.2.2"}),
                   tensorflow=absent("not probed"))
-    findings = {f.code: f for f in check_known_issues(old)}
+    findings = {f.code: f for f in check_known_issues(resolve(old))}
     leak = findings["known-issue.keras-memory-leak-tf19-keras222"]
     assert leak.severity is Severity.WARNING
     assert "matches: tensorflow 1.9.0 is in ==1.9.*" in leak.evidence
@@ -166,15 +180,15 @@ def test_old_stack_gets_the_seed_warnings() -> None:
 
 
 def test_check_skips_without_tensorflow() -> None:
-    from mgpu_doctor.checks import CHECKS, run_check
+    from mgpu_doctor.checks import CHECKS
     snap = load_snapshot(DATA / "no-driver-no-tensorflow.json")
-    outcome = run_check(next(c for c in CHECKS if c.name == "known-issues"), snap)
+    outcome = judge(next(c for c in CHECKS if c.name == "known-issues"), snap)
     assert outcome.status.value == "skipped" and "TensorFlow" in outcome.skip_reason
 
 
 def test_team_matrix_on_top_and_broken_files_reported() -> None:
     snap = load_snapshot(DATA / "healthy-8gpu-nvlink.json")
-    findings = make_check_function((TEAM, BROKEN))(snap)
+    findings = make_check_function((TEAM, BROKEN))(resolve(snap))
     codes = {f.code for f in findings}
     assert "known-issue.team-gru-hang-tf221" in codes
     problems = next(f for f in findings if f.code == "known-issues.matrix-problems")

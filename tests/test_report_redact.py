@@ -11,8 +11,8 @@ import pytest
 import mgpu_doctor.probes.nvml as nvml_probe
 from mgpu_doctor.checks import CHECKS
 from mgpu_doctor.cli import main
+from mgpu_doctor.diagnose import judge_snapshot
 from mgpu_doctor.redact import Identity, mask_env_value, redact_snapshot
-from mgpu_doctor.report import build_report
 from mgpu_doctor.snapshot import load_snapshot
 from tests.fake_nvml import FakeGpu, FakeMachine, FakeNvml, bus
 from tests.scenarios import SCENARIOS, path_of, with_env
@@ -27,7 +27,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def outcome_summary(snapshot) -> list[tuple[str, str, list[tuple[str, str]]]]:
-    report = build_report(snapshot, CHECKS, command="check", source="", quick=False, tool_version="0")
+    report = judge_snapshot(snapshot, CHECKS, command="check", source="", quick=False, tool_version="0")
     return [(c.name, c.status.value, [(f.code, f.severity.value) for f in c.findings]) for c in report.checks]
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from mgpu_doctor.checks import CHECKS
+from mgpu_doctor.diagnose import judge_snapshot
 from mgpu_doctor.findings import Severity
-from mgpu_doctor.report import build_report
 from mgpu_doctor.reporters import OutputFormat, RenderOptions, junit
 from tests.scenarios import SCENARIOS
 
@@ -22,7 +22,7 @@ GOLDEN = Path(__file__).parent / "data" / "golden"
 
 
 def report_for(snapshot, name):
-    return build_report(snapshot, CHECKS, command="check", source=f"snapshot {name}.json",
+    return judge_snapshot(snapshot, CHECKS, command="check", source=f"snapshot {name}.json",
                         quick=False, tool_version="0.1.0")
 
 

@@ -1,52 +1,91 @@
-"""Every check, in the order they are reported. Adding a check: one module + one line here."""
+"""Every check, in the order they are reported. Adding a check: one module + one line here.
+
+Checks judge a :class:`~mgpu_doctor.resolve.ResolvedEnvironment`. Rules over versions take it
+whole (and `matrix query` runs them on the versions it names); checks of a machine's GPUs,
+files and imports take its snapshot (``on_machine``).
+"""
 
 from __future__ import annotations
 
-from mgpu_doctor.checks import gpus, known_issues, libraries, packages, tensorflow
-from mgpu_doctor.checks.base import Check, CheckSkipped, run_check
+from collections.abc import Callable
+
+from mgpu_doctor.checks import agreement, gpus, known_issues, libraries, packages, tensorflow
+from mgpu_doctor.checks.base import Check, CheckSkipped, Scope, run_check
+from mgpu_doctor.checks.facts_access import need_machine
+from mgpu_doctor.findings import Finding
+from mgpu_doctor.resolve import ResolvedEnvironment
 from mgpu_doctor.snapshot import Snapshot
 
-CHECKS: tuple[Check[Snapshot], ...] = (
-    Check("gpus", "NVIDIA driver and GPUs", gpus.check_gpus_present),
-    Check("tensorflow-import", "TensorFlow imports", tensorflow.check_tensorflow_import),
-    Check("tensorflow-distributions", "One TensorFlow distribution installed",
-          packages.check_tensorflow_distributions),
-    Check("keras", "Keras matches TensorFlow", packages.check_keras),
-    Check("cuda-visible-devices", "CUDA_VISIBLE_DEVICES names real GPUs",
-          tensorflow.check_cuda_visible_devices),
-    Check("tensorflow-gpus", "TensorFlow sees the GPUs NVML sees", tensorflow.check_tensorflow_gpus),
-    Check("gpu-memory-in-use", "GPU memory is free", gpus.check_gpu_memory_in_use),
-    Check("gpu-ecc", "No uncorrected ECC errors", gpus.check_gpu_ecc),
-    Check("gpu-throttling", "GPUs are not slowed down", gpus.check_gpu_throttling),
-    Check("gpu-compute-mode", "GPUs accept compute work", gpus.check_gpu_compute_mode),
-    Check("gpu-mig", "MIG does not split the GPUs", gpus.check_gpu_mig),
-    Check("gpu-pcie-link", "PCIe links run at full width", gpus.check_gpu_pcie_link),
-    Check("gpu-uniformity", "The GPUs are all alike", gpus.check_gpu_uniformity),
-    Check("cuda-device-order", "CUDA and nvidia-smi number GPUs alike", gpus.check_cuda_device_order),
-    Check("gpu-interconnect", "GPUs can exchange gradients directly", gpus.check_gpu_interconnect),
-    Check("cuda-libraries", "CUDA and cuDNN libraries fit TensorFlow's build",
-          libraries.check_tensorflow_build_libraries),
-    Check("and-cuda-wheels", "nvidia-* wheels fit tensorflow[and-cuda]", libraries.check_and_cuda_wheels),
-    Check("library-copies", "One version of each CUDA library on the search path",
-          libraries.check_library_copies),
-    Check("driver-cuda", "The driver is new enough for the CUDA runtime", libraries.check_driver_for_cuda),
-    Check("gpu-architecture", "TensorFlow has code for these GPUs", libraries.check_gpu_architectures),
-    Check("ptxas", "ptxas is there for XLA", libraries.check_ptxas),
-    Check("cuda-environment", "LD_LIBRARY_PATH and CUDA_HOME point at the CUDA in use",
-          libraries.check_cuda_environment),
-    Check(known_issues.NAME, known_issues.TITLE, known_issues.check_known_issues),
+Rule = Callable[[ResolvedEnvironment], list[Finding]]
+
+
+def on_machine(check: Callable[[Snapshot], list[Finding]]) -> Rule:
+    """A check of the machine's own facts (skipped for a list of versions)."""
+    def run(env: ResolvedEnvironment) -> list[Finding]:
+        return check(need_machine(env))
+    run.__name__ = getattr(check, "__name__", "check")
+    return run
+
+
+def machine(name: str, title: str, check: Callable[[Snapshot], list[Finding]]) -> Check[ResolvedEnvironment]:
+    return Check(name, title, on_machine(check), Scope.MACHINE)
+
+
+def machine_env(name: str, title: str, check: Rule) -> Check[ResolvedEnvironment]:
+    """A check of the machine that also reads resolved versions."""
+    return Check(name, title, check, Scope.MACHINE)
+
+
+def versions(name: str, title: str, rule: Rule) -> Check[ResolvedEnvironment]:
+    return Check(name, title, rule, Scope.VERSIONS)
+
+
+CHECKS: tuple[Check[ResolvedEnvironment], ...] = (
+    machine("gpus", "NVIDIA driver and GPUs", gpus.check_gpus_present),
+    machine("tensorflow-import", "TensorFlow imports", tensorflow.check_tensorflow_import),
+    machine("tensorflow-distributions", "One TensorFlow distribution installed",
+            packages.check_tensorflow_distributions),
+    machine_env("versions-agree", "Installed and imported versions agree", agreement.check_versions_agree),
+    versions("keras", "Keras matches TensorFlow", packages.check_keras),
+    machine("cuda-visible-devices", "CUDA_VISIBLE_DEVICES names real GPUs",
+            tensorflow.check_cuda_visible_devices),
+    machine("tensorflow-gpus", "TensorFlow sees the GPUs NVML sees", tensorflow.check_tensorflow_gpus),
+    machine("gpu-memory-in-use", "GPU memory is free", gpus.check_gpu_memory_in_use),
+    machine("gpu-ecc", "No uncorrected ECC errors", gpus.check_gpu_ecc),
+    machine("gpu-throttling", "GPUs are not slowed down", gpus.check_gpu_throttling),
+    machine("gpu-compute-mode", "GPUs accept compute work", gpus.check_gpu_compute_mode),
+    machine("gpu-mig", "MIG does not split the GPUs", gpus.check_gpu_mig),
+    machine("gpu-pcie-link", "PCIe links run at full width", gpus.check_gpu_pcie_link),
+    machine("gpu-uniformity", "The GPUs are all alike", gpus.check_gpu_uniformity),
+    machine("cuda-device-order", "CUDA and nvidia-smi number GPUs alike", gpus.check_cuda_device_order),
+    machine("gpu-interconnect", "GPUs can exchange gradients directly", gpus.check_gpu_interconnect),
+    versions("cuda-libraries", "CUDA and cuDNN libraries fit TensorFlow's build",
+             libraries.check_tensorflow_build_libraries),
+    versions("and-cuda-wheels", "nvidia-* wheels fit tensorflow[and-cuda]", libraries.check_and_cuda_wheels),
+    machine("library-copies", "One version of each CUDA library on the search path",
+            libraries.check_library_copies),
+    versions("driver-cuda", "The driver is new enough for the CUDA runtime", libraries.check_driver_for_cuda),
+    versions("gpu-architecture", "TensorFlow has code for these GPUs", libraries.check_gpu_architectures),
+    machine_env("ptxas", "ptxas is there for XLA", libraries.check_ptxas),
+    machine_env("cuda-environment", "LD_LIBRARY_PATH and CUDA_HOME point at the CUDA in use",
+                libraries.check_cuda_environment),
+    versions(known_issues.NAME, known_issues.TITLE, known_issues.check_known_issues),
 )
 
 CHECK_NAMES = tuple(c.name for c in CHECKS)
+VERSION_RULES = tuple(c for c in CHECKS if c.scope is Scope.VERSIONS)
 
-__all__ = ["CHECKS", "CHECK_NAMES", "Check", "CheckSkipped", "run_check", "select_checks"]
+__all__ = ["CHECKS", "CHECK_NAMES", "VERSION_RULES", "Check", "CheckSkipped", "Scope", "run_check",
+           "select_checks"]
 
 
 class UnknownCheckError(ValueError):
     pass
 
 
-def select_checks(only: list[str] | None, skip: list[str] | None) -> tuple[Check[Snapshot], ...]:
+def select_checks(
+    only: list[str] | None, skip: list[str] | None
+) -> tuple[Check[ResolvedEnvironment], ...]:
     """The registry narrowed by ``--checks`` and ``--skip`` (names validated)."""
     for name in (only or []) + (skip or []):
         if name not in CHECK_NAMES:

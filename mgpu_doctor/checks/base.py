@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,18 +17,27 @@ class CheckSkipped(Exception):
     """Raised by a check whose facts are missing; the message says which and why."""
 
 
+class Scope(str, enum.Enum):
+    """What a check needs: a machine's facts, or only versions (so `matrix query` runs it too)."""
+
+    MACHINE = "machine"
+    VERSIONS = "versions"
+
+
 @dataclass(frozen=True)
 class Check(Generic[S]):
     """A named, pure rule: ``run(subject) -> findings``.
 
-    The subject is one machine's :class:`Snapshot` for ``check``, a whole fleet for
-    ``fleet``. ``name`` is stable and selectable with ``--checks`` / ``--skip``. A check whose
-    facts are missing raises :class:`CheckSkipped` with the reason: never reported as passed.
+    The subject is one machine's (or one query's) resolved environment for ``check``, a whole
+    fleet for ``fleet``. ``name`` is stable and selectable with ``--checks`` / ``--skip``. A
+    check whose facts are missing raises :class:`CheckSkipped` with the reason: never reported
+    as passed. ``scope`` VERSIONS marks the rules over versions that `matrix query` applies.
     """
 
     name: str
     title: str
     run: Callable[[S], list[Finding]]
+    scope: Scope = Scope.MACHINE
 
 
 def run_check(check: Check[S], subject: S) -> CheckOutcome:

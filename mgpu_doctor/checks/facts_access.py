@@ -6,6 +6,7 @@ from typing import TypeVar
 
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.facts import Unavailable
+from mgpu_doctor.resolve import ResolvedEnvironment
 from mgpu_doctor.snapshot import NvmlFacts, PackageFacts, Snapshot, TensorFlowFacts
 
 T = TypeVar("T")
@@ -26,6 +27,13 @@ def skip_reason(what: str, value: Unavailable) -> str:
     if len(detail) > SKIP_DETAIL_CHARS:
         detail = detail[:SKIP_DETAIL_CHARS].rsplit(" ", 1)[0] + "..."
     return f"{what} {value.reason}: {detail}" if detail else f"{what} {value.reason}"
+
+
+def need_machine(env: ResolvedEnvironment) -> Snapshot:
+    """The machine's snapshot: checks of GPUs and files have nothing to judge in a `matrix query`."""
+    if env.snapshot is None:
+        raise CheckSkipped("needs a machine's facts, not a list of versions")
+    return env.snapshot
 
 
 def need_nvml(snapshot: Snapshot) -> NvmlFacts:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from mgpu_doctor.checks.base import CheckSkipped
-from mgpu_doctor.checks.facts_access import gib, need_gpus, need_nvml
+from mgpu_doctor.checks.facts_access import gib, need_gpus
 from mgpu_doctor.checks.visibility import cuda_enumeration_order
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import Finding, Severity
@@ -275,50 +275,3 @@ def check_gpu_interconnect(snapshot: Snapshot) -> list[Finding]:
             fix="Prefer GPUs under the same socket for one job (`nvidia-smi topo -m`).",
         ))
     return findings
-
-
-def device_rows(snapshot: Snapshot) -> list[dict[str, str]]:
-    """The device table: NVML index, CUDA ordinal, TensorFlow device, and what each GPU is."""
-    nvml = need_nvml(snapshot)
-    from mgpu_doctor.checks.visibility import visible_gpus
-
-    vis = visible_gpus(nvml.gpus, snapshot.env.get("CUDA_VISIBLE_DEVICES"),
-                       snapshot.env.get("CUDA_DEVICE_ORDER"))
-    tf = snapshot.tensorflow
-    tf_gpus: list[str] | str
-    if isinstance(tf, Unavailable):
-        tf_gpus = {"absent": "(no TF)", "failed": "(TF failed)"}.get(tf.reason, "(not probed)")
-    elif isinstance(tf.physical_devices, Unavailable):
-        tf_gpus = "(TF failed)"
-    else:
-        tf_gpus = [d.name for d in tf.physical_devices if d.device_type == "GPU"]
-    rows = []
-    for gpu in nvml.gpus:
-        ordinal = vis.visible.index(gpu.index) if gpu.index in vis.visible else None
-        rows.append({
-            "nvml": str(gpu.index),
-            "cuda": ("?" if not vis.order_known else str(ordinal)) if ordinal is not None else "hidden",
-            "tensorflow": _tf_name(tf_gpus, ordinal, vis.order_known),
-            "name": gpu.name,
-            "memory": gib(gpu.memory_total_bytes),
-            "cc": _text(gpu.compute_capability),
-            "bus": gpu.pci_bus_id,
-            "mig": "on" if gpu.mig_mode is True else ("off" if gpu.mig_mode is False else "n/a"),
-        })
-    return rows
-
-
-def _tf_name(tf_gpus: list[str] | str, ordinal: int | None, known: bool) -> str:
-    if ordinal is None:
-        return "-"
-    if isinstance(tf_gpus, str):
-        return tf_gpus
-    if not known:
-        return "?"
-    return tf_gpus[ordinal] if ordinal < len(tf_gpus) else "missing"
-
-
-def _text(value: object) -> str:
-    return "n/a" if isinstance(value, Unavailable) else str(value)
-
-

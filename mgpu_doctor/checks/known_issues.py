@@ -8,9 +8,9 @@ from pathlib import Path
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.findings import Finding, Severity
 from mgpu_doctor.matrix.known_issues import Matrix, load_matrix
-from mgpu_doctor.matrix.match import Environment, environment_from_snapshot, known_issue_findings
+from mgpu_doctor.matrix.match import Environment, environment_from_resolved, known_issue_findings
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
-from mgpu_doctor.snapshot import Snapshot
+from mgpu_doctor.resolve import ResolvedEnvironment
 
 NAME = "known-issues"
 TITLE = "Known multi-GPU issues for these versions"
@@ -30,14 +30,16 @@ def matrix_findings(matrix: Matrix) -> list[Finding]:
     )]
 
 
-def make_check_function(extra_dirs: tuple[Path, ...] = ()) -> Callable[[Snapshot], list[Finding]]:
+def make_check_function(
+    extra_dirs: tuple[Path, ...] = ()
+) -> Callable[[ResolvedEnvironment], list[Finding]]:
     """The check over the bundled matrix plus a team's own directories (``--matrix DIR``)."""
 
-    def check_known_issues(snapshot: Snapshot) -> list[Finding]:
+    def check_known_issues(resolved: ResolvedEnvironment) -> list[Finding]:
         matrix = load_matrix(bundled_matrix_dir(), extra_dirs)
-        env = environment_from_snapshot(snapshot)
+        env = environment_from_resolved(resolved)
         findings = matrix_findings(matrix)
-        if "tensorflow" not in env.versions and "keras" not in env.versions:
+        if resolved.snapshot is not None and "tensorflow" not in env.versions and "keras" not in env.versions:
             why = env.missing.get("tensorflow", "not known")
             if findings:
                 return findings

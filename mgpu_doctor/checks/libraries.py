@@ -10,28 +10,18 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from packaging.markers import UndefinedEnvironmentName
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from mgpu_doctor.checks.base import CheckSkipped
-from mgpu_doctor.checks.facts_access import need, need_gpus, need_packages
-from mgpu_doctor.checks.packages import TF_VARIANTS, tensorflow_version
+from mgpu_doctor.checks.facts_access import need, need_gpus, need_machine
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.library_model import (
-    MAIN_LIBRARIES,
-    best_version,
-    copies_of,
-    cuda_major_of,
-    in_use,
-    major_of,
-)
-from mgpu_doctor.matrix.compat import bundled_cuda_driver_table, bundled_tensorflow_table
+from mgpu_doctor.library_model import MAIN_LIBRARIES, best_version, copies_of, cuda_major_of, major_of
+from mgpu_doctor.matrix.compat import bundled_cuda_driver_table
 from mgpu_doctor.matrix.versions import Tri, parse_version, version_in
-from mgpu_doctor.probes.libraries import XLA_DATA_DIR
-from mgpu_doctor.snapshot import LibraryCopy, LibraryFacts, Snapshot
+from mgpu_doctor.resolve import LibraryInUse, ResolvedEnvironment, ResolvedVersion
+from mgpu_doctor.snapshot import DirKind, LibraryCopy, LibraryFacts, Snapshot
 
 CUDA_COMPAT_DOC = "https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html"
 TF_SOURCE_DOC = "https://www.tensorflow.org/install/source#gpu"
@@ -71,39 +61,29 @@ class BuiltFor:
     source: str
 
 
-def built_for(snapshot: Snapshot) -> BuiltFor:
-    """TensorFlow's CUDA/cuDNN: its own build info, refined (minor) by the tested-builds table."""
-    tf = snapshot.tensorflow
-    table = bundled_tensorflow_table()
-    if not isinstance(tf, Unavailable):
-        if tf.built_with_cuda is False or tf.build_info.get("is_cuda_build") == "False":
-            raise CheckSkipped(f"TensorFlow {tf.version} is a CPU-only build")
-        row = table.build_for(tf.version)
-        cuda = tf.build_info.get("cuda_version", "")
-        cudnn = tf.build_info.get("cudnn_version", "")
-        source = "TensorFlow's build info"
-        if row is not None:
-            if not cuda:
-                cuda, source = row.cuda, f"tested build table ({row.package})"
-            if not cudnn or _refines(cudnn, row.cudnn):
-                cudnn = row.cudnn
-                source += f"; cuDNN {row.cudnn} from the tested build table ({row.package})"
-        if not cuda:
-            raise CheckSkipped(f"TensorFlow {tf.version} reports no CUDA version in its build info")
-        return BuiltFor(tf.version, _minor(cuda), cudnn, source)
-    packages = snapshot.packages
-    found = tensorflow_version(packages) if not isinstance(packages, Unavailable) else None
-    if found is None:
-        raise CheckSkipped(f"TensorFlow's build is unknown ({tf})")
-    row = table.build_for(str(found[1]))
-    if row is None:
-        raise CheckSkipped(f"TensorFlow {found[1]} is not in the tested build table and was not imported")
-    return BuiltFor(str(found[1]), row.cuda, row.cudnn, f"tested build table ({row.package})")
+def built_for(env: ResolvedEnvironment) -> BuiltFor:
+    """TensorFlow's CUDA/cuDNN as resolved (build info, refined by the tested-builds table)."""
+    if env.cpu_only_build:
+        raise CheckSkipped(f"TensorFlow {env.tensorflow.text} is a CPU-only build")
+    if not env.built_cuda.known:
+        if not env.tensorflow.known:
+            raise CheckSkipped(f"TensorFlow's build is unknown ({env.tensorflow.describe()})")
+        missing = env.built_cuda.missing
+        raise CheckSkipped(missing.detail if missing is not None else "TensorFlow's build is unknown")
+    cuda, cudnn = env.built_cuda, env.built_cudnn
+    source = _origin_text(cuda)
+    if cudnn.known and _origin_text(cudnn) != source:
+        source += f"; cuDNN {cudnn.text} from {_origin_text(cudnn)}"
+    return BuiltFor(env.tensorflow.text, cuda.text, cudnn.text if cudnn.known else "", source)
 
 
-def _refines(build_info_value: str, table_value: str) -> bool:
-    """Build info says "9", the table "9.3": the table adds the minor of the same major."""
-    return "." not in build_info_value and table_value.split(".")[0] == build_info_value
+def _origin_text(value: ResolvedVersion) -> str:
+    chosen = value.chosen
+    if chosen is None:
+        return "not known"
+    if chosen.where and chosen.origin.name == "TESTED_BUILD":
+        return f"tested build table ({chosen.where})"
+    return chosen.origin.value + (f" ({chosen.where})" if chosen.where else "")
 
 
 def _minor(text: str) -> str:
@@ -123,54 +103,52 @@ def _where(copy: LibraryCopy, how: str) -> str:
     return f"{copy.path} ({version or 'version unknown'}{' from ' + source if source else ''}; {how})"
 
 
-def check_tensorflow_build_libraries(snapshot: Snapshot) -> list[Finding]:
-    """The libraries in use against the CUDA/cuDNN TensorFlow was built for."""
-    libs = need_libraries(snapshot)
-    need_some_gpu(snapshot)
-    built = built_for(snapshot)
-    tf = snapshot.tensorflow
+def _in_use_text(lib: LibraryInUse | None, value: ResolvedVersion) -> str:
+    if lib is not None and lib.copy is not None:
+        return _where(lib.copy, lib.how())
+    return value.describe()
+
+
+def check_tensorflow_build_libraries(env: ResolvedEnvironment) -> list[Finding]:
+    """The libraries in use (or named in a query) against the CUDA/cuDNN TensorFlow was built for."""
+    snapshot = env.snapshot
+    if snapshot is not None:
+        need_libraries(snapshot)
+        need_some_gpu(snapshot)
+    built = built_for(env)
     findings: list[Finding] = []
-    missing: list[str] = []
-    parsed = parse_version(built.cuda)
-    cuda_major = parsed.major if parsed is not None else None
+    cuda_major = env.built_cuda.version.major if env.built_cuda.version is not None else None
     wheel_hint = f"pip install 'tensorflow[and-cuda]=={built.tensorflow}'"
-    for name in MAIN_LIBRARIES:
-        if name in ("cuda",):
-            continue  # the driver: see the driver check
-        copy, how = in_use(libs, tf, name)
-        expected = built.cudnn if name == "cudnn" else built.cuda if name == "cudart" else ""
-        if copy is None:
-            if name in REQUIRED:
-                missing.append(name)
-            continue
+    for name, value, expected in (("cudart", env.cuda, built.cuda), ("cudnn", env.cudnn, built.cudnn)):
+        lib = env.libraries.get(name)
+        if lib is not None and lib.copy is None:
+            continue  # missing: reported below
+        if not value.observed and not (lib is not None and lib.copy is not None):
+            continue  # nothing in use is known (a query that does not name it)
         evidence = [f"built for: {('cuDNN ' + built.cudnn) if name == 'cudnn' else 'CUDA ' + built.cuda} "
-                    f"({built.source})", f"in use: {_where(copy, how)}"]
-        version, _ = best_version(copy)
-        if expected:
-            findings.extend(_compare(name, expected, version, evidence, built, wheel_hint))
-        elif cuda_major is not None:
-            belongs = cuda_major_of(copy)
-            if belongs is not None and belongs != cuda_major:
-                findings.append(Finding(
-                    "libraries.major-mismatch", Severity.ERROR,
-                    f"lib{name} in use is for CUDA {belongs}, TensorFlow {built.tensorflow} was built for "
-                    f"CUDA {built.cuda}",
-                    evidence, fix=f"{wheel_hint}, or put CUDA {cuda_major}'s lib{name} first on "
-                    "LD_LIBRARY_PATH.", links=[TF_SOURCE_DOC],
-                ))
+                    f"({built.source})", f"in use: {_in_use_text(lib, value)}"]
+        findings.extend(_compare(name, expected, value.text if value.observed else "", evidence, built,
+                                 wheel_hint))
+    missing = [n for n in REQUIRED if snapshot is not None and
+               (n not in env.libraries or env.libraries[n].copy is None)]
+    for name in MAIN_LIBRARIES:
+        lib = env.libraries.get(name)
+        if name in ("cuda", "cudart", "cudnn") or lib is None or lib.copy is None:
+            continue
+        belongs = cuda_major_of(lib.copy)
+        if cuda_major is not None and belongs is not None and belongs != cuda_major:
+            findings.append(Finding(
+                "libraries.major-mismatch", Severity.ERROR,
+                f"lib{name} in use is for CUDA {belongs}, TensorFlow {built.tensorflow} was built for "
+                f"CUDA {built.cuda}",
+                [f"built for: CUDA {built.cuda} ({built.source})", f"in use: {_where(lib.copy, lib.how())}"],
+                fix=f"{wheel_hint}, or put CUDA {cuda_major}'s lib{name} first on LD_LIBRARY_PATH.",
+                links=[TF_SOURCE_DOC],
+            ))
     if missing:
-        others = [c for name in missing for c in copies_of(libs, name)]
-        findings.append(Finding(
-            "libraries.missing", Severity.ERROR,
-            f"{', '.join('lib' + n for n in missing)} not on the library search path: TensorFlow "
-            f"{built.tensorflow} will not use the GPUs",
-            [f"TensorFlow {built.tensorflow} was built for CUDA {built.cuda}, cuDNN {built.cudnn} "
-             f"({built.source})"]
-            + [f"found off the search path: {_where(c, c.found_by)}" for c in others][:6],
-            fix=f"{wheel_hint}, or add the directories holding CUDA {built.cuda} / cuDNN {built.cudnn} "
-            "libraries to LD_LIBRARY_PATH (`mgpu-doctor libs` shows what is where).",
-            links=[TF_PIP_DOC],
-        ))
+        findings.append(_missing_finding(env, built, missing, wheel_hint))
+    if not findings and snapshot is None and not (env.cuda.observed or env.cudnn.observed):
+        raise CheckSkipped("no CUDA runtime or cuDNN version named")
     if not any(f.severity > Severity.INFO for f in findings):
         findings.append(Finding(
             "libraries.match", Severity.OK,
@@ -178,6 +156,26 @@ def check_tensorflow_build_libraries(snapshot: Snapshot) -> list[Finding]:
             [f"built for: CUDA {built.cuda}, cuDNN {built.cudnn} ({built.source})"],
         ))
     return findings
+
+
+def _missing_finding(
+    env: ResolvedEnvironment, built: BuiltFor, missing: list[str], wheel_hint: str
+) -> Finding:
+    others = [c for name in missing if name in env.libraries for c in env.libraries[name].others]
+    why = [env.libraries[n].why_none for n in missing if n in env.libraries and env.libraries[n].why_none]
+    return Finding(
+        "libraries.missing", Severity.ERROR,
+        f"{', '.join('lib' + n for n in missing)} not on the library search path: TensorFlow "
+        f"{built.tensorflow} will not use the GPUs",
+        [f"TensorFlow {built.tensorflow} was built for CUDA {built.cuda}, cuDNN {built.cudnn} "
+         f"({built.source})"]
+        + why[:4]
+        + [f"present, not used: {_where(c, c.found_by if not c.on_search_path else 'another soname')}"
+           for c in others][:6],
+        fix=f"{wheel_hint}, or add the directories holding CUDA {built.cuda} / cuDNN {built.cudnn} "
+        "libraries to LD_LIBRARY_PATH (`mgpu-doctor libs` shows what is where).",
+        links=[TF_PIP_DOC],
+    )
 
 
 def _compare(name: str, expected: str, found: str, evidence: list[str], built: BuiltFor,
@@ -218,43 +216,37 @@ def _compare(name: str, expected: str, found: str, evidence: list[str], built: B
     )]
 
 
-def check_and_cuda_wheels(snapshot: Snapshot) -> list[Finding]:
-    """The `tensorflow[and-cuda]` pins of the installed TensorFlow against the nvidia-* wheels."""
-    packages = need_packages(snapshot)
-    need_some_gpu(snapshot)
-    tf_name = next((n for n in TF_VARIANTS if n in packages.versions), None)
-    if tf_name is None:
+def check_and_cuda_wheels(env: ResolvedEnvironment) -> list[Finding]:
+    """The `tensorflow[and-cuda]` pins of TensorFlow against the nvidia-* wheels installed (or named)."""
+    if env.snapshot is not None:
+        need_some_gpu(env.snapshot)
+    if not env.tensorflow.known:
         raise CheckSkipped("no TensorFlow distribution installed")
-    pins = []
-    for line in packages.requires.get(tf_name, []):
-        try:
-            req = Requirement(line)
-        except InvalidRequirement:
-            continue
-        if req.marker is None or "and-cuda" not in str(req.marker):
-            continue
-        try:
-            applies = req.marker.evaluate({"extra": "and-cuda"})
-        except UndefinedEnvironmentName:
-            applies = True
-        if applies:
-            pins.append(req)
+    tf_name = env.tensorflow_distribution or "tensorflow"
+    tf_version = env.tensorflow.text
+    pins = env.and_cuda_pins
     if not pins:
-        raise CheckSkipped(f"{tf_name} {packages.versions[tf_name]} declares no [and-cuda] extra")
-    installed = {canonicalize_name(r.name): packages.versions.get(canonicalize_name(r.name)) for r in pins}
+        raise CheckSkipped(f"{tf_name} {tf_version} declares no [and-cuda] extra"
+                           + ("" if env.snapshot is not None else " in the pins table"))
+    installed = {canonicalize_name(r.name): env.wheels.get(canonicalize_name(r.name)) for r in pins}
     if not any(installed.values()):
-        raise CheckSkipped("no nvidia-* wheel of tensorflow[and-cuda] is installed (system CUDA is used)")
+        raise CheckSkipped("no nvidia-* wheel of tensorflow[and-cuda] is installed (system CUDA is used)"
+                           if env.snapshot is not None else "no nvidia-* wheel named")
     findings = []
-    tf_version = packages.versions[tf_name]
     fix_all = f"pip install '{tf_name}[and-cuda]=={tf_version}'"
+    source = f" ({env.and_cuda_source})" if env.and_cuda_source else ""
+    locations = {} if env.snapshot is None or isinstance(env.snapshot.packages, Unavailable) \
+        else env.snapshot.packages.locations
     for req in pins:
         name = canonicalize_name(req.name)
         have = installed[name]
         if not have:
+            if env.snapshot is None:
+                continue  # a query names only some wheels
             findings.append(Finding(
                 "and-cuda.missing", Severity.ERROR,
                 f"{name} is missing: tensorflow[and-cuda] {tf_version} needs {name}{req.specifier}",
-                [f"{tf_name}=={tf_version} requires: {req}"], fix=fix_all, links=[TF_PIP_DOC],
+                [f"{tf_name}=={tf_version} requires: {req}{source}"], fix=fix_all, links=[TF_PIP_DOC],
             ))
             continue
         if version_in(have, req.specifier) is Tri.NO:
@@ -262,16 +254,17 @@ def check_and_cuda_wheels(snapshot: Snapshot) -> list[Finding]:
                 "and-cuda.out-of-range", Severity.ERROR,
                 f"{name} {have} is outside the range tensorflow[and-cuda] {tf_version} pins "
                 f"({req.specifier})",
-                [f"{tf_name}=={tf_version} requires: {req}", f"installed: {name}=={have} in "
-                 f"{packages.locations.get(name, '?')}"],
+                [f"{tf_name}=={tf_version} requires: {req}{source}",
+                 f"installed: {name}=={have}" + (f" in {locations[name]}" if name in locations else "")],
                 fix=f"pip install '{name}{req.specifier}' (or: {fix_all})", links=[TF_PIP_DOC],
             ))
     if not findings:
         findings.append(Finding(
             "and-cuda.ok", Severity.OK,
-            f"{len(pins)} wheels within tensorflow[and-cuda] {tf_version}'s pins",
+            f"{sum(1 for v in installed.values() if v)} wheels within tensorflow[and-cuda] "
+            f"{tf_version}'s pins",
             [f"{canonicalize_name(r.name)}=={installed[canonicalize_name(r.name)]} ({r.specifier})"
-             for r in pins],
+             for r in pins if installed[canonicalize_name(r.name)]],
         ))
     return findings
 
@@ -343,28 +336,33 @@ def _same_prefix(a: Version, b: Version) -> bool:
     return a.release[:n] == b.release[:n]
 
 
-def check_driver_for_cuda(snapshot: Snapshot) -> list[Finding]:
-    """The driver (NVML) against the minimum for the CUDA runtime in use, with minor-version compat."""
-    nvml = need_gpus(snapshot)
-    libs = need_libraries(snapshot)
-    runtime, how = in_use(libs, snapshot.tensorflow, "cudart")
-    if runtime is not None and best_version(runtime)[0]:
-        cuda = _minor(best_version(runtime)[0])
-        origin = f"CUDA runtime {cuda}: {_where(runtime, how)}"
+def check_driver_for_cuda(env: ResolvedEnvironment) -> list[Finding]:
+    """The driver against the minimum for the CUDA runtime in use, with minor-version compat."""
+    snapshot = env.snapshot
+    if snapshot is not None:
+        need_gpus(snapshot)
+    if not env.driver.known:
+        raise CheckSkipped(f"driver {env.driver.describe()}")
+    runtime = env.cuda
+    if not runtime.known:
+        raise CheckSkipped("no CUDA runtime found and TensorFlow's build is unknown")
+    cuda = _minor(runtime.text)
+    lib = env.libraries.get("cudart")
+    if runtime.observed:
+        origin = f"CUDA runtime {cuda}: {_in_use_text(lib, runtime)}"
     else:
-        try:
-            built = built_for(snapshot)
-        except CheckSkipped:
-            raise CheckSkipped("no CUDA runtime found and TensorFlow's build is unknown") from None
-        cuda, origin = built.cuda, f"CUDA {built.cuda}: what TensorFlow was built for ({built.source})"
+        origin = f"CUDA {cuda}: what TensorFlow was built for ({_origin_text(runtime)})"
     table = bundled_cuda_driver_table()
     need_driver = table.requirement(cuda)
-    driver = parse_version(nvml.driver_version)
+    driver = env.driver.version
+    driver_text = env.driver.text
     if need_driver is None or driver is None:
-        raise CheckSkipped(f"cannot compare driver {nvml.driver_version!r} with CUDA {cuda!r}")
-    evidence = [f"driver: {nvml.driver_version} (supports CUDA up to {nvml.cuda_driver_version})", origin]
+        raise CheckSkipped(f"cannot compare driver {driver_text!r} with CUDA {cuda!r}")
+    supports = f" (supports CUDA up to {env.driver_cuda})" if env.driver_cuda else ""
+    evidence = [f"driver: {driver_text}{supports}", origin]
     findings: list[Finding] = []
-    findings.extend(_libcuda_mismatch(libs, nvml.driver_version))
+    if snapshot is not None and not isinstance(snapshot.libraries, Unavailable):
+        findings.extend(_libcuda_mismatch(snapshot.libraries, driver_text))
     upgrade = "Upgrade the NVIDIA driver"
     full = parse_version(need_driver.full_driver) if need_driver.full_driver else None
     compat = parse_version(need_driver.compat_driver) if need_driver.compat_driver else None
@@ -377,11 +375,11 @@ def check_driver_for_cuda(snapshot: Snapshot) -> list[Finding]:
     links = [u for u in (need_driver.full_source, *need_driver.compat_sources) if u.startswith("https://")]
     if full is not None and driver >= full:
         findings.append(Finding("driver.ok", Severity.OK,
-                                f"Driver {nvml.driver_version} fully supports CUDA {cuda}", evidence))
+                                f"Driver {driver_text} fully supports CUDA {cuda}", evidence))
     elif full is None and compat is not None and driver >= compat:
         findings.append(Finding(
             "driver.cuda-not-in-table", Severity.INFO,
-            f"CUDA {cuda} is not in the driver table; driver {nvml.driver_version} meets CUDA "
+            f"CUDA {cuda} is not in the driver table; driver {driver_text} meets CUDA "
             f"{cuda.split('.')[0]}.x minor-version compatibility",
             evidence + [f"table: {table.origin}"],
             fix="If CUDA fails to initialise, upgrade the driver to the one that ships with this CUDA.",
@@ -390,7 +388,7 @@ def check_driver_for_cuda(snapshot: Snapshot) -> list[Finding]:
     elif compat is not None and driver >= compat:
         findings.append(Finding(
             "driver.minor-compat", Severity.WARNING,
-            f"Driver {nvml.driver_version} runs CUDA {cuda} only through minor-version compatibility",
+            f"Driver {driver_text} runs CUDA {cuda} only through minor-version compatibility",
             evidence + ["PTX built by a newer CUDA than the driver cannot be JIT-compiled; XLA then "
                         "disables parallel compilation or fails on such kernels"],
             fix=f"{upgrade} to {need_driver.full_driver or 'a ' + cuda + ' driver'} or newer "
@@ -404,7 +402,7 @@ def check_driver_for_cuda(snapshot: Snapshot) -> list[Finding]:
                       key=lambda v: parse_version(v) or Version("0"))
         findings.append(Finding(
             "driver.too-old", Severity.ERROR,
-            f"Driver {nvml.driver_version} is too old for CUDA {cuda}: TensorFlow fails with "
+            f"Driver {driver_text} is too old for CUDA {cuda}: TensorFlow fails with "
             "'CUDA driver version is insufficient for CUDA runtime version'",
             evidence,
             fix=f"{upgrade} to {minimum} or newer ({need_driver.full_driver or minimum} for every feature), "
@@ -451,46 +449,59 @@ def compiled_archs(text: str) -> tuple[set[tuple[int, int, str]], set[tuple[int,
     return sass, ptx
 
 
-def check_gpu_architectures(snapshot: Snapshot) -> list[Finding]:
+def check_gpu_architectures(env: ResolvedEnvironment) -> list[Finding]:
     """Each GPU's compute capability against the architectures TensorFlow was compiled for."""
-    nvml = need_gpus(snapshot)
-    tf = need(snapshot.tensorflow, "TensorFlow")
-    text = tf.build_info.get("cuda_compute_capabilities", "")
+    by_cc: dict[str, list[str]] = {}
+    if env.snapshot is not None:
+        nvml = need_gpus(env.snapshot)
+        need(env.snapshot.tensorflow, "TensorFlow")
+        for gpu in nvml.gpus:
+            if isinstance(gpu.compute_capability, str):
+                by_cc.setdefault(gpu.compute_capability, []).append(str(gpu.index))
+        if not by_cc:
+            raise CheckSkipped("NVML reports no compute capability")
+    elif env.machine.compute_capabilities:
+        by_cc = {cc: [] for cc in env.machine.compute_capabilities}
+    else:
+        raise CheckSkipped("no compute capability named")
+    if env.cpu_only_build:
+        raise CheckSkipped(f"TensorFlow {env.tensorflow.text} is a CPU-only build")
+    text = env.compiled_archs
     if not text:
-        raise CheckSkipped("TensorFlow's build info lists no CUDA architectures")
+        raise CheckSkipped("TensorFlow's build info lists no CUDA architectures" if env.snapshot is not None
+                           else f"no architecture table row for TensorFlow {env.tensorflow.describe()}")
+    source = "" if env.compiled_archs_source == "TensorFlow's build info" \
+        else f" ({env.compiled_archs_source})"
     sass, ptx = compiled_archs(text)
     findings = []
     fine: list[str] = []
-    by_cc: dict[str, list[int]] = {}
-    for gpu in nvml.gpus:
-        if isinstance(gpu.compute_capability, str):
-            by_cc.setdefault(gpu.compute_capability, []).append(gpu.index)
-    if not by_cc:
-        raise CheckSkipped("NVML reports no compute capability")
+    tf_version = env.tensorflow.text
     for cc_text, indices in sorted(by_cc.items()):
         cc = _mm(cc_text)
         if cc is None:
             continue
-        which = f"GPU {', '.join(map(str, indices))} (compute capability {cc_text})"
-        evidence = [f"TensorFlow {tf.version} compiled for: {text}"]
+        which = (f"GPU {', '.join(indices)} (compute capability {cc_text})" if indices
+                 else f"compute capability {cc_text}")
+        evidence = [f"TensorFlow {tf_version} compiled for: {text}{source}"]
         if any((m, n) == cc for m, n, _ in sass):
             fine.append(f"{cc_text}: native sm_{cc[0]}{cc[1]}")
         elif any(m == cc[0] and n <= cc[1] and not s for m, n, s in sass):
             fine.append(f"{cc_text}: runs sm_{cc[0]}x code (binary compatible)")
         elif any(p <= cc for p in ptx):
             best = max(p for p in ptx if p <= cc)
+            cache = env.snapshot.env.get("CUDA_CACHE_MAXSIZE", "(default)") if env.snapshot else "(not known)"
             findings.append(Finding(
                 "gpu-arch.ptx-jit", Severity.WARNING,
-                f"{which}: no native code in TensorFlow {tf.version}; its compute_{best[0]}{best[1]} PTX is "
+                f"{which}: no native code in TensorFlow {tf_version}; its compute_{best[0]}{best[1]} PTX is "
                 "JIT-compiled at start (minutes, on every new cache)",
-                evidence + [f"CUDA_CACHE_MAXSIZE={snapshot.env.get('CUDA_CACHE_MAXSIZE', '(default)')}"],
+                evidence + [f"CUDA_CACHE_MAXSIZE={cache}"],
                 fix="Expect a slow first start; raise CUDA_CACHE_MAXSIZE (e.g. 4294967296) so the JIT result "
                 "is kept, and use a TensorFlow release compiled for this GPU when there is one.",
             ))
         else:
             findings.append(Finding(
                 "gpu-arch.unsupported", Severity.ERROR,
-                f"{which}: TensorFlow {tf.version} has no code that runs on it",
+                f"{which}: TensorFlow {tf_version} has no code that runs on it",
                 evidence,
                 fix="Use a TensorFlow built for this GPU generation (an older release for old GPUs, a newer "
                 "one for new GPUs), or build TensorFlow from source with TF_CUDA_COMPUTE_CAPABILITIES="
@@ -499,23 +510,23 @@ def check_gpu_architectures(snapshot: Snapshot) -> list[Finding]:
             ))
     if fine:
         findings.append(Finding("gpu-arch.native", Severity.OK,
-                                f"TensorFlow {tf.version} has GPU code for {'; '.join(fine)}",
-                                [f"TensorFlow {tf.version} compiled for: {text}"]))
+                                f"TensorFlow {tf_version} has GPU code for {'; '.join(fine)}",
+                                [f"TensorFlow {tf_version} compiled for: {text}{source}"]))
     return findings
 
 
-def check_ptxas(snapshot: Snapshot) -> list[Finding]:
+def check_ptxas(env: ResolvedEnvironment) -> list[Finding]:
     """ptxas for XLA, and --xla_gpu_cuda_data_dir pointing at a real CUDA directory."""
+    snapshot = need_machine(env)
     libs = need_libraries(snapshot)
-    tf = snapshot.tensorflow
-    if not isinstance(tf, Unavailable) and (tf.built_with_cuda is False
-                                            or tf.build_info.get("is_cuda_build") == "False"):
-        raise CheckSkipped(f"TensorFlow {tf.version} is a CPU-only build: XLA does not compile for GPUs")
+    if env.cpu_only_build:
+        raise CheckSkipped(f"TensorFlow {env.tensorflow.text} is a CPU-only build: "
+                           "XLA does not compile for GPUs")
     if isinstance(snapshot.nvml, Unavailable) or not snapshot.nvml.gpus:
         raise CheckSkipped("no GPU: XLA does not compile GPU kernels here")
     findings = []
     for entry in libs.search_dirs:
-        if entry.found_by == XLA_DATA_DIR and not entry.exists:
+        if entry.kind is DirKind.XLA_DATA_DIR and not entry.exists:
             findings.append(Finding(
                 "xla.cuda-data-dir-missing", Severity.ERROR,
                 f"XLA_FLAGS --xla_gpu_cuda_data_dir={entry.path} points nowhere",
@@ -533,7 +544,8 @@ def check_ptxas(snapshot: Snapshot) -> list[Finding]:
         ))
         return findings
     first = next((c for c in ptxas if c.on_search_path), ptxas[0])
-    runtime, _ = in_use(libs, snapshot.tensorflow, "cudart")
+    cudart = env.libraries.get("cudart")
+    runtime = cudart.copy if cudart is not None else None
     ptx_version = best_version(first)[0]
     if runtime is not None and ptx_version:
         have, want = _mm(ptx_version), _mm(best_version(runtime)[0])
@@ -551,11 +563,12 @@ def check_ptxas(snapshot: Snapshot) -> list[Finding]:
     return findings
 
 
-def check_cuda_environment(snapshot: Snapshot) -> list[Finding]:
+def check_cuda_environment(env: ResolvedEnvironment) -> list[Finding]:
     """LD_LIBRARY_PATH entries that do not exist; CUDA_HOME pointing at another CUDA than is loaded."""
+    snapshot = need_machine(env)
     libs = need_libraries(snapshot)
     findings = []
-    missing = [d.path for d in libs.search_dirs if d.found_by == "LD_LIBRARY_PATH" and not d.exists]
+    missing = [d.path for d in libs.search_dirs if d.kind is DirKind.LD_LIBRARY_PATH and not d.exists]
     if missing:
         findings.append(Finding(
             "cuda-env.ld-library-path-missing", Severity.WARNING,
@@ -564,18 +577,20 @@ def check_cuda_environment(snapshot: Snapshot) -> list[Finding]:
             [f"missing: {p}" for p in missing],
             fix="Remove them or fix the path: a CUDA you meant to use is not being found there.",
         ))
-    for var in ("CUDA_HOME", "CUDA_PATH"):
+    for var, kind in (("CUDA_HOME", DirKind.CUDA_HOME), ("CUDA_PATH", DirKind.CUDA_PATH)):
         home = snapshot.env.get(var)
         if not home:
             continue
-        kit = next((t for t in libs.toolkits if t.found_by == var), None)
+        kit = next((t for t in libs.toolkits if t.kind is kind), None)
         if kit is None:
             findings.append(Finding(
                 "cuda-env.cuda-home-missing", Severity.WARNING, f"{var}={home} does not exist",
                 [f"{var}={home}"], fix=f"Point {var} at an installed CUDA toolkit, or unset it.",
             ))
             continue
-        runtime, how = in_use(libs, snapshot.tensorflow, "cudart")
+        cudart = env.libraries.get("cudart")
+        runtime = cudart.copy if cudart is not None else None
+        how = cudart.how() if cudart is not None else ""
         if isinstance(kit.version, Unavailable) or runtime is None or not best_version(runtime)[0]:
             continue
         if _mm(kit.version) != _mm(best_version(runtime)[0]):

@@ -2,39 +2,16 @@
 
 from __future__ import annotations
 
-from packaging.version import InvalidVersion, Version
-
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.facts_access import need_packages
 from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.snapshot import PackageFacts, Snapshot
-
-# Distributions that all install the same top-level `tensorflow` package.
-TF_VARIANTS = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-intel", "tf-nightly",
-               "tf-nightly-cpu", "tf-nightly-gpu")
-LEGACY_KERAS_VALUES = {"1", "true", "yes"}
-
-
-def parse_version(text: str) -> Version | None:
-    try:
-        return Version(text)
-    except InvalidVersion:
-        return None
-
-
-def tensorflow_version(packages: PackageFacts) -> tuple[str, Version] | None:
-    """The installed TensorFlow (distribution name, version), preferring the plain name."""
-    for name in TF_VARIANTS:
-        if name in packages.versions:
-            version = parse_version(packages.versions[name])
-            if version is not None:
-                return name, version
-    return None
+from mgpu_doctor.resolve import KERAS3_FIRST_TF, TF_DISTRIBUTIONS, ResolvedEnvironment
+from mgpu_doctor.snapshot import Snapshot
 
 
 def check_tensorflow_distributions(snapshot: Snapshot) -> list[Finding]:
     packages = need_packages(snapshot)
-    installed = [(n, packages.versions[n]) for n in TF_VARIANTS if n in packages.versions]
+    installed = [(n, packages.versions[n]) for n in TF_DISTRIBUTIONS if n in packages.versions]
     findings = []
     if len(installed) > 1:
         versions = {v for _, v in installed}
@@ -73,71 +50,61 @@ def check_tensorflow_distributions(snapshot: Snapshot) -> list[Finding]:
     return findings
 
 
-def keras_in_use(packages: PackageFacts, env: dict[str, str]) -> str:
-    """Which Keras `tf.keras` will be, from versions alone (the TensorFlow probe confirms it).
-
-    TensorFlow 2.16+ uses Keras 3 unless TF_USE_LEGACY_KERAS=1, then tf-keras.
-    Before 2.16, tf.keras was TensorFlow's bundled Keras 2.
-    """
-    found = tensorflow_version(packages)
-    if found is None:
-        return "unknown (no TensorFlow)"
-    _, tf_version = found
-    if tf_version < Version("2.16.0rc0"):
-        return "keras 2 (bundled with TensorFlow)"
-    if env.get("TF_USE_LEGACY_KERAS", "").strip().lower() in LEGACY_KERAS_VALUES:
-        return f"tf-keras {packages.versions.get('tf-keras', '(not installed)')}"
-    return f"keras {packages.versions.get('keras', '(not installed)')}"
-
-
-def check_keras(snapshot: Snapshot) -> list[Finding]:
-    packages = need_packages(snapshot)
-    found = tensorflow_version(packages)
-    if found is None:
-        raise CheckSkipped("no TensorFlow distribution installed")
-    tf_name, tf_version = found
-    legacy = snapshot.env.get("TF_USE_LEGACY_KERAS", "").strip().lower() in LEGACY_KERAS_VALUES
-    keras = parse_version(packages.versions.get("keras", ""))
-    tf_keras = parse_version(packages.versions.get("tf-keras", ""))
-    evidence = [f"{tf_name}=={tf_version}",
-                f"keras=={packages.versions.get('keras', 'not installed')}",
-                f"tf-keras=={packages.versions.get('tf-keras', 'not installed')}",
-                f"TF_USE_LEGACY_KERAS={snapshot.env.get('TF_USE_LEGACY_KERAS', '(not set)')}"]
+def check_keras(env: ResolvedEnvironment) -> list[Finding]:
+    """tf-keras against TensorFlow's minor, Keras 2 with TensorFlow 2.16+, the legacy switch."""
+    tf = env.tensorflow
+    if tf.version is None:
+        raise CheckSkipped("no TensorFlow distribution installed" if tf.absent
+                           else f"TensorFlow version not known ({tf.describe()})")
+    tf_version = tf.version
+    legacy = env.legacy_keras is True
+    keras, tf_keras = env.keras, env.tf_keras
+    evidence = [f"tensorflow {tf.describe()}", f"keras {keras.describe()}", f"tf-keras {tf_keras.describe()}",
+                "TF_USE_LEGACY_KERAS="
+                + (_legacy_text(env) if env.legacy_keras is not None else "(not named)")]
     findings = []
-    modern = tf_version >= Version("2.16.0rc0")
-    if modern and legacy and tf_keras is None:
+    modern = tf_version >= KERAS3_FIRST_TF
+    minor_pin = f"tf-keras~={tf_version.major}.{tf_version.minor}.0"
+    if modern and legacy and tf_keras.absent:
         findings.append(Finding(
             "keras.legacy-without-tf-keras", Severity.ERROR,
             "TF_USE_LEGACY_KERAS=1 is set but tf-keras is not installed: `tf.keras` will fail",
-            evidence, fix=f"pip install 'tf-keras~={tf_version.major}.{tf_version.minor}.0'",
+            evidence, fix=f"pip install '{minor_pin}'",
         ))
-    if tf_keras is not None and (tf_keras.major, tf_keras.minor) != (tf_version.major, tf_version.minor):
+    have = tf_keras.version
+    if have is not None and (have.major, have.minor) != (tf_version.major, tf_version.minor):
         findings.append(Finding(
             "keras.tf-keras-mismatch", Severity.ERROR if legacy else Severity.WARNING,
-            f"tf-keras {tf_keras} does not match TensorFlow {tf_version} "
+            f"tf-keras {tf_keras.text} does not match TensorFlow {tf.text} "
             "(they are released in lockstep, minor for minor)",
-            evidence,
-            fix=f"pip install 'tf-keras~={tf_version.major}.{tf_version.minor}.0'",
+            evidence, fix=f"pip install '{minor_pin}'",
         ))
-    if modern and keras is not None and keras.major < 3 and not legacy:
+    if modern and keras.version is not None and keras.version.major < 3 and not legacy:
         findings.append(Finding(
             "keras.keras2-with-tf216", Severity.ERROR,
-            f"Keras {keras} is installed with TensorFlow {tf_version}, which needs Keras 3 "
+            f"Keras {keras.text} is installed with TensorFlow {tf.text}, which needs Keras 3 "
             "(or tf-keras with TF_USE_LEGACY_KERAS=1)",
             evidence,
-            fix="For Keras 2 code: pip install 'tf-keras~="
-            f"{tf_version.major}.{tf_version.minor}.0' and export TF_USE_LEGACY_KERAS=1. "
+            fix=f"For Keras 2 code: pip install '{minor_pin}' and export TF_USE_LEGACY_KERAS=1. "
             "Otherwise: pip install -U 'keras>=3'.",
         ))
-    if modern and keras is None and not legacy:
+    if modern and keras.absent and not legacy:
         findings.append(Finding(
             "keras.missing", Severity.ERROR,
-            f"TensorFlow {tf_version} needs the `keras` package and it is not installed",
+            f"TensorFlow {tf.text} needs the `keras` package and it is not installed",
             evidence, fix="pip install 'keras>=3'",
         ))
-    if not findings:
+    if not findings and env.tf_keras_is is not None:
         findings.append(Finding(
-            "keras.in-use", Severity.INFO,
-            f"tf.keras will be {keras_in_use(packages, snapshot.env)}", evidence,
+            "keras.in-use", Severity.INFO, f"tf.keras is {env.tf_keras_is.describe()}", evidence,
         ))
+    if not findings:
+        raise CheckSkipped("nothing known about Keras")
     return findings
+
+
+def _legacy_text(env: ResolvedEnvironment) -> str:
+    snapshot = env.snapshot
+    raw = snapshot.env.get("TF_USE_LEGACY_KERAS") if snapshot is not None else None
+    return raw if raw is not None else "(not set)"
+

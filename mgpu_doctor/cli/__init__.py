@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from mgpu_doctor import __version__
 from mgpu_doctor.cli.errors import UsageError
+from mgpu_doctor.errors import BadInput
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 # Sub-command name -> its module (`mgpu_doctor.cli.<module>`), in the order `--help` lists them.
@@ -56,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
         return int(args.run(args))
-    except UsageError as exc:
+    except BadInput as exc:
         print(f"mgpu-doctor: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

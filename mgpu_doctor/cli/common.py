@@ -1,68 +1,21 @@
-"""Options and plumbing shared by sub-commands: interpreter, formats, output, progress."""
+"""Plumbing shared by sub-commands: progress on stderr, writing files, emitting a report."""
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
 from mgpu_doctor.cli.errors import UsageError
-from mgpu_doctor.findings import Severity
-from mgpu_doctor.probes.gather import GatherOptions, gather_snapshot
-from mgpu_doctor.probes.interpreter import Interpreter
+from mgpu_doctor.cli.options import OutputOptions
 from mgpu_doctor.report import Report
-from mgpu_doctor.reporters import OutputFormat, RenderOptions
-from mgpu_doctor.snapshot import Snapshot
 
-FAIL_ON_CHOICES = ("info", "warning", "error")
 EXIT_INTERRUPTED = 130
 
 
-def add_python_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--python", metavar="PATH",
-        help="diagnose the environment of this interpreter (default: the one running the doctor)",
-    )
-
-
-def interpreter_from(args: argparse.Namespace) -> Interpreter:
-    if not getattr(args, "python", None):
-        return Interpreter.current()
-    path = Path(args.python).expanduser()
-    interp = Interpreter(str(path if path.is_absolute() else path.absolute()))
-    problem = interp.problem()
-    if problem:
-        raise UsageError(f"--python {problem}")
-    return interp
-
-
-def add_output_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--format", choices=[f.value for f in OutputFormat], default="human",
-                        help="output format on stdout (default: human)")
-    parser.add_argument("--fail-on", choices=FAIL_ON_CHOICES, default="error",
-                        help="exit 1 when a finding is at least this severe (default: error)")
-    parser.add_argument("--junit", metavar="FILE", help="also write JUnit XML to FILE")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="show informational findings and evidence")
-
-
-def render_options(args: argparse.Namespace, stream: TextIO | None = None) -> RenderOptions:
-    # Streams are looked up at call time: sys.stdout may have been replaced since import.
-    stream = stream or sys.stdout
-    tty = stream.isatty()
-    plain = not tty or "NO_COLOR" in os.environ or os.environ.get("TERM") == "dumb"
-    encoding = (getattr(stream, "encoding", None) or "").lower()
-    return RenderOptions(
-        fail_on=Severity(args.fail_on),
-        verbose=args.verbose,
-        color=not plain,
-        unicode=not plain and "utf" in encoding,
-    )
-
-
-def write_text(path: str, text: str) -> None:
+def write_text(path: str | Path, text: str) -> None:
     try:
         Path(path).write_text(text, encoding="utf-8")
     except OSError as exc:
@@ -96,25 +49,24 @@ class Progress:
             self._shown = False
 
 
-def gather_here(args: argparse.Namespace, quick: bool) -> Snapshot:
-    """This machine's facts for the interpreter ``--python`` names, with progress on stderr."""
-    interpreter = interpreter_from(args)
+@contextmanager
+def progress_on_stderr() -> Iterator[Progress]:
     progress = Progress()
     try:
-        return gather_snapshot(GatherOptions(interpreter, quick=quick), progress)
+        yield progress
     finally:
         progress.done()
 
 
-def emit(report: Report, args: argparse.Namespace, interrupted: bool = False) -> int:
-    """Print the report in ``--format``, write ``--junit``, and return the exit code."""
+def emit(report: Report, output: OutputOptions, interrupted: bool = False) -> int:
+    """Print the report in its format, write the JUnit file, and return the exit code."""
     from mgpu_doctor.reporters import junit
     from mgpu_doctor.reporters.common import exit_code_for
 
-    options = render_options(args)
-    sys.stdout.write(OutputFormat(args.format).renderer()(report, options))
-    if args.junit:
-        write_text(args.junit, junit.render(report, options))
+    options = output.render_options()
+    sys.stdout.write(output.format.renderer()(report, options))
+    if output.junit is not None:
+        write_text(output.junit, junit.render(report, options))
     if interrupted:
         print("mgpu-doctor: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

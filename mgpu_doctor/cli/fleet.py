@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from mgpu_doctor import __version__
-from mgpu_doctor.cli.common import add_output_options, emit
+from mgpu_doctor.cli.common import emit
 from mgpu_doctor.cli.errors import UsageError
-from mgpu_doctor.fleet.checks import FLEET_CHECKS
+from mgpu_doctor.cli.options import add_output_options, output_options
+from mgpu_doctor.fleet.checks import fleet_report
 from mgpu_doctor.fleet.compare import build_fleet
 from mgpu_doctor.fleet.facts import COMPARED_FACTS
-from mgpu_doctor.report import build_fleet_report
 from mgpu_doctor.snapshot import Snapshot, SnapshotLoadError, load_snapshot
 
 
@@ -43,5 +43,4 @@ def load_all(paths: list[str]) -> list[tuple[str, Snapshot]]:
 
 def run(args: argparse.Namespace) -> int:
     fleet = build_fleet(load_all(args.snapshots), COMPARED_FACTS)
-    report = build_fleet_report(fleet, FLEET_CHECKS, tool_version=__version__)
-    return emit(report, args)
+    return emit(fleet_report(fleet, tool_version=__version__), output_options(args))

@@ -11,11 +11,10 @@ from typing import Any
 
 from tabulate import tabulate
 
-from mgpu_doctor import __version__
-from mgpu_doctor.checks import known_issues as known_issues_check
-from mgpu_doctor.cli.common import add_output_options, emit
+from mgpu_doctor.cli.common import emit
 from mgpu_doctor.cli.errors import UsageError
-from mgpu_doctor.findings import CheckOutcome, status_for
+from mgpu_doctor.cli.options import add_matrix_option, add_output_options, matrix_dirs, output_options
+from mgpu_doctor.diagnose import query
 from mgpu_doctor.matrix.known_issues import (
     CONDITION_KEYS,
     KnownIssue,
@@ -24,26 +23,9 @@ from mgpu_doctor.matrix.known_issues import (
     load_known_issue_files,
     load_matrix,
 )
-from mgpu_doctor.matrix.match import BadEnvironment, example_problems, parse_query
+from mgpu_doctor.matrix.match import example_problems
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
-from mgpu_doctor.report import build_query_report
 from mgpu_doctor.serde import to_jsonable
-
-
-def add_matrix_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--matrix", metavar="DIR", action="append", default=[],
-                        help="also read a team's own known-issue files from DIR (DIR/known-issues/"
-                        "*.toml or DIR/*.toml) on top of the bundled ones; repeatable")
-
-
-def matrix_dirs(args: argparse.Namespace) -> tuple[Path, ...]:
-    dirs = []
-    for text in getattr(args, "matrix", None) or []:
-        path = Path(text).expanduser()
-        if not path.is_dir():
-            raise UsageError(f"--matrix {text}: no such directory")
-        dirs.append(path)
-    return tuple(dirs)
 
 
 def add_parser(sub: Any) -> None:
@@ -162,16 +144,7 @@ def condition_lines(issue: KnownIssue) -> list[str]:
 
 
 def run_query(args: argparse.Namespace) -> int:
-    try:
-        env, given = parse_query(args.terms)
-    except BadEnvironment as exc:
-        raise UsageError(f"matrix query: {exc}") from None
-    matrix = load_matrix(bundled_matrix_dir(), matrix_dirs(args))
-    findings = known_issues_check.matrix_findings(matrix) + known_issues_check.findings_for(matrix, env)
-    outcome = CheckOutcome(known_issues_check.NAME, known_issues_check.TITLE, status_for(findings),
-                           sorted(findings, key=lambda f: f.severity, reverse=True))
-    report = build_query_report([outcome], given, tool_version=__version__)
-    return emit(report, args)
+    return emit(query(args.terms, matrix_dirs(args)), output_options(args))
 
 
 def run_validate(args: argparse.Namespace) -> int:

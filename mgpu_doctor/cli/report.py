@@ -6,9 +6,9 @@ import argparse
 import sys
 from typing import Any
 
-from mgpu_doctor.checks import CHECKS
-from mgpu_doctor.cli.check import add_diagnose_options, diagnose
-from mgpu_doctor.cli.common import EXIT_INTERRUPTED, write_text
+from mgpu_doctor.cli.common import EXIT_INTERRUPTED, progress_on_stderr, write_text
+from mgpu_doctor.cli.options import add_diagnose_options, diagnose_options
+from mgpu_doctor.diagnose import diagnose
 from mgpu_doctor.reporters import RenderOptions
 from mgpu_doctor.reporters.support import render
 
@@ -26,12 +26,14 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    report, interrupted = diagnose(args, CHECKS, "report")
-    text = render(report, RenderOptions(), redacted=args.redact)
+    options = diagnose_options(args, "report")
+    with progress_on_stderr() as progress:
+        result = diagnose(options, progress)
+    text = render(result.report, RenderOptions(), redacted=args.redact)
     if args.output:
         write_text(args.output, text)
         print(f"mgpu-doctor: report written to {args.output}: paste it into the issue, or attach it "
               "(`mgpu-doctor check --from FILE` replays it)", file=sys.stderr)
     else:
         sys.stdout.write(text)
-    return EXIT_INTERRUPTED if interrupted else 0
+    return EXIT_INTERRUPTED if result.interrupted else 0

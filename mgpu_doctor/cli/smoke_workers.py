@@ -17,7 +17,7 @@ from typing import IO
 from mgpu_doctor import __version__
 from mgpu_doctor.cli.common import Progress, emit
 from mgpu_doctor.cli.errors import UsageError
-from mgpu_doctor.cli.smoke import with_matrix_verdicts
+from mgpu_doctor.cli.options import OutputOptions
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import CheckOutcome, CheckStatus
 from mgpu_doctor.multiworker.findings import KERAS3_CODE, multiworker_outcomes
@@ -26,9 +26,10 @@ from mgpu_doctor.multiworker.suite import DEFAULT_LAYERS, MultiWorkerPlan, keras
 from mgpu_doctor.multiworker.tf_config import TfConfigError, check_addresses, parse_tf_config
 from mgpu_doctor.probes.interpreter import Interpreter
 from mgpu_doctor.probes.tensorflow import tensorflow_installed
-from mgpu_doctor.report import REPORT_KIND, REPORT_SCHEMA_VERSION, Report
+from mgpu_doctor.report import new_report
 from mgpu_doctor.serde import to_jsonable
 from mgpu_doctor.smoke.plan import PlanError, parse_layers
+from mgpu_doctor.smoke.section import with_matrix_verdicts
 from mgpu_doctor.snapshot import Snapshot
 
 MWMS_TASK_TYPES = ("chief", "worker")
@@ -77,12 +78,13 @@ def plan_from(args: argparse.Namespace, environ: Mapping[str, str]) -> MultiWork
 
 
 def run_multiworker(
-    args: argparse.Namespace,
     plan: MultiWorkerPlan,
     interpreter: Interpreter,
     snapshot: Snapshot,
     results_file: IO[str] | None,
     matrix_dirs: tuple[Path, ...],
+    output: OutputOptions,
+    stall_timeout_s: float,
 ) -> int:
     notes = plan_notes(plan)
     outcomes: list[CheckOutcome] = []
@@ -95,15 +97,14 @@ def run_multiworker(
     else:
         plan, skipped = without_missing_tf_keras(plan, snapshot, interpreter)
         outcomes += skipped
-        runs, interrupted = _run(plan, interpreter, args.stall_timeout, results_file)
+        runs, interrupted = _run(plan, interpreter, stall_timeout_s, results_file)
         outcomes = judged(runs, snapshot, matrix_dirs) + outcomes
         notes += keras_notes(runs)
         if interrupted:
             notes.append(f"Interrupted: {len(runs)} of {len(plan.runs())} multi-worker runs finished.")
-    report = Report(schema_version=REPORT_SCHEMA_VERSION, kind=REPORT_KIND, tool_version=__version__,
-                    command="smoke", source="this machine", quick=False, snapshot=snapshot,
-                    checks=outcomes, notes=notes, multiworker_runs=runs)
-    return emit(report, args, interrupted)
+    report = new_report("smoke", "this machine", outcomes, tool_version=__version__, snapshot=snapshot,
+                        notes=notes, multiworker_runs=runs)
+    return emit(report, output, interrupted)
 
 
 def judged(

@@ -6,8 +6,11 @@ import argparse
 import sys
 from typing import Any
 
-from mgpu_doctor.cli.common import add_python_option, gather_here, write_text
-from mgpu_doctor.cli.redaction import add_redact_option, redact_if_asked
+from mgpu_doctor.cli.common import progress_on_stderr, write_text
+from mgpu_doctor.cli.options import add_python_option, add_redact_option, interpreter_from
+from mgpu_doctor.probes.gather import GatherOptions, gather_snapshot
+from mgpu_doctor.probes.interpreter import Interpreter
+from mgpu_doctor.redact import Identity, redact_snapshot
 
 
 def add_parser(sub: Any) -> None:
@@ -22,7 +25,12 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    text = redact_if_asked(gather_here(args, quick=args.quick), args).to_json()
+    interpreter = interpreter_from(args) or Interpreter.current()
+    with progress_on_stderr() as progress:
+        snapshot = gather_snapshot(GatherOptions(interpreter, quick=args.quick), progress)
+    if args.redact:
+        snapshot = redact_snapshot(snapshot, Identity.current())
+    text = snapshot.to_json()
     if args.output:
         write_text(args.output, text)
         print(f"mgpu-doctor: snapshot written to {args.output}", file=sys.stderr)

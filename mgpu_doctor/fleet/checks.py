@@ -10,9 +10,11 @@ from mgpu_doctor.checks.base import Check, CheckSkipped, run_check
 from mgpu_doctor.checks.facts_access import gib
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.fleet.compare import FactRow, Fleet
+from mgpu_doctor.fleet.compare import FactRow, Fleet, describe, list_nodes
 from mgpu_doctor.fleet.facts import tf_config_of
 from mgpu_doctor.matrix.versions import parse_version
+from mgpu_doctor.report import Report, new_report
+from mgpu_doctor.resolve import resolve
 
 MWMS_DOC = "https://www.tensorflow.org/api_docs/python/tf/distribute/MultiWorkerMirroredStrategy"
 NCCL_INIT_SOURCE = "https://github.com/NVIDIA/nccl/blob/master/src/init.cc"
@@ -24,20 +26,6 @@ NCCL_TRANSPORT_VARS = frozenset({"NCCL_IB_DISABLE", "NCCL_NET"})
 NCCL_LOGGING_VARS = frozenset({"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"})
 # Other environment variables that change what TensorFlow or CUDA do on a node.
 TRAINING_ENV_PREFIXES = ("TF_", "XLA_", "KERAS_", "CUDA_", "LD_")
-MAX_NODES_LISTED = 8
-
-
-def describe(value: str | Unavailable) -> str:
-    if isinstance(value, Unavailable):
-        detail = value.detail.strip().splitlines()[0] if value.detail.strip() else ""
-        return f"unknown ({value.reason}{': ' + detail if detail else ''})"
-    return value
-
-
-def list_nodes(names: list[str]) -> str:
-    if len(names) <= MAX_NODES_LISTED:
-        return ", ".join(names)
-    return ", ".join(names[:MAX_NODES_LISTED]) + f" and {len(names) - MAX_NODES_LISTED} more"
 
 
 def row_evidence(row: FactRow) -> list[str]:
@@ -388,7 +376,8 @@ def check_comparable(fleet: Fleet) -> list[Finding]:
 def check_each_node(fleet: Fleet) -> list[Finding]:
     findings = []
     for node in fleet.nodes:
-        own = [f for c in CHECKS for f in run_check(c, node.snapshot).findings
+        env = resolve(node.snapshot)
+        own = [f for c in CHECKS for f in run_check(c, env).findings
                if f.severity >= Severity.WARNING]
         if not own:
             continue
@@ -417,3 +406,11 @@ FLEET_CHECKS: tuple[Check[Fleet], ...] = (
     Check("fleet-comparable", "Every fact could be compared", check_comparable),
     Check("fleet-each-node", "Every node passes `mgpu-doctor check` on its own", check_each_node),
 )
+
+
+def fleet_report(
+    fleet: Fleet, checks: tuple[Check[Fleet], ...] = FLEET_CHECKS, *, tool_version: str
+) -> Report:
+    """A report comparing the snapshots of several nodes (`fleet`)."""
+    return new_report("fleet", f"fleet of {len(fleet.nodes)} nodes", [run_check(c, fleet) for c in checks],
+                      tool_version=tool_version, fleet=fleet)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 from mgpu_doctor.facts import Unavailable
+from mgpu_doctor.resolve import ResolvedEnvironment, resolve
 from mgpu_doctor.snapshot import Snapshot
 
 Value = str | Unavailable
@@ -34,7 +35,7 @@ class Fact:
 
     key: str
     label: str
-    extract: Callable[[Snapshot], Value]
+    extract: Callable[[ResolvedEnvironment], Value]
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class FactFamily:
 
     key: str
     label: str
-    extract: Callable[[Snapshot], Mapping[str, str] | Unavailable]
+    extract: Callable[[ResolvedEnvironment], Mapping[str, str] | Unavailable]
     missing: str
 
 
@@ -110,6 +111,23 @@ class Fleet:
         return [r for r in self.rows if r.status in ("differs", "incomplete")]
 
 
+MAX_NODES_LISTED = 8
+
+
+def describe(value: Value) -> str:
+    """A compared value for people: the value, or "unknown (reason: why)"."""
+    if isinstance(value, Unavailable):
+        detail = value.detail.strip().splitlines()[0] if value.detail.strip() else ""
+        return f"unknown ({value.reason}{': ' + detail if detail else ''})"
+    return value
+
+
+def list_nodes(names: list[str]) -> str:
+    if len(names) <= MAX_NODES_LISTED:
+        return ", ".join(names)
+    return ", ".join(names[:MAX_NODES_LISTED]) + f" and {len(names) - MAX_NODES_LISTED} more"
+
+
 def node_names(sources: list[tuple[str, Snapshot]]) -> list[str]:
     """A unique name per node: the hostname, else the file name; clashes get the file added."""
     base = [snap.host.hostname.strip() or _file_name(src) for src, snap in sources]
@@ -125,20 +143,20 @@ def node_names(sources: list[tuple[str, Snapshot]]) -> list[str]:
 
 def build_fleet(sources: list[tuple[str, Snapshot]], facts: tuple[Fact | FactFamily, ...]) -> Fleet:
     """Line up every fact of ``facts`` over the snapshots (given as ``(file, snapshot)``)."""
-    nodes = [Node(name, src, snap)
-             for name, (src, snap) in zip(node_names(sources), sources, strict=True)]
+    nodes = [Node(name, src, snap) for name, (src, snap) in zip(node_names(sources), sources, strict=True)]
+    envs = {n.name: resolve(n.snapshot) for n in nodes}  # each node's versions, decided once
     rows: list[FactRow] = []
     for fact in facts:
         if isinstance(fact, Fact):
-            rows.append(_row(fact.key, fact.label, {n.name: _safe(fact.extract, n.snapshot)
-                                                   for n in nodes}))
+            values = {name: _safe(fact.extract, env) for name, env in envs.items()}
+            rows.append(_row(fact.key, fact.label, values))
         else:
-            rows.extend(_family_rows(fact, nodes))
+            rows.extend(_family_rows(fact, envs))
     return Fleet(nodes, rows)
 
 
-def _family_rows(family: FactFamily, nodes: list[Node]) -> list[FactRow]:
-    mappings = {n.name: _safe(family.extract, n.snapshot) for n in nodes}
+def _family_rows(family: FactFamily, envs: dict[str, ResolvedEnvironment]) -> list[FactRow]:
+    mappings = {name: _safe(family.extract, env) for name, env in envs.items()}
     names = sorted({k for m in mappings.values() if not isinstance(m, Unavailable) for k in m})
     rows = []
     for name in names:
@@ -162,10 +180,10 @@ def _row(key: str, label: str, values: dict[str, Value]) -> FactRow:
     return FactRow(key, label, status, values)
 
 
-def _safe(extract: Callable[[Snapshot], T], snapshot: Snapshot) -> T | Unavailable:
+def _safe(extract: Callable[[ResolvedEnvironment], T], env: ResolvedEnvironment) -> T | Unavailable:
     # The table is data anyone can extend: one broken extractor must not hide the others.
     try:
-        return extract(snapshot)
+        return extract(env)
     except Exception as exc:
         return Unavailable("failed", f"reading this fact failed: {type(exc).__name__}: {exc}",
                            "extractor-error")

@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from typing import TypeVar
 
-from mgpu_doctor.checks.facts_access import gib
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.fleet.compare import Fact, FactFamily, Value
-from mgpu_doctor.library_model import best_version, in_use
+from mgpu_doctor.resolve import ResolvedEnvironment, ResolvedVersion
 from mgpu_doctor.snapshot import NvmlFacts, Snapshot, TensorFlowFacts
 
 # Environment variables that differ between the nodes of one job by design (ranks, node ids,
@@ -25,22 +25,41 @@ PER_NODE_ENV_NAMES = frozenset({"TF_CONFIG"})
 NOT_SET = "not set"
 
 
-def _nvml(read: Callable[[NvmlFacts], Value]) -> Callable[[Snapshot], Value]:
-    def extract(snapshot: Snapshot) -> Value:
-        nvml = snapshot.nvml
-        return nvml if isinstance(nvml, Unavailable) else read(nvml)
+Extract = Callable[[ResolvedEnvironment], Value]
+T = TypeVar("T")
+
+
+def _snapshot(read: Callable[[Snapshot], T]) -> Callable[[ResolvedEnvironment], T]:
+    def extract(env: ResolvedEnvironment) -> T:
+        assert env.snapshot is not None  # every node is a machine
+        return read(env.snapshot)
     return extract
 
 
-def _tf(read: Callable[[TensorFlowFacts], Value]) -> Callable[[Snapshot], Value]:
-    def extract(snapshot: Snapshot) -> Value:
-        tf = snapshot.tensorflow
-        return tf if isinstance(tf, Unavailable) else read(tf)
+def _nvml(read: Callable[[NvmlFacts], Value]) -> Extract:
+    return _snapshot(lambda s: s.nvml if isinstance(s.nvml, Unavailable) else read(s.nvml))
+
+
+def _tf(read: Callable[[TensorFlowFacts], Value]) -> Extract:
+    return _snapshot(lambda s: s.tensorflow if isinstance(s.tensorflow, Unavailable) else read(s.tensorflow))
+
+
+def _version(pick: Callable[[ResolvedEnvironment], ResolvedVersion]) -> Extract:
+    """A resolved version: the one value every check of the node uses too."""
+    def extract(env: ResolvedEnvironment) -> Value:
+        value = pick(env)
+        if value.chosen is not None:
+            return value.text
+        return value.missing or Unavailable("absent", "not known")
     return extract
 
 
-def _python_version(snapshot: Snapshot) -> Value:
-    return snapshot.python if isinstance(snapshot.python, Unavailable) else snapshot.python.version
+def _tf_keras(env: ResolvedEnvironment) -> Value:
+    view = env.tf_keras_is
+    if view is None or view.origin.name != "IMPORTED":
+        return env.snapshot.tensorflow if env.snapshot is not None and isinstance(
+            env.snapshot.tensorflow, Unavailable) else Unavailable("absent", "tf.keras was not imported")
+    return view.name
 
 
 def _distinct(values: list[str]) -> str:
@@ -53,7 +72,7 @@ def _gpu_models(nvml: NvmlFacts) -> str:
 
 
 def _gpu_memory(nvml: NvmlFacts) -> str:
-    return _distinct([gib(g.memory_total_bytes) for g in nvml.gpus])
+    return _distinct([f"{g.memory_total_bytes / 2**30:.1f} GiB" for g in nvml.gpus])
 
 
 def _compute_capability(nvml: NvmlFacts) -> str:
@@ -78,17 +97,6 @@ def _tf_gpus(tf: TensorFlowFacts) -> Value:
     return str(sum(1 for d in devices if d.device_type == "GPU"))
 
 
-def _tf_keras(tf: TensorFlowFacts) -> Value:
-    module, version = tf.keras_module, tf.keras_version
-    if isinstance(module, Unavailable):
-        return module
-    return f"{module} {version}" if isinstance(version, str) else module
-
-
-def _build(name: str, missing: str) -> Callable[[TensorFlowFacts], Value]:
-    return lambda tf: tf.build_info.get(name, missing)
-
-
 def _packages(snapshot: Snapshot) -> dict[str, str] | Unavailable:
     pkgs = snapshot.packages
     return pkgs if isinstance(pkgs, Unavailable) else dict(pkgs.versions)
@@ -106,20 +114,25 @@ def _loaded_libraries(snapshot: Snapshot) -> dict[str, str] | Unavailable:
     return {stem: ", ".join(sorted(found)) for stem, found in paths.items()}
 
 
-def _libraries_in_use(snapshot: Snapshot) -> dict[str, str] | Unavailable:
-    """Version of each CUDA library in use (loaded by TensorFlow, else the loader's pick).
+def _libraries_in_use(env: ResolvedEnvironment) -> dict[str, str] | Unavailable:
+    """Version of each CUDA library in use (loaded by TensorFlow, else the loader's pick by soname).
 
     libcuda is left out: it is the driver's and compared as the driver version.
     """
-    facts = snapshot.libraries
-    if isinstance(facts, Unavailable):
-        return facts
-    out = {}
-    for name in dict.fromkeys(c.name for c in facts.copies if c.name != "cuda"):
-        copy, _ = in_use(facts, snapshot.tensorflow, name)
-        if copy is not None:
-            out[name] = best_version(copy)[0] or "version unknown"
-    return out
+    assert env.snapshot is not None
+    if isinstance(env.snapshot.libraries, Unavailable):
+        return env.snapshot.libraries
+    return {name: lib.version or "version unknown" for name, lib in env.libraries.items()
+            if name != "cuda" and lib.copy is not None}
+
+
+def _built(pick: Callable[[ResolvedEnvironment], ResolvedVersion]) -> Extract:
+    """What TensorFlow was built for; a CPU-only build says so (a real value, not unknown)."""
+    def extract(env: ResolvedEnvironment) -> Value:
+        if env.cpu_only_build:
+            return "none (not a CUDA build)"
+        return _version(pick)(env)
+    return extract
 
 
 def _env(snapshot: Snapshot) -> dict[str, str]:
@@ -149,27 +162,26 @@ def _tf_config_cluster(snapshot: Snapshot) -> str:
 
 
 COMPARED_FACTS: tuple[Fact | FactFamily, ...] = (
-    Fact("host.os", "OS", lambda s: s.host.os_release),
-    Fact("host.kernel", "Linux kernel", lambda s: s.host.kernel),
-    Fact("host.libc", "C library", lambda s: s.host.libc),
-    Fact("python.version", "Python", _python_version),
-    Fact("nvml.driver", "NVIDIA driver", _nvml(lambda n: n.driver_version)),
+    Fact("host.os", "OS", _snapshot(lambda s: s.host.os_release)),
+    Fact("host.kernel", "Linux kernel", _snapshot(lambda s: s.host.kernel)),
+    Fact("host.libc", "C library", _snapshot(lambda s: s.host.libc)),
+    Fact("python.version", "Python", _version(lambda e: e.python)),
+    Fact("nvml.driver", "NVIDIA driver", _version(lambda e: e.driver)),
     Fact("nvml.cuda_driver", "CUDA supported by the driver", _nvml(lambda n: n.cuda_driver_version)),
     Fact("gpu.count", "GPUs (NVML)", _nvml(lambda n: str(len(n.gpus)))),
     Fact("gpu.models", "GPU models", _nvml(_gpu_models)),
     Fact("gpu.memory", "GPU memory", _nvml(_gpu_memory)),
     Fact("gpu.compute_capability", "GPU compute capability", _nvml(_compute_capability)),
     Fact("gpu.mig", "MIG", _nvml(_mig)),
-    Fact("tensorflow.version", "TensorFlow (imported)", _tf(lambda tf: tf.version)),
+    Fact("tensorflow.version", "TensorFlow", _version(lambda e: e.tensorflow)),
     Fact("tensorflow.gpus", "GPUs TensorFlow sees", _tf(_tf_gpus)),
-    Fact("tensorflow.keras", "tf.keras is", _tf(_tf_keras)),
-    Fact("tensorflow.cuda_build", "CUDA TensorFlow was built for",
-         _tf(_build("cuda_version", "none (not a CUDA build)"))),
-    Fact("tensorflow.cudnn_build", "cuDNN TensorFlow was built for",
-         _tf(_build("cudnn_version", "none (not a CUDA build)"))),
-    FactFamily("package", "package", _packages, missing="not installed"),
-    FactFamily("library", "library TensorFlow loaded", _loaded_libraries, missing="not loaded"),
+    Fact("tensorflow.keras", "tf.keras is", _tf_keras),
+    Fact("tensorflow.cuda_build", "CUDA TensorFlow was built for", _built(lambda e: e.built_cuda)),
+    Fact("tensorflow.cudnn_build", "cuDNN TensorFlow was built for", _built(lambda e: e.built_cudnn)),
+    FactFamily("package", "package", _snapshot(_packages), missing="not installed"),
+    FactFamily("library", "library TensorFlow loaded", _snapshot(_loaded_libraries),
+               missing="not loaded"),
     FactFamily("cuda-lib", "CUDA library in use", _libraries_in_use, missing="not found"),
-    FactFamily("env", "env", _env, missing=NOT_SET),
-    Fact("tf_config.cluster", "TF_CONFIG cluster", _tf_config_cluster),
+    FactFamily("env", "env", _snapshot(_env), missing=NOT_SET),
+    Fact("tf_config.cluster", "TF_CONFIG cluster", _snapshot(_tf_config_cluster)),
 )

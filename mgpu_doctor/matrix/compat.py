@@ -22,6 +22,8 @@ from mgpu_doctor.matrix.versions import parse_version
 SCHEMA_VERSION = 1
 CUDA_DRIVER_FILE = "compat/cuda-driver.toml"
 TENSORFLOW_FILE = "compat/tensorflow.toml"
+AND_CUDA_FILE = "compat/and-cuda.toml"
+ARCHS_FILE = "compat/tensorflow-archs.toml"
 CONFIDENCES = ("primary", "secondary")
 
 
@@ -136,6 +138,88 @@ class TensorFlowTable:
         return next((b for b in self.builds if _same_minor(b.tensorflow, version)), None)
 
 
+@dataclass(frozen=True)
+class AndCudaPins:
+    """What ``tensorflow[and-cuda]`` of one release requires, as its wheel metadata says."""
+
+    tensorflow: str  # "2.15.0"
+    requires: tuple[str, ...]  # "nvidia-cudnn-cu12==8.9.4.25"
+    source: str
+
+
+@dataclass(frozen=True)
+class AndCudaTable:
+    releases: tuple[AndCudaPins, ...]
+    origin: str
+
+    def pins_for(self, tf_version: str) -> AndCudaPins | None:
+        """The release's pins; for a version the table has no row of (or a short one, "2.15"),
+        the pins every listed release of that minor shares, else None."""
+        version = parse_version(tf_version)
+        if version is None:
+            return None
+        exact = [r for r in self.releases if _version(r.tensorflow) == version]
+        if exact:
+            return exact[0]
+        same = [r for r in self.releases if _same_minor(r.tensorflow, version)]
+        if same and all(r.requires == same[0].requires for r in same):
+            return same[0]
+        return None
+
+
+@dataclass(frozen=True)
+class ArchRow:
+    """The CUDA architectures one TensorFlow minor release's Linux GPU wheel was compiled for."""
+
+    tensorflow: str  # "2.15"
+    archs: str  # as tf.sysconfig.get_build_info()["cuda_compute_capabilities"] prints them
+    source: str
+
+
+@dataclass(frozen=True)
+class ArchTable:
+    releases: tuple[ArchRow, ...]
+    origin: str
+
+    def archs_for(self, tf_version: str) -> ArchRow | None:
+        version = parse_version(tf_version)
+        if version is None:
+            return None
+        return next((r for r in self.releases if _same_minor(r.tensorflow, version)), None)
+
+
+def load_and_cuda_table(path: Path) -> AndCudaTable:
+    data = _read(path)
+    _no_unknown(path, "", data, ("schema_version", "release"))
+    rows = []
+    for i, row in enumerate(_tables(path, data, "release")):
+        where = f"release[{i}]"
+        _no_unknown(path, where, row, ("tensorflow", "requires", "source", "note"))
+        source = _text(path, where, row, "source", None)
+        _url(path, f"{where}.source", source)
+        requires = row.get("requires")
+        if not isinstance(requires, list) or not all(isinstance(r, str) and r.strip() for r in requires):
+            raise _error(path, f"{where}.requires", "must be a list of requirement strings")
+        rows.append(AndCudaPins(_version_text(path, where, row, "tensorflow"), tuple(requires), source))
+    return AndCudaTable(tuple(rows), str(path))
+
+
+def load_arch_table(path: Path) -> ArchTable:
+    data = _read(path)
+    _no_unknown(path, "", data, ("schema_version", "release"))
+    rows = []
+    for i, row in enumerate(_tables(path, data, "release")):
+        where = f"release[{i}]"
+        _no_unknown(path, where, row, ("tensorflow", "cuda_compute_capabilities", "source", "note"))
+        source = _text(path, where, row, "source", None)
+        _url(path, f"{where}.source", source)
+        archs = _text(path, where, row, "cuda_compute_capabilities", None)
+        if not archs.strip():
+            raise _error(path, f"{where}.cuda_compute_capabilities", "must not be empty")
+        rows.append(ArchRow(_version_text(path, where, row, "tensorflow"), archs, source))
+    return ArchTable(tuple(rows), str(path))
+
+
 def load_cuda_driver_table(path: Path) -> CudaDriverTable:
     data = _read(path)
     _no_unknown(path, "", data, ("schema_version", "toolkit", "minor_compat"))
@@ -215,6 +299,24 @@ def bundled_cuda_driver_table(directory: Path | None = None) -> CudaDriverTable:
 @lru_cache(maxsize=4)
 def bundled_tensorflow_table(directory: Path | None = None) -> TensorFlowTable:
     return load_tensorflow_table((directory or bundled_matrix_dir()) / TENSORFLOW_FILE)
+
+
+@lru_cache(maxsize=4)
+def bundled_and_cuda_table(directory: Path | None = None) -> AndCudaTable:
+    return load_and_cuda_table((directory or bundled_matrix_dir()) / AND_CUDA_FILE)
+
+
+@lru_cache(maxsize=4)
+def bundled_arch_table(directory: Path | None = None) -> ArchTable:
+    return load_arch_table((directory or bundled_matrix_dir()) / ARCHS_FILE)
+
+
+def load_bundled_tables() -> None:
+    """Read every bundled compatibility table now: a broken one is bad input (exit 2) up front."""
+    bundled_cuda_driver_table()
+    bundled_tensorflow_table()
+    bundled_and_cuda_table()
+    bundled_arch_table()
 
 
 def _read(path: Path) -> dict[str, Any]:

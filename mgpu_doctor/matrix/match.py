@@ -19,9 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.library_model import best_version, in_use
 from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.matrix.known_issues import (
     ANY_STRATEGY,
@@ -39,12 +37,8 @@ from mgpu_doctor.matrix.known_issues import (
     Problem,
 )
 from mgpu_doctor.matrix.versions import Tri, parse_specifier, parse_version, range_in, version_in
-from mgpu_doctor.snapshot import Snapshot
+from mgpu_doctor.resolve import ResolvedEnvironment
 
-# Distributions that install the `tensorflow` package, plain name first.
-TF_DISTRIBUTIONS = ("tensorflow", "tensorflow-gpu", "tensorflow-cpu", "tensorflow-intel", "tf-nightly",
-                    "tf-nightly-gpu", "tf-nightly-cpu")
-NCCL_DISTRIBUTIONS = ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11")
 REPORT_COMMAND = "mgpu-doctor report -o mgpu-report.md"
 
 
@@ -292,112 +286,33 @@ def known_issue_findings(
     return sorted(found, key=lambda f: f.severity, reverse=True)
 
 
-# --- environments from a snapshot ----------------------------------------------------------
+# --- environments from a resolved environment (a machine's or a query's) ---------------------
 
 
-def _library_version(snapshot: Snapshot, name: str) -> str:
-    """The version of the copy of a CUDA library in use, "" when unknown."""
-    facts = snapshot.libraries
-    if isinstance(facts, Unavailable):
-        return ""
-    copy, _ = in_use(facts, snapshot.tensorflow, name)
-    version = best_version(copy)[0] if copy is not None else ""
-    return version if parse_version(version) is not None else ""
-
-
-def environment_from_snapshot(snapshot: Snapshot) -> Environment:
-    """Versions and machine facts a snapshot holds; usage is never known from a machine."""
+def environment_from_resolved(env: ResolvedEnvironment) -> Environment:
+    """What the matrix matches, from the one resolved environment (versions decided there)."""
     versions: dict[str, str] = {}
-    missing: dict[str, str] = {}
-    packages = snapshot.packages
-    tf = snapshot.tensorflow
-    if isinstance(packages, Unavailable):
-        for key in ("tensorflow", "keras", "tf-keras", "nccl"):
-            missing[key] = f"installed packages {packages.reason}"
-    else:
-        tf_dist = next((d for d in TF_DISTRIBUTIONS if d in packages.versions), None)
-        if tf_dist is not None:
-            versions["tensorflow"] = packages.versions[tf_dist]
+    ranges: dict[str, str] = {}
+    sources: dict[str, str] = {}
+    missing: dict[str, str] = dict(env.machine.missing)
+    for key, value in env.versions().items():
+        if value.known and value.chosen is not None:
+            versions[key] = value.text
+            if not value.observed:
+                sources[key] = f"{value.chosen.origin.value}" + \
+                    (f" {value.chosen.where}" if value.chosen.where else "")
+        elif value.range:
+            ranges[key] = value.range
+            sources[key] = value.range_origin
         else:
-            missing["tensorflow"] = "not installed"
-        for key in ("keras", "tf-keras"):
-            if key in packages.versions:
-                versions[key] = packages.versions[key]
-            else:
-                missing[key] = "not installed"
-        nccl = next((d for d in NCCL_DISTRIBUTIONS if d in packages.versions), None)
-        if nccl is not None:
-            versions["nccl"] = packages.versions[nccl]
-        else:
-            missing["nccl"] = "no nvidia-nccl wheel installed"
-    if "tensorflow" not in versions and not isinstance(tf, Unavailable):
-        versions["tensorflow"] = tf.version
-    if not isinstance(tf, Unavailable):
-        for key, info_key in (("cuda", "cuda_version"), ("cudnn", "cudnn_version")):
-            value = tf.build_info.get(info_key, "")
-            if value and parse_version(value) is not None:
-                versions[key] = value
-            else:
-                missing[key] = "TensorFlow's build info does not say"
-    else:
-        missing["cuda"] = missing["cudnn"] = f"TensorFlow {tf.reason} ({tf.detail.splitlines()[0][:60]})" \
-            if tf.detail.strip() else f"TensorFlow {tf.reason}"
-    # The libraries really in use beat what TensorFlow was built for (and need no TF import).
-    for key, library in (("cuda", "cudart"), ("cudnn", "cudnn"), ("nccl", "nccl")):
-        in_use = _library_version(snapshot, library)
-        if in_use:
-            versions[key] = in_use
-            missing.pop(key, None)
-    if not isinstance(snapshot.python, Unavailable):
-        versions["python"] = snapshot.python.version
-    else:
-        missing["python"] = f"Python {snapshot.python.reason}"
-
-    nvml = snapshot.nvml
-    gpus: int | None = None
-    ccs: tuple[str, ...] | None = None
-    interconnect: str | None = None
-    if isinstance(nvml, Unavailable):
-        missing["driver"] = f"NVML {nvml.reason}"
-        missing["gpus"] = missing["compute_capability"] = missing["interconnect"] = f"NVML {nvml.reason}"
-    else:
-        versions["driver"] = nvml.driver_version
-        gpus = len(nvml.gpus)
-        known_ccs = [g.compute_capability for g in nvml.gpus if isinstance(g.compute_capability, str)]
-        ccs = tuple(known_ccs) if known_ccs and len(known_ccs) == len(nvml.gpus) else None
-        interconnect = _interconnect(snapshot)
-        if interconnect is None:
-            missing["interconnect"] = "no GPU-to-GPU link facts" if len(nvml.gpus) > 1 else "one GPU"
-    if not isinstance(tf, Unavailable) and not isinstance(tf.physical_devices, Unavailable):
-        # What TensorFlow sees is what training gets (CUDA_VISIBLE_DEVICES, MIG applied).
-        gpus = sum(1 for d in tf.physical_devices if d.device_type == "GPU")
+            missing[key] = str(value.missing) if value.missing is not None else "not known"
+    m, u = env.machine, env.usage
     return Environment(
-        versions=versions, gpus=gpus, compute_capabilities=ccs, platform=_platform(snapshot),
-        cpu_vendor=None, interconnect=interconnect,
-        missing={**missing, "cpu_vendor": "not in the snapshot"},
+        versions=versions, gpus=m.gpus, workers=m.workers, compute_capabilities=m.compute_capabilities,
+        gpu_names=m.gpu_names, platform=m.platform, cpu_vendor=m.cpu_vendor, interconnect=m.interconnect,
+        backend=m.backend, layers=u.layers, usage=u.usage, strategy=u.strategy, scenario=u.scenario,
+        missing=missing, ranges=ranges, sources=sources,
     )
-
-
-def _interconnect(snapshot: Snapshot) -> str | None:
-    nvml = snapshot.nvml
-    if isinstance(nvml, Unavailable) or len(nvml.gpus) < 2 or not nvml.links:
-        return None
-    counts = [lk.nvlink_links for lk in nvml.links]
-    if any(isinstance(n, int) and n > 0 for n in counts):
-        return "nvlink"
-    if all(isinstance(n, int) for n in counts):
-        return "pcie"
-    return None
-
-
-def _platform(snapshot: Snapshot) -> str | None:
-    host = snapshot.host
-    name = host.os_name.lower()
-    if name == "linux":
-        return "wsl" if "microsoft" in host.kernel.lower() else "linux"
-    if name == "windows":
-        return "windows"
-    return None
 
 
 # --- environments from text: `matrix query` arguments and entry examples --------------------

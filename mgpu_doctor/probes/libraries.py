@@ -29,12 +29,12 @@ from pathlib import Path
 from mgpu_doctor.facts import absent
 from mgpu_doctor.library_model import LIBRARY_FILE, TOOLS
 from mgpu_doctor.probes.interpreter import Interpreter
-from mgpu_doctor.snapshot import CudaToolkit, LibraryCopy, LibraryFacts, SearchDir
+from mgpu_doctor.snapshot import XLA_DATA_DIR_LABEL, CudaToolkit, LibraryCopy, LibraryFacts, SearchDir
 
 LOAD_TIMEOUT_S = 20.0
 LOAD_STALL_S = 10.0
 TOOL_TIMEOUT_S = 5.0
-XLA_DATA_DIR = "XLA_FLAGS --xla_gpu_cuda_data_dir"
+XLA_DATA_DIR = XLA_DATA_DIR_LABEL
 DEFAULT_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib")
 # Libraries the ctypes child asks for a version (cuDNN's sub-libraries are big and have none).
 LOADABLE = ("cuda", "cudart", "cublas", "cublasLt", "cufft", "curand", "cusolver", "cusparse", "cudnn",

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from mgpu_doctor.checks.base import CheckSkipped
-from mgpu_doctor.checks.gpus import device_rows
+from mgpu_doctor.devices import DeviceRow
+from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import CheckStatus, Finding, Severity
+from mgpu_doctor.fleet.compare import describe, list_nodes
 from mgpu_doctor.report import Report
 
 DEVICE_HEADERS = {
@@ -29,13 +30,44 @@ def summary_line(report: Report) -> str:
     return f"{total} checks: {', '.join(parts)}; {verdict}"
 
 
+# How an unknown cell reads in the device table, by its cause.
+_DEVICE_CELL = {"hidden": "-", "order-unknown": "?", "missing": "missing"}
+
+
+def device_cells(row: DeviceRow) -> dict[str, str]:
+    """A device row as table cells (keys of DEVICE_HEADERS)."""
+    return {
+        "nvml": str(row.nvml_index),
+        "cuda": "hidden" if _cause(row.cuda_ordinal) == "hidden" else _cell(row.cuda_ordinal),
+        "tensorflow": _tf_cell(row.tensorflow_device),
+        "name": row.name,
+        "memory": f"{row.memory_total_bytes / 2**30:.1f} GiB",
+        "cc": _cell(row.compute_capability),
+        "bus": row.pci_bus_id,
+        "mig": "n/a" if isinstance(row.mig_mode, Unavailable) else ("on" if row.mig_mode else "off"),
+    }
+
+
 def device_table_rows(report: Report) -> list[dict[str, str]]:
-    if report.snapshot is None:
-        return []
-    try:
-        return device_rows(report.snapshot)
-    except CheckSkipped:
-        return []
+    return [device_cells(row) for row in report.devices]
+
+
+def _cause(value: object) -> str:
+    return value.cause if isinstance(value, Unavailable) else ""
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, Unavailable):
+        return _DEVICE_CELL.get(value.cause, "n/a")
+    return str(value)
+
+
+def _tf_cell(value: str | Unavailable) -> str:
+    if not isinstance(value, Unavailable):
+        return value
+    if value.cause in _DEVICE_CELL:
+        return _DEVICE_CELL[value.cause]
+    return {"absent": "(no TF)", "failed": "(TF failed)"}.get(value.reason, "(not probed)")
 
 
 def exit_code_for(report: Report, fail_on: Severity) -> int:
@@ -58,8 +90,6 @@ FLEET_HEADERS = ["Fact", "Value", "Nodes"]
 def fleet_difference_rows(report: Report, max_nodes: int | None = None) -> list[list[str]]:
     """[fact, value, nodes] per distinct value of every differing or incomplete fact; the
     fact's label only on its first line."""
-    from mgpu_doctor.fleet.checks import describe, list_nodes
-
     if report.fleet is None:
         return []
     rows = []

@@ -8,6 +8,7 @@ from tabulate import tabulate
 
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity
+from mgpu_doctor.library_view import LibrariesView
 from mgpu_doctor.report import Report
 from mgpu_doctor.reporters import RenderOptions
 from mgpu_doctor.reporters.common import (
@@ -38,6 +39,8 @@ WIDTH = 100
 
 def render(report: Report, options: RenderOptions) -> str:
     out = [_header(report), ""]
+    if report.libraries is not None:
+        out += libraries_lines(report.libraries, report.source) + [""]
     for group in _group_skips(report.checks, options.verbose):
         if len(group) == 1:
             out.extend(_check_lines(group[0], options))
@@ -70,6 +73,44 @@ def render(report: Report, options: RenderOptions) -> str:
         out.append("Run with -v for the informational details.")
     text = "\n".join(out) + "\n"
     return text if options.unicode else to_ascii(text)
+
+
+def libraries_lines(view: LibrariesView, source: str) -> list[str]:
+    """The `libs` table: built for, in use, found how, driver support; then every copy found."""
+    out = [f"CUDA libraries on {source}"]
+    out.append(f"TensorFlow built for: CUDA {view.built_cuda}, cuDNN {view.built_cudnn} ({view.built_source})"
+               if view.built_cuda else f"TensorFlow built for: unknown ({view.built_unknown})")
+    driver = view.driver
+    if driver.driver:
+        out.append(f"Driver: {driver.driver}, supports CUDA up to {driver.cuda}"
+                   + (f" (full support up to CUDA {driver.full_support_up_to})" if driver.full_support_up_to
+                      else ""))
+    else:
+        out.append(f"Driver: unknown ({driver.note})")
+    if not view.versions_loaded:
+        out.append("Versions from file names and metadata only (--quick: nothing was loaded).")
+    out.append("")
+    table = [[r.name, r.built_for or "-",
+              (f"{r.in_use_version or '?'}  {r.in_use}" if r.in_use else "not found"),
+              r.found_how or "-", r.driver_supports or "-"]
+             for r in view.rows if r.copies or r.built_for]
+    out += tabulate(table, headers=["Library", "Built for", "In use", "Found how", "Driver supports"],
+                    disable_numparse=True).splitlines()
+    out += ["", "Every copy found, in search order (* = the loader's first pick for its soname):"]
+    for r in view.rows:
+        if not r.copies:
+            continue
+        out.append(f"  {r.name}" + (f" (TensorFlow opens {r.soname})" if r.soname else ""))
+        for c in r.copies:
+            mark = "*" if c.wins else " "
+            source_note = f" ({c.version_source})" if c.version_source else ""
+            out.append(f"    {mark} {c.path}  {c.version or '?'}{source_note}  [{c.why}]")
+    if view.toolkits:
+        out += ["", "CUDA toolkits:"]
+        for kit in view.toolkits:
+            version = kit.version if isinstance(kit.version, str) else f"unknown ({kit.version.detail})"
+            out.append(f"  {kit.path}  {version}  [{kit.found_by}]")
+    return out
 
 
 ASCII_FALLBACKS = str.maketrans({"…": "...", "×": "x", "°": "deg", "→": "->", "✓": "+", "✗": "x",

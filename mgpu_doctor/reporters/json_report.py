@@ -6,7 +6,7 @@ import json
 
 from mgpu_doctor.report import Report
 from mgpu_doctor.reporters import RenderOptions
-from mgpu_doctor.reporters.common import device_table_rows, exit_code_for, summary_counts
+from mgpu_doctor.reporters.common import exit_code_for, summary_counts
 from mgpu_doctor.serde import to_jsonable
 
 
@@ -20,7 +20,6 @@ def render(report: Report, options: RenderOptions) -> str:
         "acknowledged": len(report.acknowledged),
         "checks": summary_counts(report),
     }
-    data["devices"] = device_table_rows(report)
     if report.fleet is not None:
         data["differences"] = [to_jsonable(r) for r in report.fleet.differences]
     return json.dumps(data, indent=2) + "\n"

@@ -1,0 +1,214 @@
+"""Every shared command-line option, and the one place the argparse namespace becomes typed
+options (:class:`~mgpu_doctor.diagnose.DiagnoseOptions`, :class:`OutputOptions`). Nothing below
+the CLI sees the namespace."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TextIO
+
+from mgpu_doctor.acks import DEFAULT_FILE
+from mgpu_doctor.checks import UnknownCheckError, select_checks
+from mgpu_doctor.cli.errors import UsageError
+from mgpu_doctor.diagnose import DiagnoseOptions
+from mgpu_doctor.findings import Severity
+from mgpu_doctor.probes.interpreter import Interpreter
+from mgpu_doctor.reporters import OutputFormat, RenderOptions
+from mgpu_doctor.requirements import (
+    Requirements,
+    RequirementSyntaxError,
+    parse_gpus,
+    parse_layers,
+    parse_tensorflow_spec,
+)
+from mgpu_doctor.smoke.plan import PlanError, SmokeOptions, parse_counts
+from mgpu_doctor.smoke.plan import parse_layers as parse_smoke_layers
+from mgpu_doctor.smoke.runner import DEFAULT_STALL_TIMEOUT_S
+from mgpu_doctor.smoke.section import SmokeRequest
+
+FAIL_ON_CHOICES = ("info", "warning", "error")
+
+
+# --- adding options --------------------------------------------------------------------------
+
+
+def add_python_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--python", metavar="PATH",
+        help="diagnose the environment of this interpreter (default: the one running the doctor)",
+    )
+
+
+def add_output_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--format", choices=[f.value for f in OutputFormat], default="human",
+                        help="output format on stdout (default: human)")
+    parser.add_argument("--fail-on", choices=FAIL_ON_CHOICES, default="error",
+                        help="exit 1 when a finding is at least this severe (default: error)")
+    parser.add_argument("--junit", metavar="FILE", help="also write JUnit XML to FILE")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="show informational findings and evidence")
+
+
+def add_matrix_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--matrix", metavar="DIR", action="append", default=[],
+                        help="also read a team's own known-issue files from DIR (DIR/known-issues/"
+                        "*.toml or DIR/*.toml) on top of the bundled ones; repeatable")
+
+
+def add_smoke_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    p.add_argument("--layers", metavar="A,B",
+                   help="layer types to train (default: dense,conv2d,lstm,gru,batchnorm,embedding,"
+                        "attention)")
+    p.add_argument("--gpus", metavar="1,2,4",
+                   help="device counts to compare (default: 1 and every visible GPU)")
+    p.add_argument("--virtual-devices", type=int, default=2, metavar="N",
+                   help="with fewer than 2 GPUs: split the CPU into N logical devices (default: 2)")
+    p.add_argument("--stall-timeout", type=float, default=DEFAULT_STALL_TIMEOUT_S, metavar="S",
+                   help=f"declare a hang after S seconds without a finished step "
+                        f"(default: {DEFAULT_STALL_TIMEOUT_S:g})")
+    p.add_argument("--batch-sizes", metavar="64,256",
+                   help="global batch sizes to compare 1 vs N devices at (default: 64)")
+    p.add_argument("--results", metavar="FILE",
+                   help="append each run's result to FILE as a JSON line as soon as it finishes")
+
+
+def add_gate_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--require-gpus", metavar="N",
+                        help="fail unless at least N GPUs are usable (an error if it cannot be verified)")
+    parser.add_argument("--require-tensorflow", metavar="SPEC",
+                        help="fail unless TensorFlow matches this PEP 440 specifier, e.g. '>=2.16'")
+    parser.add_argument("--require-layers", metavar="A,B",
+                        help="fail unless these layers (e.g. gru,lstm) pass their smoke trainings")
+    parser.add_argument("--ack", metavar="FILE",
+                        help=f"acknowledge file (default: {DEFAULT_FILE} in the working directory, if any)")
+
+
+def add_redact_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-redact", dest="redact", action="store_false",
+                        help="keep hostname, user name, home directory and GPU UUIDs in the output "
+                        "(credential-looking values are masked regardless)")
+
+
+def add_diagnose_options(p: argparse.ArgumentParser) -> None:
+    """What decides the facts and the verdict: shared by `check` and `report`."""
+    p.add_argument("--quick", action="store_true",
+                   help="skip everything that imports TensorFlow or trains (well under a second)")
+    p.add_argument("--from", dest="from_file", metavar="FILE",
+                   help="check a saved snapshot or report (`mgpu-doctor snapshot -o FILE`, "
+                        "`mgpu-doctor report -o FILE`) instead of this machine")
+    p.add_argument("--no-smoke", action="store_true",
+                   help="do not run the smoke trainings (implied by --quick and --from)")
+    smoke = p.add_argument_group("smoke trainings (see `mgpu-doctor smoke --help`)")
+    add_smoke_options(smoke)
+    add_matrix_option(p)
+    add_python_option(p)
+    add_gate_options(p)
+    add_redact_option(p)
+
+
+# --- the namespace as typed options ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OutputOptions:
+    """How a report leaves the process: format on stdout, JUnit file, and the gate."""
+
+    format: OutputFormat
+    fail_on: Severity
+    junit: Path | None
+    verbose: bool
+
+    def render_options(self, stream: TextIO | None = None) -> RenderOptions:
+        # Streams are looked up at call time: sys.stdout may have been replaced since import.
+        stream = stream or sys.stdout
+        plain = not stream.isatty() or "NO_COLOR" in os.environ or os.environ.get("TERM") == "dumb"
+        encoding = (getattr(stream, "encoding", None) or "").lower()
+        return RenderOptions(fail_on=self.fail_on, verbose=self.verbose, color=not plain,
+                             unicode=not plain and "utf" in encoding)
+
+
+def output_options(args: argparse.Namespace) -> OutputOptions:
+    junit = getattr(args, "junit", None)
+    return OutputOptions(format=OutputFormat(getattr(args, "format", "human")),
+                         fail_on=Severity(getattr(args, "fail_on", "error")),
+                         junit=Path(junit) if junit else None, verbose=getattr(args, "verbose", False))
+
+
+def interpreter_from(args: argparse.Namespace) -> Interpreter | None:
+    """The interpreter ``--python`` names (None: the doctor's own)."""
+    if not getattr(args, "python", None):
+        return None
+    path = Path(args.python).expanduser()
+    interp = Interpreter(str(path if path.is_absolute() else path.absolute()))
+    problem = interp.problem()
+    if problem:
+        raise UsageError(f"--python {problem}")
+    return interp
+
+
+def matrix_dirs(args: argparse.Namespace) -> tuple[Path, ...]:
+    dirs = []
+    for text in getattr(args, "matrix", None) or []:
+        path = Path(text).expanduser()
+        if not path.is_dir():
+            raise UsageError(f"--matrix {text}: no such directory")
+        dirs.append(path)
+    return tuple(dirs)
+
+
+def smoke_request(args: argparse.Namespace) -> SmokeRequest:
+    if not args.stall_timeout > 0:
+        raise UsageError("--stall-timeout must be a positive number of seconds")
+    try:
+        batches = parse_counts(getattr(args, "batch_sizes", None), "--batch-sizes")
+        options = SmokeOptions(
+            layers=parse_smoke_layers(getattr(args, "layers", None)),
+            gpus=parse_counts(getattr(args, "gpus", None), "--gpus"),
+            virtual_devices=getattr(args, "virtual_devices", 2),
+        )
+    except PlanError as exc:
+        raise UsageError(str(exc)) from None
+    if batches:
+        options = replace(options, batch_sizes=batches)
+    results = getattr(args, "results", None)
+    return SmokeRequest(options, float(args.stall_timeout), Path(results) if results else None)
+
+
+def requirements_from(args: argparse.Namespace) -> Requirements:
+    try:
+        return Requirements(
+            gpus=parse_gpus(args.require_gpus) if args.require_gpus is not None else None,
+            tensorflow=parse_tensorflow_spec(args.require_tensorflow)
+            if args.require_tensorflow is not None else "",
+            layers=parse_layers(args.require_layers) if args.require_layers is not None else (),
+        )
+    except RequirementSyntaxError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def split_names(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    return [n.strip() for n in value.split(",") if n.strip()]
+
+
+def diagnose_options(args: argparse.Namespace, command: str) -> DiagnoseOptions:
+    """The namespace of `check` / `report` as the pipeline's options (bad values: exit 2)."""
+    try:
+        checks = select_checks(split_names(getattr(args, "checks", None)),
+                               split_names(getattr(args, "skip", None)))
+    except UnknownCheckError as exc:
+        raise UsageError(str(exc)) from None
+    requirements = requirements_from(args)
+    with_smoke = not (args.quick or args.from_file or args.no_smoke)
+    return DiagnoseOptions(
+        command=command, checks=checks, quick=args.quick,
+        from_file=Path(args.from_file) if args.from_file else None,
+        interpreter=interpreter_from(args), smoke=smoke_request(args) if with_smoke else None,
+        matrix_dirs=matrix_dirs(args), requirements=requirements,
+        ack_file=Path(args.ack) if args.ack else None, redact=args.redact,
+    )

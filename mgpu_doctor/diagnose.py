@@ -1,0 +1,183 @@
+"""The one pipeline behind `check`, `report`, `libs` and `matrix query`:
+
+facts (gathered here, or read from a file) -> one resolved environment -> checks -> smoke
+trainings -> gates -> acknowledgements -> redaction -> the report.
+
+Everything that can be wrong with the options or the bundled data fails here, before any
+probing, as :class:`~mgpu_doctor.errors.BadInput` (exit 2). No argparse below the CLI: the CLI
+turns its namespace into a :class:`DiagnoseOptions`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TextIO
+
+from mgpu_doctor import __version__
+from mgpu_doctor.acks import DEFAULT_FILE, AckFileError, apply_acks, load_ack_file, unused_entries
+from mgpu_doctor.checks import VERSION_RULES, Check, known_issues, run_check
+from mgpu_doctor.devices import device_rows
+from mgpu_doctor.errors import BadInput
+from mgpu_doctor.facts import Unavailable
+from mgpu_doctor.findings import CheckOutcome
+from mgpu_doctor.library_view import library_view
+from mgpu_doctor.matrix.compat import CompatTableError, bundled_cuda_driver_table, load_bundled_tables
+from mgpu_doctor.matrix.known_issues import VERSION_KEYS
+from mgpu_doctor.matrix.match import BadEnvironment
+from mgpu_doctor.probes.gather import GatherOptions, Progress, gather_snapshot
+from mgpu_doctor.probes.interpreter import Interpreter
+from mgpu_doctor.query import resolve_query
+from mgpu_doctor.redact import Identity, redact_snapshot, redactor_for
+from mgpu_doctor.report import Report, new_report
+from mgpu_doctor.requirements import Requirements, layer_outcomes, requirement_checks
+from mgpu_doctor.resolve import ResolvedEnvironment, resolve
+from mgpu_doctor.smoke.model import SmokeRun, runs_from_report
+from mgpu_doctor.smoke.section import SmokeRequest, SmokeSection, replayed_section, run_requested
+from mgpu_doctor.snapshot import Snapshot, SnapshotLoadError, load_document
+
+EnvCheck = Check[ResolvedEnvironment]
+
+
+@dataclass(frozen=True)
+class DiagnoseOptions:
+    """What decides the facts and the verdict (`check`, `report`, `libs`, the pytest plugin)."""
+
+    command: str
+    checks: tuple[EnvCheck, ...]
+    quick: bool = False
+    from_file: Path | None = None
+    interpreter: Interpreter | None = None  # None: the doctor's own
+    smoke: SmokeRequest | None = None  # None: no smoke trainings
+    matrix_dirs: tuple[Path, ...] = ()
+    requirements: Requirements = field(default_factory=Requirements)
+    ack_file: Path | None = None  # --ack FILE (must exist); None: .mgpu-doctor.toml if present
+    redact: bool = True
+    libraries_view: bool = False  # `libs`: the report carries the library table
+    today: _dt.date | None = None  # for acknowledgement expiry; None: today
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    report: Report
+    interrupted: bool  # Ctrl-C cut the smoke trainings short; the report has what finished
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the verdict is about: this machine, or a file (with the smoke runs it recorded)."""
+
+    snapshot: Snapshot
+    source: str
+    smoke_runs: list[SmokeRun] = field(default_factory=list)
+
+
+def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
+             stream: TextIO | None = None) -> Diagnosis:
+    """Run the pipeline; ``progress`` hears about slow steps, ``stream`` gets the smoke progress."""
+    if options.from_file is not None and options.interpreter is not None:
+        raise BadInput("--from and --python cannot be used together")
+    checks = with_team_matrix(options.checks, options.matrix_dirs)
+    load_tables()
+    facts = obtain_facts(options, progress)
+    original = facts.snapshot
+    env = resolve(original)
+    outcomes = [run_check(c, env) for c in checks]
+    section = smoke_section(options, facts, stream)
+    gates = requirement_checks(options.requirements,
+                               layer_outcomes(section.runs if section is not None else None))
+    outcomes += (section.outcomes if section is not None else []) + [run_check(c, env) for c in gates]
+    view = library_view(env, bundled_cuda_driver_table()) if options.libraries_view else None
+    notes = list(section.notes) if section is not None else []
+    if isinstance(view, Unavailable):
+        notes.append(f"No library facts in {facts.source}: {view}")
+        view = None
+    report = new_report(
+        options.command, facts.source, outcomes, tool_version=__version__,
+        snapshot=redact_snapshot(original, Identity.current()) if options.redact else original,
+        quick=options.quick and options.from_file is None, notes=notes,
+        smoke_runs=section.runs if section is not None else [], devices=device_rows(original),
+        libraries=view,
+    )
+    report = acknowledge(report, options)
+    if options.redact:
+        report = redactor_for(original, Identity.current()).tree(report)
+    return Diagnosis(report, section is not None and section.interrupted)
+
+
+def judge_snapshot(snapshot: Snapshot, checks: tuple[EnvCheck, ...], *, command: str, source: str,
+                   quick: bool = False, tool_version: str = __version__) -> Report:
+    """The checks' report on one snapshot, nothing else (no smoke, gates, acks or redaction)."""
+    env = resolve(snapshot)
+    return new_report(command, source, [run_check(c, env) for c in checks], tool_version=tool_version,
+                      snapshot=snapshot, quick=quick, devices=device_rows(snapshot))
+
+
+def load_tables() -> None:
+    try:  # a broken table is bad input (exit 2), not a crash of every check that reads it
+        load_bundled_tables()
+    except CompatTableError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def with_team_matrix(checks: tuple[EnvCheck, ...], matrix_dirs: tuple[Path, ...]) -> tuple[EnvCheck, ...]:
+    """The known-issues check reads a team's own matrix directories too (``--matrix DIR``)."""
+    if not matrix_dirs:
+        return checks
+    return tuple(replace(c, run=known_issues.make_check_function(matrix_dirs))
+                 if c.name == known_issues.NAME else c for c in checks)
+
+
+def obtain_facts(options: DiagnoseOptions, progress: Progress | None = None) -> Facts:
+    if options.from_file is not None:
+        try:
+            document = load_document(options.from_file)
+            runs = runs_from_report(document.report_data, str(options.from_file))
+        except (SnapshotLoadError, ValueError) as exc:
+            raise BadInput(str(exc)) from None
+        return Facts(document.snapshot, f"snapshot {options.from_file}", runs)
+    interpreter = options.interpreter or Interpreter.current()
+    snapshot = gather_snapshot(GatherOptions(interpreter, quick=options.quick),
+                               progress or (lambda *_a, **_k: None))
+    return Facts(snapshot, "this machine")
+
+
+def smoke_section(options: DiagnoseOptions, facts: Facts, stream: TextIO | None) -> SmokeSection | None:
+    """Run the smoke trainings (not with --quick or --from), or replay the ones a file recorded."""
+    if options.smoke is not None and not options.quick and options.from_file is None:
+        return run_requested(facts.snapshot, options.smoke, options.interpreter or Interpreter.current(),
+                             options.matrix_dirs, stream)
+    if facts.smoke_runs:
+        return replayed_section(facts.smoke_runs, facts.snapshot, options.matrix_dirs)
+    return None
+
+
+def acknowledge(report: Report, options: DiagnoseOptions) -> Report:
+    """Mark acknowledged findings; ``--ack FILE`` must exist, the default file is optional."""
+    path = options.ack_file or Path(DEFAULT_FILE)
+    if options.ack_file is None and not path.is_file():
+        return report
+    try:
+        entries = load_ack_file(path)
+    except AckFileError as exc:
+        raise BadInput(str(exc)) from None
+    checks = apply_acks(report.checks, entries, options.today or _dt.date.today())
+    notes = [f"Acknowledge file {e.source} matches no finding: remove it if the problem is gone."
+             for e in unused_entries(checks, entries)]
+    return replace(report, checks=checks, notes=report.notes + notes)
+
+
+def query(terms: list[str], matrix_dirs: tuple[Path, ...] = ()) -> Report:
+    """`matrix query`: every rule over versions (compatibility tables and known issues) applied to
+    the versions and conditions named, with the codes and severities `check` gives a machine."""
+    load_tables()
+    try:
+        env, given = resolve_query(terms)
+    except BadEnvironment as exc:
+        raise BadInput(f"matrix query: {exc}") from None
+    outcomes: list[CheckOutcome] = [run_check(c, env) for c in with_team_matrix(VERSION_RULES, matrix_dirs)]
+    source = "matrix query: " + " ".join(
+        f"{k}{'==' if k in VERSION_KEYS or k.startswith('nvidia-') else '='}{v}" for k, v in given.items())
+    return new_report("matrix query", source, outcomes, tool_version=__version__, query=given)
+

@@ -1,0 +1,204 @@
+"""The smoke trainings as a section of a report: plan, run, judge, and match against the matrix.
+
+Used by `check`, `report` (through :mod:`mgpu_doctor.diagnose`) and `smoke`; no argparse here.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import IO, TextIO
+
+from mgpu_doctor.errors import BadInput
+from mgpu_doctor.facts import Unavailable
+from mgpu_doctor.findings import CheckOutcome, CheckStatus
+from mgpu_doctor.matrix.known_issues import load_matrix
+from mgpu_doctor.matrix.match import environment_from_resolved
+from mgpu_doctor.matrix.paths import bundled_matrix_dir
+from mgpu_doctor.matrix.smoke import SmokeRunLike, with_known_issues
+from mgpu_doctor.probes.gather import GatherOptions, Progress, gather_snapshot
+from mgpu_doctor.probes.interpreter import Interpreter
+from mgpu_doctor.probes.tensorflow import gather_tensorflow, tensorflow_installed
+from mgpu_doctor.resolve import resolve
+from mgpu_doctor.serde import to_jsonable
+from mgpu_doctor.smoke.model import SmokeRun, SmokeSpec
+from mgpu_doctor.smoke.plan import PlanError, SmokeOptions, plan_runs
+from mgpu_doctor.smoke.rules import compare_with_single, smoke_outcomes
+from mgpu_doctor.smoke.runner import run_suite
+from mgpu_doctor.snapshot import Snapshot
+
+
+@dataclass(frozen=True)
+class SmokeRequest:
+    """The smoke trainings asked for: what to train, when to call a hang, where to log runs."""
+
+    options: SmokeOptions
+    stall_timeout_s: float
+    results_path: Path | None = None
+
+
+@dataclass
+class SmokeSection:
+    """What the smoke suite adds to a report."""
+
+    outcomes: list[CheckOutcome] = field(default_factory=list)
+    runs: list[SmokeRun] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    interrupted: bool = False
+    snapshot: Snapshot | None = None  # with TensorFlow's view added when it had to be probed
+
+
+def visible_gpus(snapshot: Snapshot) -> int:
+    tf = snapshot.tensorflow
+    if isinstance(tf, Unavailable) or isinstance(tf.physical_devices, Unavailable):
+        return 0
+    return sum(1 for d in tf.physical_devices if d.device_type == "GPU")
+
+
+def judged_outcomes(
+    runs: list[SmokeRun], snapshot: Snapshot, matrix_dirs: tuple[Path, ...] = (),
+    stall_timeout_s: float | None = None,
+) -> list[CheckOutcome]:
+    """One outcome per run; a failed run also says whether the known-issue matrix explains it."""
+    return with_matrix_verdicts(smoke_outcomes(runs, stall_timeout_s), runs, snapshot, matrix_dirs)
+
+
+def with_matrix_verdicts(
+    outcomes: list[CheckOutcome], failed: Sequence[SmokeRunLike], snapshot: Snapshot,
+    matrix_dirs: tuple[Path, ...] = (), strategy: str = "mirrored",
+) -> list[CheckOutcome]:
+    """The outcomes of the ``failed`` runs gain the verdict of the bundled (and --matrix) entries."""
+    matrix = load_matrix(bundled_matrix_dir(), matrix_dirs)  # its problems: the known-issues check's
+    return with_known_issues(outcomes, failed, matrix.issues, environment_from_resolved(resolve(snapshot)),
+                             strategy=strategy)
+
+
+def replayed_section(
+    runs: list[SmokeRun], snapshot: Snapshot, matrix_dirs: tuple[Path, ...] = ()
+) -> SmokeSection:
+    """Smoke runs read back from a saved report (`check --from`), judged by today's rules and matrix."""
+    return SmokeSection(outcomes=judged_outcomes(runs, snapshot, matrix_dirs), runs=runs,
+                        notes=[f"{len(runs)} smoke run(s) replayed from the file, not run here."])
+
+
+def run_smoke_section(
+    snapshot: Snapshot,
+    options: SmokeOptions,
+    interpreter: Interpreter,
+    *,
+    stall_timeout_s: float,
+    results_file: IO[str] | None = None,
+    stream: TextIO | None = None,
+    matrix_dirs: tuple[Path, ...] = (),
+) -> SmokeSection:
+    """Plan and run the smoke suite for this snapshot's machine; never raises on Ctrl-C."""
+    if tensorflow_installed(snapshot.packages) is False:
+        return SmokeSection(outcomes=[_skipped(f"TensorFlow is not installed for {interpreter.executable}")])
+    if isinstance(snapshot.tensorflow, Unavailable) and snapshot.tensorflow.reason == "failed":
+        return SmokeSection(outcomes=[_skipped(f"TensorFlow does not import: "
+                                               f"{snapshot.tensorflow.detail.splitlines()[0]}")])
+    try:
+        specs = plan_runs(options, visible_gpus(snapshot))
+    except PlanError as exc:
+        raise BadInput(str(exc)) from None
+    progress = _RunProgress(len(specs), stream or sys.stderr)
+    stall = stall_timeout_s
+
+    def on_run(run: SmokeRun) -> None:
+        progress.finished(run)
+        if results_file is not None:
+            results_file.write(json.dumps(to_jsonable(run)) + "\n")
+            results_file.flush()
+
+    try:
+        suite = run_suite(specs, python=interpreter.executable, stall_timeout_s=stall,
+                          on_start=progress.started, on_run=on_run)
+    finally:
+        progress.done()
+    runs = compare_with_single(suite.runs)
+    notes = []
+    nvml_gpus = 0 if isinstance(snapshot.nvml, Unavailable) else len(snapshot.nvml.gpus)
+    if nvml_gpus > visible_gpus(snapshot) and visible_gpus(snapshot) < 2 <= nvml_gpus:
+        notes.append(f"NVML sees {nvml_gpus} GPUs but TensorFlow sees {visible_gpus(snapshot)}, so "
+                     "the smoke trainings could not use them; `mgpu-doctor check` says why.")
+    if specs and specs[0].device_kind == "cpu-virtual":
+        notes.append(f"Smoke trainings were simulated on {specs[0].virtual_devices} logical CPU devices "
+                     "(fewer than 2 GPUs): correctness results hold, speed figures say nothing about "
+                     "GPUs.")
+    if suite.interrupted:
+        notes.append(f"Interrupted: {len(runs)} of {len(specs)} smoke runs finished.")
+    return SmokeSection(outcomes=judged_outcomes(runs, snapshot, matrix_dirs, stall), runs=runs, notes=notes,
+                        interrupted=suite.interrupted)
+
+
+def gather_for_smoke(interpreter: Interpreter, nvml_module: object = None,
+                     progress: Progress | None = None) -> Snapshot:
+    """The quick facts, plus TensorFlow's GPU list only where NVML sees a GPU at all."""
+    say: Progress = progress or (lambda *_a, **_k: None)
+    snapshot = gather_snapshot(GatherOptions(interpreter, quick=True, nvml_module=nvml_module), say)
+    nvml = snapshot.nvml
+    if not isinstance(nvml, Unavailable) and nvml.gpus:
+        say("TensorFlow: counting the GPUs it sees (a few seconds)", slow=True)
+        snapshot = replace(snapshot, tensorflow=gather_tensorflow(interpreter, snapshot.packages))
+    return snapshot
+
+
+def open_results(path: Path | None) -> IO[str] | None:
+    if path is None:
+        return None
+    try:
+        return open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by the caller
+    except OSError as exc:
+        raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def run_requested(snapshot: Snapshot, request: SmokeRequest, interpreter: Interpreter,
+                  matrix_dirs: tuple[Path, ...] = (), stream: TextIO | None = None) -> SmokeSection:
+    """Run the smoke suite asked for, appending each run to the results file as it finishes."""
+    results_file = open_results(request.results_path)
+    try:
+        return run_smoke_section(snapshot, request.options, interpreter,
+                                 stall_timeout_s=request.stall_timeout_s, results_file=results_file,
+                                 stream=stream, matrix_dirs=matrix_dirs)
+    finally:
+        if results_file is not None:
+            results_file.close()
+
+
+def _skipped(reason: str) -> CheckOutcome:
+    return CheckOutcome("smoke", "Smoke trainings", CheckStatus.SKIPPED, skip_reason=reason)
+
+
+class _RunProgress:
+    """A line per finished run on stderr; on a terminal also a live line for the run in flight."""
+
+    def __init__(self, total: int, stream: TextIO) -> None:
+        self.total = total
+        self.count = 0
+        self.stream = stream
+        self.live = stream.isatty()
+        self.shown = False
+
+    def started(self, spec: SmokeSpec) -> None:
+        if self.live:
+            self.stream.write(f"\r\x1b[K… smoke {self.count + 1}/{self.total}: {spec.label}")
+            self.stream.flush()
+            self.shown = True
+
+    def finished(self, run: SmokeRun) -> None:
+        self.count += 1
+        self._clear()
+        self.stream.write(f"mgpu-doctor: smoke {self.count}/{self.total} {run.status:<8} "
+                          f"{run.name} ({run.duration_s:.1f} s)\n")
+        self.stream.flush()
+
+    def done(self) -> None:
+        self._clear()
+
+    def _clear(self) -> None:
+        if self.live and self.shown:
+            self.stream.write("\r\x1b[K")
+            self.shown = False
