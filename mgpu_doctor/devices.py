@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mgpu_doctor.checks.visibility import visible_gpus
 from mgpu_doctor.facts import Unavailable, absent, skipped
 from mgpu_doctor.snapshot import Snapshot
+from mgpu_doctor.visibility import visible_gpus
 
 
 @dataclass(frozen=True)

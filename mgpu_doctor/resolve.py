@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
+from mgpu_doctor.distributions import TF_DISTRIBUTIONS
 from mgpu_doctor.facts import Unavailable, absent, failed, skipped
 from mgpu_doctor.library_model import MAIN_LIBRARIES, best_version, cuda_major_of, soname_major
 from mgpu_doctor.matrix.compat import (
@@ -41,9 +42,6 @@ from mgpu_doctor.matrix.compat import (
 from mgpu_doctor.matrix.versions import parse_version
 from mgpu_doctor.snapshot import LibraryCopy, LibraryFacts, PackageFacts, Snapshot, TensorFlowFacts
 
-# Distributions that install the `tensorflow` package, the plain name first: the one list.
-TF_DISTRIBUTIONS = ("tensorflow", "tensorflow-gpu", "tensorflow-cpu", "tensorflow-intel", "tf-nightly",
-                    "tf-nightly-gpu", "tf-nightly-cpu")
 LEGACY_KERAS_VALUES = frozenset({"1", "true", "yes"})
 # Wheels whose version is the library's own (nvidia-nccl-cu12 2.21.5 is NCCL 2.21.5).
 LIBRARY_WHEELS = {"cudart": "nvidia-cuda-runtime", "cudnn": "nvidia-cudnn", "nccl": "nvidia-nccl",

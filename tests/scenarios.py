@@ -241,6 +241,14 @@ def tensorflow_import_fails() -> Snapshot:
     return snapshot(nvml_of(FakeMachine(gpus=gpus(2))), tf, libraries=libs)
 
 
+def half_upgraded() -> Snapshot:
+    """pip's metadata says TensorFlow 2.15.1 / Keras 2.15.0, but a newer copy in ~/.local is what
+    imports: TensorFlow 2.21.0 with Keras 3.15.1 (a half-finished upgrade, or a shadowing copy)."""
+    local = "/home/u/.local/lib/python3.11/site-packages"
+    tf = tf_view(8, module_path=f"{local}/tensorflow")
+    return snapshot(healthy_8gpu_nvlink().nvml, tf, packages(tensorflow="2.15.1", keras="2.15.0"))
+
+
 SCENARIOS = {
     "healthy-8gpu-nvlink": healthy_8gpu_nvlink,
     "gpu-held-by-other-process": gpu_held_by_other_process,
@@ -251,6 +259,7 @@ SCENARIOS = {
     "sick-box": sick_box,
     "no-driver-no-tensorflow": no_driver_no_tensorflow,
     "tensorflow-import-fails": tensorflow_import_fails,
+    "half-upgraded": half_upgraded,
 }
 
 

@@ -6,10 +6,10 @@ from collections import Counter
 
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.facts_access import gib, need_gpus
-from mgpu_doctor.checks.visibility import cuda_enumeration_order
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import Finding, Severity
 from mgpu_doctor.snapshot import Snapshot
+from mgpu_doctor.visibility import cuda_enumeration_order
 
 MEMORY_IN_USE_FRACTION = 0.05
 SLOWDOWN_REASONS = {

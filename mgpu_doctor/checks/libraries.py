@@ -372,7 +372,8 @@ def check_driver_for_cuda(env: ResolvedEnvironment) -> list[Finding]:
     if compat is not None:
         evidence.append(f"minor-version compatibility for CUDA {cuda.split('.')[0]}.x needs "
                         f"{need_driver.compat_driver}")
-    links = [u for u in (need_driver.full_source, *need_driver.compat_sources) if u.startswith("https://")]
+    links = list(dict.fromkeys(u for u in (need_driver.full_source, *need_driver.compat_sources)
+                               if u.startswith("https://")))
     if full is not None and driver >= full:
         findings.append(Finding("driver.ok", Severity.OK,
                                 f"Driver {driver_text} fully supports CUDA {cuda}", evidence))

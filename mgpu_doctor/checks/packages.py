@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.facts_access import need_packages
+from mgpu_doctor.distributions import TF_DISTRIBUTIONS
 from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.resolve import KERAS3_FIRST_TF, TF_DISTRIBUTIONS, ResolvedEnvironment
+from mgpu_doctor.resolve import KERAS3_FIRST_TF, ResolvedEnvironment
 from mgpu_doctor.snapshot import Snapshot
 
 

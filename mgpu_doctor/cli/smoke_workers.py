@@ -27,6 +27,7 @@ from mgpu_doctor.multiworker.tf_config import TfConfigError, check_addresses, pa
 from mgpu_doctor.probes.interpreter import Interpreter
 from mgpu_doctor.probes.tensorflow import tensorflow_installed
 from mgpu_doctor.report import new_report
+from mgpu_doctor.resolve import resolve
 from mgpu_doctor.serde import to_jsonable
 from mgpu_doctor.smoke.plan import PlanError, parse_layers
 from mgpu_doctor.smoke.section import with_matrix_verdicts
@@ -136,8 +137,7 @@ def without_missing_tf_keras(
     packages = snapshot.packages
     if "tf-keras" not in plan.kerases or isinstance(packages, Unavailable) or "tf-keras" in packages.versions:
         return plan, []
-    tensorflow = next((packages.versions[n] for n in ("tensorflow", "tensorflow-cpu", "tf-nightly")
-                       if n in packages.versions), "")
+    tensorflow = resolve(snapshot).tensorflow.text
     pin = f"'tf-keras~={'.'.join(tensorflow.split('.')[:2])}.0'" if tensorflow.count(".") >= 1 else "tf-keras"
     kept = tuple(k for k in plan.kerases if k != "tf-keras")  # may be empty: nothing left to run
     skipped = CheckOutcome("smoke/multiworker/tf-keras", "Multi-worker smoke training with tf-keras",

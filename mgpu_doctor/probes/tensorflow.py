@@ -7,14 +7,11 @@ from dataclasses import replace
 from typing import Any
 
 from mgpu_doctor.childproc import ChildOutcome
+from mgpu_doctor.distributions import TF_DISTRIBUTIONS
 from mgpu_doctor.facts import Unavailable, absent, failed
 from mgpu_doctor.probes.interpreter import Interpreter
 from mgpu_doctor.snapshot import PackageFacts, TensorFlowFacts, TfDevice
 
-TF_DISTRIBUTIONS = (
-    "tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-intel", "tf-nightly",
-    "tf-nightly-cpu", "tf-nightly-gpu",
-)
 TF_PROBE_TIMEOUT_S = 120.0
 MAX_DETAIL_LINES = 12
 

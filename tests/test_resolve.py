@@ -1,0 +1,292 @@
+"""One resolved environment: every version decided once, and every rule applied wherever
+versions are known (a machine's snapshot and a `matrix query` tell the same story)."""
+
+from __future__ import annotations
+
+import json
+import site
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from mgpu_doctor.checks import CHECKS
+from mgpu_doctor.cli import main
+from mgpu_doctor.diagnose import judge_snapshot
+from mgpu_doctor.facts import skipped
+from mgpu_doctor.findings import Severity
+from mgpu_doctor.matrix.compat import bundled_cuda_driver_table, bundled_tensorflow_table
+from mgpu_doctor.matrix.match import environment_from_resolved
+from mgpu_doctor.probes.libraries import LibraryProbeInput, gather_libraries
+from mgpu_doctor.resolve import KerasFamily, Origin, reading, resolve, resolved, same_release
+from mgpu_doctor.snapshot import LibraryCopy, LibraryFacts, load_snapshot
+from tests.scenarios import HOST, libcuda_copy, packages, path_of, pip_cuda_libraries, ptxas_copy, tf_view
+
+REPORT_SCHEMA = json.loads((Path(__file__).parents[1] / "mgpu_doctor/schemas/report.schema.json").read_text())
+
+
+# --- precedence ---------------------------------------------------------------------------------
+
+def test_the_first_usable_reading_wins_and_the_others_are_kept():
+    value = resolved("tensorflow", [reading("2.21.0", Origin.IMPORTED, "/x"), reading("2.15.1", Origin.INSTALLED)])
+    assert value.text == "2.21.0" and value.origin is Origin.IMPORTED and value.observed
+    assert [r.text for r in value.disagreeing()] == ["2.15.1"]
+    same = resolved("cuda", [reading("12.5", Origin.LOADED), reading("12.5.82", Origin.WHEEL)])
+    assert same.disagreeing() == ()  # 12.5 and 12.5.82: one version read from two places
+    assert not same_release(reading("12.5", Origin.QUERY).version, reading("12.4.1", Origin.QUERY).version)
+    unknown = resolved("keras", [reading("not a version", Origin.INSTALLED)])
+    assert not unknown.known and unknown.chosen is None
+
+
+def test_a_half_upgraded_environment_tells_one_story():
+    """Metadata says TensorFlow 2.15.1 / Keras 2.15.0; the child imported 2.21.0 with Keras 3.15.1."""
+    snap = load_snapshot(path_of("half-upgraded"))
+    env = resolve(snap)
+    assert env.tensorflow.text == "2.21.0" and env.tensorflow.origin is Origin.IMPORTED
+    assert env.keras.text == "3.15.1" and env.tf_keras_is.family is KerasFamily.KERAS3
+    assert env.tf_keras_is.origin is Origin.IMPORTED
+    report = judge_snapshot(snap, CHECKS, command="check", source="t")
+    by_name = {c.name: c for c in report.checks}
+    agree = {f.code: f.severity for f in by_name["versions-agree"].findings}
+    assert agree == {"versions.tensorflow-differs": Severity.ERROR, "versions.keras-differs": Severity.ERROR}
+    # Every other check speaks of the imported 2.21.0 and Keras 3, never of the stale metadata.
+    others = [f for c in report.checks if c.name != "versions-agree" for f in c.findings]
+    text = "\n".join([f.title for f in others] + [e for f in others for e in f.evidence] + [f.fix for f in others])
+    assert "2.15.1" not in text and "2.15.0" not in text
+    assert "keras.keras2-with-tf216" not in {f.code for f in others}
+    assert by_name["keras"].findings[0].title.startswith("tf.keras is Keras 3.15.1 (imported")
+    assert environment_from_resolved(env).versions["tensorflow"] == "2.21.0"
+    assert main(["check", "--from", str(path_of("half-upgraded")), "--require-tensorflow", "==2.21.*",
+                 "--checks", "gpus", "--format", "json"]) == 0
+
+
+def test_predicted_tf_keras_that_is_not_what_was_imported_is_a_warning(scenario):
+    snap = scenario("healthy-8gpu-nvlink")
+    # TensorFlow 2.15 predicts its own Keras 2, yet tf.keras imported Keras 3: code breaks.
+    old = replace(snap, packages=packages(tensorflow="2.15.1", keras="3.15.1"),
+                  tensorflow=replace(snap.tensorflow, version="2.15.1"))
+    codes = {f.code: f.severity for c in judge_snapshot(old, CHECKS, command="c", source="s").checks
+             for f in c.findings}
+    assert codes["versions.tf-keras-not-as-predicted"] is Severity.WARNING
+
+
+# --- the library in use is the one the loader returns for TensorFlow's soname --------------------
+
+def touch(path: Path, text: str = "not really a library\n") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def tree_env(snap, probe: LibraryProbeInput):
+    facts = gather_libraries(probe, load_versions=False)
+    return replace(snap, libraries=facts, tensorflow=replace(snap.tensorflow, loaded_libraries=[],
+                                                             loaded_after_import=[]))
+
+
+def test_cudnn_8_first_on_the_path_is_not_in_use_by_a_tensorflow_built_for_cudnn_9(scenario, tmp_path):
+    old, new = tmp_path / "cudnn8/lib", tmp_path / "cudnn9/lib"
+    touch(old / "libcudnn.so.8.9.7")
+    (old / "libcudnn.so.8").symlink_to("libcudnn.so.8.9.7")
+    touch(new / "libcudnn.so.9.3.0")
+    (new / "libcudnn.so.9").symlink_to("libcudnn.so.9.3.0")
+    probe = LibraryProbeInput(env={"LD_LIBRARY_PATH": f"{old}:{new}", "PATH": ""}, site_packages=[],
+                              ldconfig_entries=[], default_dirs=[], cuda_globs=[], system_include_dirs=[])
+    snap = tree_env(scenario("healthy-8gpu-nvlink"), probe)
+    env = resolve(snap)
+    lib = env.libraries["cudnn"]
+    assert lib.soname == "libcudnn.so.9" and lib.copy.path == str(new / "libcudnn.so.9")
+    assert [c.soname for c in lib.others] == ["libcudnn.so.8"]
+    assert env.cudnn.text == "9.3.0"
+    codes = {f.code for f in judge_snapshot(snap, CHECKS, command="c", source="s").findings}
+    assert "libraries.major-mismatch" not in codes
+    path = tmp_path / "snap.json"
+    path.write_text(snap.to_json())
+    assert main(["libs", "--from", str(path), "--format", "json", "--no-redact"]) in (0, 1)
+
+
+def real_cudart() -> Path | None:
+    for base in site.getsitepackages():
+        lib = Path(base) / "nvidia/cuda_runtime/lib/libcudart.so.12"
+        if lib.exists():
+            return lib
+    return None
+
+
+@pytest.mark.skipif(real_cudart() is None, reason="nvidia-cuda-runtime-cu12 (test extra) is not installed")
+def test_a_cuda_13_runtime_is_never_in_use_by_a_tensorflow_built_for_cuda_12(scenario, tmp_path, capsys):
+    wheel = real_cudart()
+    toolkit = tmp_path / "cuda-13.0/lib64"
+    touch(toolkit / "libcudart.so.13.0.96")
+    (toolkit / "libcudart.so.13").symlink_to("libcudart.so.13.0.96")
+    only_13 = LibraryProbeInput(env={"LD_LIBRARY_PATH": str(toolkit), "PATH": ""}, site_packages=[],
+                                ldconfig_entries=[], default_dirs=[], cuda_globs=[], system_include_dirs=[])
+    snap = tree_env(scenario("healthy-8gpu-nvlink"), only_13)
+    lib = resolve(snap).libraries["cudart"]
+    assert lib.copy is None and "no libcudart.so.12" in lib.why_none and "libcudart.so.13" in lib.why_none
+    report = judge_snapshot(snap, CHECKS, command="c", source="s")
+    cuda = {c.name: c for c in report.checks}["cuda-libraries"]
+    missing = next(f for f in cuda.findings if f.code == "libraries.missing")
+    assert "libcudart" in missing.title and any("libcudart.so.13" in e for e in missing.evidence)
+    assert "libraries.major-mismatch" not in {f.code for f in cuda.findings}
+    # The real CUDA 12 wheel beside it: that is what TensorFlow loads, the 13 is present and unused.
+    both = replace(only_13, site_packages=[str(wheel.parents[3])])
+    snap = tree_env(scenario("healthy-8gpu-nvlink"), both)
+    lib = resolve(snap).libraries["cudart"]
+    assert lib.copy.path == str(wheel.parents[0] / "libcudart.so.12")
+    assert [c.soname for c in lib.others] == ["libcudart.so.13"]
+    path = tmp_path / "snap.json"
+    path.write_text(snap.to_json())
+    main(["libs", "--from", str(path), "--no-redact"])
+    out = capsys.readouterr().out
+    assert "present, not used: TensorFlow opens libcudart.so.12, this is libcudart.so.13" in out
+
+
+def test_libs_json_goes_through_the_report_and_fits_the_schema(capsys):
+    assert main(["libs", "--from", str(path_of("mixed-models")), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    jsonschema.Draft202012Validator(REPORT_SCHEMA).validate(data)
+    assert data["command"] == "libs" and data["libraries"]["rows"]
+    assert {c["name"] for c in data["checks"]} >= {"cuda-libraries", "library-copies", "driver-cuda"}
+
+
+# --- `check --from` a machine with these versions and `matrix query` them: the same verdict -----
+
+BASE = load_snapshot(path_of("healthy-8gpu-nvlink"))
+GPU_TERMS = ["gpus=8", "compute_capability=8.0", "gpu_name=NVIDIA A100-SXM4-80GB", "interconnect=nvlink",
+             "platform=linux", "python==3.11.9", "backend=tensorflow"]
+
+
+def machine_with(tensorflow: str, keras: str, cuda: str, cudnn: str, driver: str, tf_keras: str = ""):
+    """A quick snapshot (TensorFlow not imported) of the healthy box, running exactly these versions
+    from a system CUDA (no nvidia-* wheels), as a `matrix query` of the same versions describes it."""
+    row = bundled_tensorflow_table().build_for(tensorflow)
+    major = cuda.split(".")[0]
+    copies = [libcuda_copy(driver)]
+    for copy in pip_cuda_libraries(driver).copies:
+        if copy.name in ("cuda", "ptxas"):
+            continue
+        version = {"cudart": cuda, "cudnn": cudnn}.get(copy.name, row.cuda if row else cuda)
+        soname = copy.soname if copy.name in ("nccl", "curand", "cufft", "cusolver", "cusparse") else \
+            f"lib{copy.name}.so.{cudnn.split('.')[0] if copy.name == 'cudnn' else major}"
+        directory = f"/usr/local/cuda-{cuda}/lib64"
+        copies.append(LibraryCopy(copy.name, soname, f"{directory}/{soname}", f"{directory}/{soname}",
+                                  "LD_LIBRARY_PATH", True, {"ctypes": version}))
+    copies.append(ptxas_copy(f"{cuda}.99"))
+    libs = LibraryFacts(copies=copies, search_dirs=[], toolkits=[], versions_loaded=True, probe_seconds=0.1)
+    no_wheels = {name: "" for name in BASE.packages.versions if name.startswith("nvidia-")}
+    pkgs = packages(tensorflow=tensorflow, keras=keras, **{"tf-keras": tf_keras}, **no_wheels)
+    pkgs = replace(pkgs, requires={})
+    nvml = replace(BASE.nvml, driver_version=driver)
+    return replace(BASE, packages=pkgs, libraries=libs, nvml=nvml, host=HOST,
+                   tensorflow=skipped("--quick: TensorFlow is not imported", cause="quick"))
+
+
+VERSION_SETS = [
+    # The issue's own examples: errors on both sides.
+    dict(tensorflow="2.12.0", keras="2.12.0", cuda="11.8", cudnn="8.1.0", driver="520.61.05"),
+    dict(tensorflow="2.16.1", keras="3.15.1", cuda="12.3", cudnn="8.9", driver="510.47.03"),
+    dict(tensorflow="2.9.0", keras="2.9.0", cuda="11.2", cudnn="8.1", driver="418.40.04"),
+    # Minor-version compatibility only (a warning), Keras 2 with TensorFlow 2.16 (an error),
+    # tf-keras of another minor (a warning), a clean modern box.
+    dict(tensorflow="2.21.0", keras="3.15.1", cuda="12.5", cudnn="9.3", driver="535.104.05"),
+    dict(tensorflow="2.16.1", keras="2.15.0", cuda="12.3", cudnn="8.9", driver="550.54.14"),
+    dict(tensorflow="2.17.0", keras="3.15.1", cuda="12.3", cudnn="8.9", driver="550.54.14", tf_keras="2.15.0"),
+    dict(tensorflow="2.21.0", keras="3.15.1", cuda="12.5", cudnn="9.3", driver="560.35.03"),
+]
+
+
+def serious_codes(data) -> set[str]:
+    return {f["code"] for c in data["checks"] for f in c["findings"] if f["severity"] in ("warning", "error")}
+
+
+def query_terms(versions) -> list[str]:
+    terms = [f"{k.replace('tf_keras', 'tf-keras')}=={v}" for k, v in versions.items() if v] + GPU_TERMS
+    return terms
+
+
+@pytest.mark.parametrize("versions", VERSION_SETS, ids=lambda v: "-".join(x for x in v.values() if x))
+def test_check_from_and_matrix_query_agree(capsys, tmp_path, versions):
+    path = tmp_path / "machine.json"
+    path.write_text(machine_with(**versions).to_json())
+    main(["check", "--from", str(path), "--format", "json", "--no-redact"])
+    machine = serious_codes(json.loads(capsys.readouterr().out))
+    main(["matrix", "query", *query_terms(versions), "--format", "json"])
+    query = json.loads(capsys.readouterr().out)
+    jsonschema.Draft202012Validator(REPORT_SCHEMA).validate(query)
+    assert serious_codes(query) == machine
+
+
+@pytest.mark.parametrize("terms,code", [
+    (["tensorflow==2.12.0", "cudnn==8.1.0"], "libraries.older-minor"),
+    (["tensorflow==2.16.1", "cuda==12.3", "driver==510.47.03"], "driver.too-old"),
+    (["tensorflow==2.9.0", "cuda==11.2", "driver==418.40.04"], "driver.too-old"),
+    (["tensorflow==2.12.0", "cuda==11.8", "cudnn==8.1.0", "driver==418.40.04", "gpus=2"], "driver.too-old"),
+    (["tensorflow==2.16.1", "keras==2.15.0"], "keras.keras2-with-tf216"),
+    (["tensorflow==2.16.1", "driver==510.47.03"], "driver.too-old"),  # CUDA 12.3 from the tested build
+])
+def test_matrix_query_applies_the_compatibility_rules(capsys, terms, code):
+    assert main(["matrix", "query", *terms, "--format", "json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    found = {f["code"]: f["severity"] for c in data["checks"] for f in c["findings"]}
+    assert found[code] == "error"
+
+
+@pytest.mark.parametrize("build", bundled_tensorflow_table().builds, ids=lambda b: b.tensorflow)
+def test_every_tested_build_with_a_driver_for_its_cuda_is_free_of_errors(capsys, build):
+    need = bundled_cuda_driver_table().requirement(build.cuda)
+    for extra in ([], ["strategy=mirrored"]):
+        terms = [f"tensorflow=={build.tensorflow}", f"cuda=={build.cuda}", f"cudnn=={build.cudnn}",
+                 f"driver=={need.full_driver}", "gpus=2", *extra]
+        assert main(["matrix", "query", *terms, "--format", "json"]) == 0, terms
+        data = json.loads(capsys.readouterr().out)
+        errors = [f["code"] for c in data["checks"] for f in c["findings"] if f["severity"] == "error"]
+        assert errors == [], (terms, errors)
+
+
+def test_workers_term_is_multi_worker_training():
+    from mgpu_doctor.query import resolve_query
+
+    env, given = resolve_query(["tensorflow==2.21.0", "workers=2"])
+    assert env.usage.strategy == "multi_worker_mirrored" and env.machine.workers == 2
+    assert given == {"tensorflow": "2.21.0", "workers": "2"}
+
+
+# --- the house: who may import whom ------------------------------------------------------------
+
+def imported_by(*modules: str) -> set[str]:
+    code = ("import importlib, sys\n"
+            f"for m in {list(modules)!r}: importlib.import_module(m)\n"
+            "print('\\n'.join(sorted(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return {m for m in out.split() if m.startswith("mgpu_doctor")}
+
+
+def test_the_report_and_the_reporters_import_no_check_and_no_probe():
+    loaded = imported_by("mgpu_doctor.report", "mgpu_doctor.reporters.human", "mgpu_doctor.reporters.json_report",
+                         "mgpu_doctor.reporters.markdown", "mgpu_doctor.reporters.junit",
+                         "mgpu_doctor.reporters.support")
+    assert not {m for m in loaded if m.startswith(("mgpu_doctor.checks", "mgpu_doctor.probes"))}
+
+
+def test_checks_import_no_probe_and_the_pipeline_no_cli():
+    assert not {m for m in imported_by("mgpu_doctor.checks") if m.startswith("mgpu_doctor.probes")}
+    assert not {m for m in imported_by("mgpu_doctor.diagnose", "mgpu_doctor.smoke.section")
+                if m.startswith("mgpu_doctor.cli")}
+
+
+def test_the_tensorflow_distribution_names_live_in_one_place():
+    root = Path(__file__).parents[1] / "mgpu_doctor"
+    holders = [p.relative_to(root).as_posix() for p in root.rglob("*.py")
+               if '"tensorflow-cpu"' in p.read_text() and "child_scripts" not in p.parts]
+    assert holders == ["distributions.py"]
+
+
+def test_a_quick_snapshot_still_resolves_what_tensorflow_was_built_for():
+    snap = replace(BASE, tensorflow=skipped("--quick", cause="quick"))
+    env = resolve(snap)
+    assert env.built_cuda.text == "12.5" and env.built_cuda.origin is Origin.TESTED_BUILD
+    assert tf_view(1).version == env.tensorflow.text
