@@ -217,17 +217,21 @@ def test_smoke_hang_matches_known_issue_and_unknown_failure_is_not_in_matrix() -
     env = Environment(versions={"tensorflow": "1.12.0", "keras": "2.2.4"}, gpus=2)
     runs = [Run("gru", "generic", 2, "gpu", "even", "hang"), Run("dense", "plain", 2, "gpu", "even", "ok"),
             Run("dense", "plain", 2, "gpu", "even", "crash")]
-    findings = smoke_findings(MATRIX.issues, env, runs)
+    findings = smoke_findings(MATRIX.issues, env, runs, strategy="multi_gpu_model")
     codes = [f.code for f in findings]
-    # The smoke trainings use MirroredStrategy, so the TF 1.12 MirroredStrategy hang applies too.
-    assert codes == ["smoke.known-issue.tf-mirrored-estimator-hang-tf112",
-                     "smoke.known-issue.keras-rnn-hang-2gpu-tf110-112",
+    assert codes == ["smoke.known-issue.keras-rnn-hang-2gpu-tf110-112",
                      "smoke.not-in-matrix.dense-plain-2gpu-even"]
-    assert findings[1].links == ["https://github.com/RnoldR/multi_gpu"]
+    assert findings[0].links == ["https://github.com/RnoldR/multi_gpu"]
+    assert findings[0].evidence[0] == ("known issue: keras-rnn-hang-2gpu-tf110-112 "
+                                       "(`mgpu-doctor matrix show keras-rnn-hang-2gpu-tf110-112`)")
+    # The smoke trainings use MirroredStrategy and plain model.fit: neither the multi_gpu_model
+    # hang nor the Estimator-only hang of TensorFlow 1.12 explains a MirroredStrategy run.
+    mirrored = [f.code for f in smoke_findings(MATRIX.issues, env, runs[:1])]
+    assert mirrored == ["smoke.not-in-matrix.gru-generic-2gpu-even"]
     # The run's own finding is the error; the matrix verdict beside it is a warning.
     assert all(f.severity is Severity.WARNING for f in findings)
-    assert "mgpu-doctor report -o mgpu-report.md" in findings[2].fix
-    assert findings[2].title.startswith("Smoke training dense (plain) on 2 GPU device(s)")
+    assert "mgpu-doctor report -o mgpu-report.md" in findings[1].fix
+    assert findings[1].title.startswith("Smoke training dense (plain) on 2 GPU device(s)")
     plain = smoke_findings(MATRIX.issues, env, [Run("dense", "", 2, "gpu", "even", "crash")])
     assert plain[0].title.startswith("Smoke training dense on 2 GPU device(s)")
 
@@ -238,7 +242,7 @@ def test_failed_run_outcomes_gain_the_matrix_verdict() -> None:
     own = Finding("smoke.gru.hang", Severity.ERROR, "hung")
     outcomes = [CheckOutcome(hang.name, "gru", CheckStatus.FAILED, [own]),
                 CheckOutcome(ok.name, "dense", CheckStatus.PASSED, [])]
-    out = with_known_issues(outcomes, [hang, ok], MATRIX.issues, env)
+    out = with_known_issues(outcomes, [hang, ok], MATRIX.issues, env, strategy="multi_gpu_model")
     assert [f.code for f in out[0].findings][0] == "smoke.gru.hang"  # worst first: its own error
     assert "smoke.known-issue.keras-rnn-hang-2gpu-tf110-112" in [f.code for f in out[0].findings]
     assert out[0].status is CheckStatus.FAILED and out[1] == outcomes[1]
@@ -254,6 +258,26 @@ def test_smoke_scenario_and_symptom_must_agree() -> None:
     assert hang_uneven[0].code.startswith("smoke.not-in-matrix.")
 
 
+def test_a_failure_reported_for_older_releases_still_happening_here_is_named() -> None:
+    """The BatchNormalization NaN with an empty replica, reported for TF 2.0-2.8, seen on 2.21."""
+    env = Environment(versions={"tensorflow": "2.21.0", "keras": "3.15.1"}, gpus=2)
+    bn = Run("batchnorm", "plain", 2, "cpu-virtual", "uneven_final_batch", "nan")
+    findings = smoke_findings(MATRIX.issues, env, [bn])
+    assert {f.code for f in findings} == {"smoke.known-issue.tf-mirrored-nan-empty-replica-batch",
+                                          "smoke.known-issue.tf-batchnorm-nan-last-batch-of-one"}
+    empty = next(f for f in findings if f.code.endswith("tf-mirrored-nan-empty-replica-batch"))
+    assert "reported for tensorflow >=2.0,<2.9, still happens with tensorflow 2.21.0 here" in empty.title
+    assert empty.severity is Severity.WARNING and empty.links and "drop_remainder" in empty.fix
+    assert "known issue: tf-mirrored-nan-empty-replica-batch" in empty.evidence[0]
+    # Another layer's NaN on an even split is not that issue: not in the matrix, report it.
+    even = smoke_findings(MATRIX.issues, env, [Run("dense", "", 2, "cpu-virtual", "even", "nan")])
+    assert [f.code for f in even] == ["smoke.not-in-matrix.dense--2cpu-virtual-even"]
+    # An old entry that names no layer or scenario is no evidence for a hang today.
+    hang = smoke_findings(MATRIX.issues, Environment(versions={"tensorflow": "2.8.0"}, gpus=2),
+                          [Run("dense", "p", 2, "gpu", "even", "hang")])
+    assert hang[0].code.startswith("smoke.not-in-matrix.")
+
+
 def test_virtual_cpu_runs_do_not_match_gpu_only_entries() -> None:
     env = Environment(versions={"tensorflow": "2.2.0", "nccl": "2.6.4"}, gpus=2, interconnect="nvlink")
     gpu = smoke_findings(MATRIX.issues, env, [Run("dense", "p", 2, "gpu", "even", "hang")])
@@ -265,7 +289,7 @@ def test_virtual_cpu_runs_do_not_match_gpu_only_entries() -> None:
 # --- CLI ----------------------------------------------------------------------------------
 
 SEED_QUERY = ["matrix", "query", "tensorflow==1.12", "keras==2.2.4", "cuda==9.0", "cudnn==7.1",
-              "driver==384.81", "gpus=2", "layers=gru,lstm"]
+              "driver==384.81", "gpus=2", "layers=gru,lstm", "strategy=multi_gpu_model"]
 
 
 def test_matrix_query_finds_the_seed_hang(capsys: pytest.CaptureFixture[str]) -> None:

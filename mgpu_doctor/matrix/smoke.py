@@ -16,6 +16,8 @@ from typing import Protocol
 from mgpu_doctor.findings import CheckOutcome, Finding, Severity, status_for
 from mgpu_doctor.matrix.known_issues import KnownIssue
 from mgpu_doctor.matrix.match import REPORT_COMMAND, Environment, Verdict, assess
+from mgpu_doctor.matrix.versions import below, parse_specifier
+from mgpu_doctor.matrix.vocabulary import SMOKE_LAYER_TERMS
 
 # Which symptoms explain a smoke status. A loss that diverges is how the NaN issues first show.
 STATUS_SYMPTOMS: dict[str, tuple[str, ...]] = {
@@ -47,15 +49,20 @@ class SmokeRunLike(Protocol):
 
 def run_environment(environment: Environment, run: SmokeRunLike, strategy: str = "mirrored") -> Environment:
     """The machine's environment narrowed to what one run exercised."""
-    env = replace(environment, gpus=run.devices, layers=(run.layer,), scenario=run.scenario,
-                  strategy=strategy)
+    layers = SMOKE_LAYER_TERMS.get((run.layer, run.variant), (run.layer,))
+    # The smoke models train with plain model.fit: none of the ways of training entries depend on.
+    env = replace(environment, gpus=run.devices, layers=layers, scenario=run.scenario,
+                  strategy=strategy, usage=())
+    workers = getattr(run, "workers", None)
+    if isinstance(workers, int):
+        env = replace(env, workers=workers)
     if run.device_kind != "gpu":
         # Virtual CPU devices use no CUDA, NCCL or GPU: GPU-only facts say nothing about the run.
         versions = {k: v for k, v in env.versions.items() if k not in GPU_ONLY_KEYS}
         missing = {**env.missing, **{k: "the run used virtual CPU devices" for k in GPU_ONLY_KEYS}}
-        env = replace(env, versions=versions, compute_capabilities=None, interconnect=None,
+        env = replace(env, versions=versions, compute_capabilities=None, interconnect=None, gpu_names=None,
                       missing={**missing, "compute_capability": "virtual CPU devices",
-                               "interconnect": "virtual CPU devices"})
+                               "interconnect": "virtual CPU devices", "gpu_name": "virtual CPU devices"})
     return env
 
 
@@ -69,7 +76,7 @@ def smoke_findings(
 
     ``strategy`` is how the smoke trainings distribute (tf.distribute.MirroredStrategy).
     """
-    findings = []
+    findings: list[Finding] = []
     for run in runs:
         if run.status == "ok":
             continue
@@ -79,9 +86,13 @@ def smoke_findings(
         kind = "simulated CPU" if run.device_kind == "cpu-virtual" else run.device_kind.upper()
         what = (f"{layer} on {run.devices} {kind} device(s), "
                 f"{run.scenario.replace('_', ' ')}")
-        known = [a for a in (assess(i, env) for i in issues if i.symptom in symptoms)
-                 if a.verdict is Verdict.MATCHES]
+        candidates = [i for i in issues if i.symptom in symptoms]
+        known = [a for a in (assess(i, env) for i in candidates) if a.verdict is Verdict.MATCHES]
         code_tail = f"{run.layer}-{run.variant}-{run.devices}{run.device_kind}-{run.scenario}"
+        still = [] if known else still_happening(candidates, env)
+        if still:
+            findings.extend(_still_finding(issue, newer, what, run.status) for issue, newer in still)
+            continue
         if known:
             for a in known:
                 issue = a.issue
@@ -89,7 +100,8 @@ def smoke_findings(
                     code=f"smoke.known-issue.{issue.id}",
                     severity=Severity.WARNING,
                     title=f"Smoke training {what}: {run.status}; a known issue: {issue.title}",
-                    evidence=[f"matches: {line}" for line in a.agrees]
+                    evidence=[f"known issue: {issue.id} (`mgpu-doctor matrix show {issue.id}`)"]
+                    + [f"matches: {line}" for line in a.agrees]
                     + [f"unchecked: {line}" for line in a.usage_unknown]
                     + [f"symptom: {issue.symptom}; confidence: {issue.confidence}"
                        + (f"; fixed in {issue.fixed_in}" if issue.fixed_in else "")],
@@ -109,6 +121,48 @@ def smoke_findings(
             "smoke results. Meanwhile try the run's layer/strategy on one GPU to narrow it down.",
         ))
     return findings
+
+
+def still_happening(
+    issues: list[KnownIssue], env: Environment
+) -> list[tuple[KnownIssue, list[str]]]:
+    """Entries whose symptom and conditions this run meets, reported only for older versions than
+    the ones here: the known problem is still there (or back). With the newer versions named.
+
+    Only entries that name what the run trained (a layer, or the uneven final batch): a bare "it
+    hung under MirroredStrategy" of an old release says nothing about a hang today.
+    """
+    found = []
+    for issue in issues:
+        if not (issue.conditions.layers or issue.conditions.scenario):
+            continue
+        newer = [f"{key} {env.versions[key]}" for key, text in issue.affects.items()
+                 if key in env.versions and below(parse_specifier(text), env.versions[key])]
+        if not newer:
+            continue
+        unversioned = replace(issue, affects={k: v for k, v in issue.affects.items()
+                                              if f"{k} {env.versions.get(k)}" not in newer})
+        if assess(unversioned, env).verdict is Verdict.MATCHES:
+            found.append((issue, newer))
+    return found
+
+
+def _still_finding(issue: KnownIssue, newer: list[str], what: str, status: str) -> Finding:
+    reported = ", ".join(f"{k} {v}" for k, v in issue.affects.items())
+    here = ", ".join(newer)
+    return Finding(
+        code=f"smoke.known-issue.{issue.id}",
+        severity=Severity.WARNING,
+        title=f"Smoke training {what}: {status}; known issue {issue.id}, reported for {reported}, "
+              f"still happens with {here} here: {issue.title}",
+        evidence=[f"known issue: {issue.id} (`mgpu-doctor matrix show {issue.id}`)",
+                  f"reported for: {reported}", f"seen here with: {here}",
+                  f"symptom: {issue.symptom}; confidence: {issue.confidence}"
+                  + (f"; said to be fixed in {issue.fixed_in}" if issue.fixed_in else "")],
+        fix=f"{issue.workaround} It still happens with {here}: add that to the thread (`{REPORT_COMMAND}` "
+            "holds the versions and the smoke results).",
+        links=[s.url for s in issue.sources if s.url],
+    )
 
 
 def with_known_issues(

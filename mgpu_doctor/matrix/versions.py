@@ -202,3 +202,15 @@ def _contains(outer: _Bound, inner: _Bound) -> bool:
     if o_lo is not None and (i_lo is None or i_lo < o_lo or (i_lo == o_lo and i_lo_in and not o_lo_in)):
         return False
     return o_hi is None or not (i_hi is None or i_hi > o_hi or (i_hi == o_hi and i_hi_in and not o_hi_in))
+
+
+def below(spec: SpecifierSet, version_text: str) -> bool:
+    """Whether every version ``spec`` admits is older than ``version_text`` (a report of older
+    releases, seen again on a newer one). False when either cannot be placed."""
+    version = parse_version(version_text)
+    bounds = _interval(spec)
+    if version is None or bounds is None or bounds[2] is None:
+        return False
+    high, high_in = bounds[2], bounds[3]
+    plain = Version(version.public)
+    return plain > high or (plain == high and not high_in)
