@@ -101,6 +101,11 @@ class KnownIssue:
     origin: str = ""  # the file it came from
 
 
+def known_issue_line(entry_id: str) -> str:
+    """How a finding names the known-issue entry that explains it (smoke, multi-worker smoke)."""
+    return f"known issue: {entry_id} (`mgpu-doctor matrix show {entry_id}`)"
+
+
 class MatrixFileError(Exception):
     """A matrix file is unusable as a whole (unreadable, bad TOML, wrong schema)."""
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from mgpu_doctor.findings import CheckOutcome, Finding, Severity, status_for
-from mgpu_doctor.matrix.known_issues import KnownIssue
+from mgpu_doctor.matrix.known_issues import KnownIssue, known_issue_line
 from mgpu_doctor.matrix.match import REPORT_COMMAND, Environment, Verdict, assess
 from mgpu_doctor.matrix.versions import below, parse_specifier
 from mgpu_doctor.matrix.vocabulary import SMOKE_LAYER_TERMS
@@ -100,7 +100,7 @@ def smoke_findings(
                     code=f"smoke.known-issue.{issue.id}",
                     severity=Severity.WARNING,
                     title=f"Smoke training {what}: {run.status}; a known issue: {issue.title}",
-                    evidence=[f"known issue: {issue.id} (`mgpu-doctor matrix show {issue.id}`)"]
+                    evidence=[known_issue_line(issue.id)]
                     + [f"matches: {line}" for line in a.agrees]
                     + [f"unchecked: {line}" for line in a.usage_unknown]
                     + [f"symptom: {issue.symptom}; confidence: {issue.confidence}"
@@ -155,7 +155,7 @@ def _still_finding(issue: KnownIssue, newer: list[str], what: str, status: str) 
         severity=Severity.WARNING,
         title=f"Smoke training {what}: {status}; known issue {issue.id}, reported for {reported}, "
               f"still happens with {here} here: {issue.title}",
-        evidence=[f"known issue: {issue.id} (`mgpu-doctor matrix show {issue.id}`)",
+        evidence=[known_issue_line(issue.id),
                   f"reported for: {reported}", f"seen here with: {here}",
                   f"symptom: {issue.symptom}; confidence: {issue.confidence}"
                   + (f"; said to be fixed in {issue.fixed_in}" if issue.fixed_in else "")],

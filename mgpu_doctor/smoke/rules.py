@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mgpu_doctor.findings import CheckOutcome, Finding, Severity, status_for
+from mgpu_doctor.matrix.known_issues import known_issue_line
 from mgpu_doctor.smoke.model import SmokeRun
 
 LOSS_TOLERANCE = 1e-3  # max relative loss difference 1 vs N without batch statistics
@@ -20,6 +21,9 @@ MAX_STACK_LINES = 40
 DISTRIBUTE_GUIDE = "https://www.tensorflow.org/guide/distributed_training"
 INPUT_GUIDE = "https://www.tensorflow.org/guide/data_performance"
 COLLECTIVE_REUSE_ISSUE = "https://github.com/tensorflow/tensorflow/issues/62790"
+# The known-issue entry with that source: the smoke finding names it, so `smoke` and
+# `matrix query` tell the same story (a test holds the link).
+COLLECTIVE_REUSE_ENTRY = "tf-62790-collectives-after-syncbn-model"
 UNEVEN_FIX = (
     "Drop the last partial batch (`dataset.batch(global_batch, drop_remainder=True)`), or make "
     "the dataset size a multiple of the global batch, or use "
@@ -112,7 +116,8 @@ def run_findings(run: SmokeRun, runs: list[SmokeRun], stall_timeout_s: float | N
             code=f"{code}.error", severity=Severity.ERROR,
             title=f"{label}: the training raised {run.error_type or 'an error'}",
             evidence=[f"error: {run.error_type}: {_last_line(run.error_message)}",
-                      *_trim(run.error_message, 8)],
+                      *_trim(run.error_message, 8)]
+            + ([known_issue_line(COLLECTIVE_REUSE_ENTRY)] if collective else []),
             fix=_error_fix(run, runs),
             links=[COLLECTIVE_REUSE_ISSUE] if collective else [],
         )]
