@@ -348,3 +348,42 @@ def test_check_with_broken_matrix_dir_still_uses_bundled(capsys: pytest.CaptureF
 def test_loader_keeps_good_entries_next_to_bad_ones() -> None:
     result = load_known_issue_files(sorted((BROKEN / "known-issues").glob("*.toml")))
     assert {i.id for i in result.issues} == {"bad-example", "dup"}
+
+
+# --- coverage -------------------------------------------------------------------------------
+
+def test_the_coverage_table_in_the_matrix_readme_is_current() -> None:
+    """Regenerate with `python -m mgpu_doctor.matrix.coverage --write` after changing entries."""
+    from mgpu_doctor.matrix.coverage import END, START, table_for
+
+    readme = (bundled_matrix_dir() / "README.md").read_text(encoding="utf-8")
+    current = readme[readme.index(START):readme.index(END) + len(END)]
+    assert current == table_for(bundled_matrix_dir())
+
+
+def test_coverage_counts_what_each_range_admits() -> None:
+    from mgpu_doctor.matrix.coverage import admits_minor
+
+    assert admits_minor(">=2.4,<2.9", "2.8") and not admits_minor(">=2.4,<2.9", "2.9")
+    assert admits_minor("==2.20.*", "2.20") and not admits_minor("==2.20.0.dev20250211", "2.20")
+    assert not admits_minor(None, "2.21")
+
+
+def test_every_condition_an_entry_can_carry_is_a_query_term() -> None:
+    """A support engineer types what the bug report says: each condition, each of its words."""
+    from mgpu_doctor.matrix import vocabulary
+    from mgpu_doctor.matrix.known_issues import CONDITION_KEYS
+
+    term_of = {"min_gpus": "gpus=2", "max_gpus": "gpus=2", "min_workers": "workers=2", "max_workers": "workers=2",
+               "compute_capability": "compute_capability=7.5", "gpu_names": "gpu_name=RTX 2080 Ti"}
+    words = {"layers": vocabulary.LAYERS, "usage": vocabulary.USAGES, "strategy": vocabulary.STRATEGIES,
+             "scenario": vocabulary.SCENARIOS, "platform": vocabulary.PLATFORMS,
+             "cpu_vendor": vocabulary.CPU_VENDORS, "interconnect": vocabulary.INTERCONNECTS,
+             "backend": vocabulary.BACKENDS}
+    for key in CONDITION_KEYS:
+        if key in term_of:
+            parse_query([term_of[key]])
+        else:
+            for word in words[key]:
+                env, _ = parse_query([f"{key}={word}"])
+                assert word in (getattr(env, key) if key not in ("layers", "usage") else getattr(env, key)), key
