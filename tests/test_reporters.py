@@ -19,11 +19,14 @@ from mgpu_doctor.reporters import OutputFormat, RenderOptions, junit
 from tests.scenarios import SCENARIOS
 
 GOLDEN = Path(__file__).parent / "data" / "golden"
+# The goldens test the rendering, not the matrix's content: the known-issue check (whose findings
+# change whenever an entry is added) is left out. Regenerate with MGPU_DOCTOR_UPDATE_GOLDEN=1.
+RENDERED_CHECKS = tuple(c for c in CHECKS if c.name != "known-issues")
 
 
 def report_for(snapshot, name):
-    return judge_snapshot(snapshot, CHECKS, command="check", source=f"snapshot {name}.json",
-                        quick=False, tool_version="0.1.0")
+    return judge_snapshot(snapshot, RENDERED_CHECKS, command="check", source=f"snapshot {name}.json",
+                          quick=False, tool_version="0.1.0")
 
 
 def assert_golden(name: str, text: str) -> None:
