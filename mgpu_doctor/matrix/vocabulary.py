@@ -83,6 +83,7 @@ USAGES: dict[str, str] = {
     "tf1_session": "build graphs with TensorFlow 1.x sessions (tf.compat.v1.Session)",
     "tensorboard_profiler": "profile with the TensorBoard callback (profile_batch) or tf.profiler",
     "custom_op": "use a custom op",
+    "set_visible_devices": "restrict the GPUs TensorFlow sees with tf.config.set_visible_devices",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
