@@ -77,15 +77,15 @@ USAGES: dict[str, str] = {
     "sample_weight": "pass sample_weight or class_weight",
     "memory_growth": "enable GPU memory growth (set_memory_growth, TF_FORCE_GPU_ALLOW_GROWTH)",
     "logical_gpus": "split a GPU into logical devices (set_logical_device_configuration)",
-    "device_subset": "restrict training to some of the machine's GPUs from Python (MirroredStrategy(devices=[...]), "
-                     "OneDeviceStrategy, tf.config.set_visible_devices) instead of CUDA_VISIBLE_DEVICES",
+    "device_subset": "restrict training to some of the machine's GPUs from Python (MirroredStrategy("
+                     "devices=[...]), OneDeviceStrategy, tf.config.set_visible_devices) instead of "
+                     "CUDA_VISIBLE_DEVICES",
     "several_models": "build or train several models in one process",
     "nccl_all_reduce": "choose NCCL all-reduce explicitly (NcclAllReduce, CommunicationImplementation.NCCL)",
     "legacy_optimizer": "use a legacy optimizer (tf.keras.optimizers.legacy, tf.compat.v1.train)",
     "tf1_session": "build graphs with TensorFlow 1.x sessions (tf.compat.v1.Session)",
     "tensorboard_profiler": "profile with the TensorBoard callback (profile_batch) or tf.profiler",
     "custom_op": "use a custom op",
-    "set_visible_devices": "restrict the GPUs TensorFlow sees with tf.config.set_visible_devices",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
