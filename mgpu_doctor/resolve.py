@@ -642,7 +642,11 @@ def machine_facts(snapshot: Snapshot) -> MachineFacts:
     ccs: tuple[str, ...] | None = None
     names: tuple[str, ...] | None = None
     interconnect: str | None = None
-    if isinstance(nvml, Unavailable):
+    if isinstance(nvml, Unavailable) and nvml.reason == "absent":
+        gpus = 0  # no NVIDIA driver at all: no GPU to train on (an NVML that failed says nothing)
+        for key in ("compute_capability", "gpu_name", "interconnect"):
+            missing[key] = "no NVIDIA driver"
+    elif isinstance(nvml, Unavailable):
         for key in ("gpus", "compute_capability", "gpu_name", "interconnect"):
             missing[key] = f"NVML {nvml.reason}"
     else:

@@ -141,7 +141,8 @@ def test_environment_from_snapshots() -> None:
     assert healthy.versions["nccl"].startswith("2.")
     assert healthy.gpus == 8 and healthy.interconnect == "nvlink" and healthy.layers is None
     bare = environment_from_snapshot(load_snapshot(DATA / "no-driver-no-tensorflow.json"))
-    assert bare.gpus is None and "driver" not in bare.versions and "tensorflow" not in bare.versions
+    # No NVIDIA driver at all: no GPU (an NVML that failed would leave the count unknown).
+    assert bare.gpus == 0 and "driver" not in bare.versions and "tensorflow" not in bare.versions
 
 
 def test_quick_snapshot_takes_cuda_versions_from_the_libraries() -> None:
