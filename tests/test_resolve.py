@@ -290,3 +290,37 @@ def test_a_quick_snapshot_still_resolves_what_tensorflow_was_built_for():
     env = resolve(snap)
     assert env.built_cuda.text == "12.5" and env.built_cuda.origin is Origin.TESTED_BUILD
     assert tf_view(1).version == env.tensorflow.text
+
+
+# --- no false alarms on TensorFlow's tested builds -------------------------------------------
+
+TESTED_BUILD_WARNINGS = Path(__file__).parent / "data" / "tested-builds-warnings.txt"
+
+
+def tested_build_warnings() -> str:
+    """Per tested build (with the driver of its CUDA, 2 GPUs; plain and with strategy=mirrored),
+    every warning the query gives. Each line was read against its entry's thread: a real issue of
+    that release under that condition. Regenerate with MGPU_DOCTOR_UPDATE_GOLDEN=1 and review."""
+    from mgpu_doctor.diagnose import query
+
+    lines = []
+    for build in bundled_tensorflow_table().builds:
+        need = bundled_cuda_driver_table().requirement(build.cuda)
+        for extra in ([], ["strategy=mirrored"]):
+            terms = [f"tensorflow=={build.tensorflow}", f"cuda=={build.cuda}", f"cudnn=={build.cudnn}",
+                     f"driver=={need.full_driver}", "gpus=2", *extra]
+            report = query(terms)
+            for finding in report.findings:
+                assert finding.severity < Severity.ERROR, (terms, finding.code)
+                if finding.severity is Severity.WARNING:
+                    lines.append(f"{build.tensorflow} {' '.join(extra) or '(no strategy)'}: {finding.code}")
+    return "\n".join(lines) + "\n"
+
+
+def test_tested_builds_raise_no_error_and_only_the_reviewed_warnings():
+    import os
+
+    text = tested_build_warnings()
+    if os.environ.get("MGPU_DOCTOR_UPDATE_GOLDEN"):
+        TESTED_BUILD_WARNINGS.write_text(text)
+    assert text == TESTED_BUILD_WARNINGS.read_text()
