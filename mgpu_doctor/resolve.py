@@ -244,7 +244,6 @@ class ResolvedEnvironment:
     cpu_only_build: bool  # TensorFlow says it is not a CUDA build
     built_cuda: ResolvedVersion  # what TensorFlow was built for, "12.5"
     built_cudnn: ResolvedVersion  # "9.3" ("9" when only the major is known)
-    build_row: TfBuild | None  # the tested-build table's row for this TensorFlow
     cuda: ResolvedVersion  # the CUDA runtime in use
     cudnn: ResolvedVersion
     nccl: ResolvedVersion
@@ -285,7 +284,7 @@ def resolve_terms(versions: Mapping[str, str], wheels: Mapping[str, str], machin
     tf_keras = named("tf-keras")
     predicted = predict_tf_keras(tensorflow, keras, tf_keras, legacy=False)
     row = table.build_for(tensorflow.text) if tensorflow.known else None
-    built_cuda, built_cudnn = _built_for(skipped("a query"), tensorflow, row, cpu_only=False)
+    built_cuda, built_cudnn = _built_for(None, tensorflow, row, cpu_only=False)
     wheel_map = dict(wheels)
 
     def library(key: str, name: str, built: ResolvedVersion | None) -> ResolvedVersion:
@@ -297,14 +296,14 @@ def resolve_terms(versions: Mapping[str, str], wheels: Mapping[str, str], machin
             readings.append(built.chosen)
         return resolved(key, readings, skipped(f"{key} not named in the query", "not-named"))
 
-    pins, pins_source = _and_cuda_pins(skipped("a query"), "tensorflow", tensorflow)
-    archs, archs_source = _compiled_archs(skipped("a query"), tensorflow)
+    pins, pins_source = _and_cuda_pins(None, tensorflow)
+    archs, archs_source = _compiled_archs(None, tensorflow)
     return ResolvedEnvironment(
         tensorflow=tensorflow, tensorflow_distribution="tensorflow" if tensorflow.known else "",
         keras=keras, tf_keras=tf_keras, tf_keras_is=predicted, tf_keras_predicted=predicted,
         legacy_keras=None,
         python=named("python"), driver=named("driver"), driver_cuda="", cpu_only_build=False,
-        built_cuda=built_cuda, built_cudnn=built_cudnn, build_row=row,
+        built_cuda=built_cuda, built_cudnn=built_cudnn,
         cuda=library("cuda", "cudart", built_cuda), cudnn=library("cudnn", "cudnn", built_cudnn),
         nccl=library("nccl", "nccl", None), cublas=library("cublas", "cublas", None),
         libraries={}, wheels=wheel_map, and_cuda_pins=pins, and_cuda_source=pins_source,
@@ -345,7 +344,8 @@ def resolve(snapshot: Snapshot) -> ResolvedEnvironment:
     cpu_only = not isinstance(tf, Unavailable) and (
         tf.built_with_cuda is False or tf.build_info.get("is_cuda_build") == "False")
     row = table.build_for(tensorflow.text) if tensorflow.known else None
-    built_cuda, built_cudnn = _built_for(tf, tensorflow, row, cpu_only)
+    imported = None if isinstance(tf, Unavailable) else tf
+    built_cuda, built_cudnn = _built_for(imported, tensorflow, row, cpu_only)
     libs = snapshot.libraries
     libraries = {} if isinstance(libs, Unavailable) else resolve_libraries(libs, tf, built_cuda, built_cudnn)
     wheels = _wheels(packages)
@@ -360,13 +360,15 @@ def resolve(snapshot: Snapshot) -> ResolvedEnvironment:
     else:
         driver = resolved("driver", [reading(nvml.driver_version, Origin.NVML)])
         driver_cuda = nvml.cuda_driver_version if isinstance(nvml.cuda_driver_version, str) else ""
-    pins, pins_source = _and_cuda_pins(packages, distribution, tensorflow)
-    archs, archs_source = _compiled_archs(tf, tensorflow)
+    requires = None if isinstance(packages, Unavailable) else packages.requires.get(distribution)
+    declared = (requires, f"{distribution}'s Requires-Dist") if requires else None
+    pins, pins_source = _and_cuda_pins(declared, tensorflow)
+    archs, archs_source = _compiled_archs(imported.build_info if imported is not None else None, tensorflow)
     return ResolvedEnvironment(
         tensorflow=tensorflow, tensorflow_distribution=distribution, keras=keras, tf_keras=tf_keras,
         tf_keras_is=observed or predicted, tf_keras_predicted=predicted, legacy_keras=legacy,
         python=python, driver=driver, driver_cuda=driver_cuda, cpu_only_build=cpu_only,
-        built_cuda=built_cuda, built_cudnn=built_cudnn, build_row=row,
+        built_cuda=built_cuda, built_cudnn=built_cudnn,
         cuda=_library_version("cuda", "cudart", libraries, wheels, built_cuda),
         cudnn=_library_version("cudnn", "cudnn", libraries, wheels, built_cudnn),
         nccl=_library_version("nccl", "nccl", libraries, wheels, None),
@@ -456,15 +458,17 @@ def _observed_tf_keras(tf: TensorFlowFacts | Unavailable) -> KerasView | None:
     return KerasView(family, version, Origin.IMPORTED, f"tf.keras is the module {tf.keras_module}")
 
 
-def _built_for(tf: TensorFlowFacts | Unavailable, tensorflow: ResolvedVersion, row: TfBuild | None,
+def _built_for(tf: TensorFlowFacts | None, tensorflow: ResolvedVersion, row: TfBuild | None,
                cpu_only: bool) -> tuple[ResolvedVersion, ResolvedVersion]:
+    """What TensorFlow was built for: its build info when it was imported (``tf``), refined or
+    replaced by the tested-build table's ``row``."""
     if cpu_only:
         why = skipped(f"TensorFlow {tensorflow.text} is a CPU-only build", "cpu-only-build")
         return ResolvedVersion("built_cuda", missing=why), ResolvedVersion("built_cudnn", missing=why)
     table_where = f"tested build table ({row.package})" if row is not None else ""
     cuda_readings: list[Reading] = []
     cudnn_readings: list[Reading] = []
-    if not isinstance(tf, Unavailable):
+    if tf is not None:
         info_cuda = tf.build_info.get("cuda_version", "")
         info_cudnn = tf.build_info.get("cudnn_version", "")
         if info_cuda:
@@ -479,7 +483,7 @@ def _built_for(tf: TensorFlowFacts | Unavailable, tensorflow: ResolvedVersion, r
         cudnn_readings.append(reading(row.cudnn, Origin.TESTED_BUILD, row.package))
     if not tensorflow.known:
         reason: Unavailable = tensorflow.missing or absent("TensorFlow not known")
-    elif isinstance(tf, Unavailable):
+    elif tf is None:
         reason = skipped(f"TensorFlow {tensorflow.text} is not in the tested build table "
                          "and was not imported", "not-in-table")
     else:
@@ -575,10 +579,13 @@ def _library_version(key: str, name: str, libraries: Mapping[str, LibraryInUse],
     return resolved(key, readings, missing)
 
 
-def _and_cuda_pins(packages: PackageFacts | Unavailable, distribution: str, tensorflow: ResolvedVersion
+def _and_cuda_pins(declared: tuple[list[str], str] | None, tensorflow: ResolvedVersion
                    ) -> tuple[tuple[Requirement, ...], str]:
-    if not isinstance(packages, Unavailable) and distribution in packages.requires:
-        return and_cuda_requirements(packages.requires[distribution]), f"{distribution}'s Requires-Dist"
+    """The [and-cuda] pins: the installed TensorFlow's Requires-Dist (lines, where from), else the
+    pins table's row for its version."""
+    if declared is not None:
+        lines, source = declared
+        return and_cuda_requirements(lines), source
     if tensorflow.version is None:
         return (), ""
     row = bundled_and_cuda_table().pins_for(tensorflow.text)
@@ -607,9 +614,9 @@ def and_cuda_requirements(lines: list[str] | tuple[str, ...], marker: bool = Tru
     return tuple(pins)
 
 
-def _compiled_archs(tf: TensorFlowFacts | Unavailable, tensorflow: ResolvedVersion) -> tuple[str, str]:
-    if not isinstance(tf, Unavailable) and tf.build_info.get("cuda_compute_capabilities"):
-        return tf.build_info["cuda_compute_capabilities"], "TensorFlow's build info"
+def _compiled_archs(build_info: dict[str, str] | None, tensorflow: ResolvedVersion) -> tuple[str, str]:
+    if build_info and build_info.get("cuda_compute_capabilities"):
+        return build_info["cuda_compute_capabilities"], "TensorFlow's build info"
     if tensorflow.version is None:
         return "", ""
     row = bundled_arch_table().archs_for(tensorflow.text)

@@ -297,7 +297,7 @@ def test_a_quick_snapshot_still_resolves_what_tensorflow_was_built_for():
 TESTED_BUILD_WARNINGS = Path(__file__).parent / "data" / "tested-builds-warnings.txt"
 
 
-def tested_build_warnings() -> str:
+def warnings_on_tested_builds() -> str:
     """Per tested build (with the driver of its CUDA, 2 GPUs; plain and with strategy=mirrored),
     every warning the query gives. Each line was read against its entry's thread: a real issue of
     that release under that condition. Regenerate with MGPU_DOCTOR_UPDATE_GOLDEN=1 and review."""
@@ -320,7 +320,7 @@ def tested_build_warnings() -> str:
 def test_tested_builds_raise_no_error_and_only_the_reviewed_warnings():
     import os
 
-    text = tested_build_warnings()
+    text = warnings_on_tested_builds()
     if os.environ.get("MGPU_DOCTOR_UPDATE_GOLDEN"):
         TESTED_BUILD_WARNINGS.write_text(text)
     assert text == TESTED_BUILD_WARNINGS.read_text()
