@@ -210,3 +210,18 @@ def test_smoke_without_tensorflow_is_skipped_with_the_reason(capsys):
     assert [(c["name"], c["status"]) for c in report["checks"]] == [("smoke", "skipped")]
     assert "TensorFlow is not installed" in report["checks"][0]["skip_reason"]
     assert report["smoke_runs"] == []
+
+
+def test_a_smoke_finding_that_cites_a_thread_names_its_matrix_entry():
+    """`smoke` and `matrix query` tell one story: the entry exists and carries the same source."""
+    from mgpu_doctor.matrix.known_issues import load_matrix
+    from mgpu_doctor.matrix.paths import bundled_matrix_dir
+    from mgpu_doctor.smoke import rules
+
+    entry = load_matrix(bundled_matrix_dir()).get(rules.COLLECTIVE_REUSE_ENTRY)
+    assert entry is not None and rules.COLLECTIVE_REUSE_ISSUE in [s.url for s in entry.sources]
+    failed = SmokeRun("dense", "", 2, "cpu-virtual", "even", "error", error_type="InvalidArgumentError",
+                      error_message="Collective ops is aborted by: Shape mismatch in the collective instance 100")
+    [finding] = rules.run_findings(failed, [failed])
+    assert f"known issue: {entry.id} (`mgpu-doctor matrix show {entry.id}`)" in finding.evidence
+    assert rules.COLLECTIVE_REUSE_ISSUE in finding.links
