@@ -24,32 +24,11 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from mgpu_doctor.facts import Unavailable
-from mgpu_doctor.probes.envvars import is_allowed
+from mgpu_doctor.masking import UUID_RE, is_allowed, mask_credentials, mask_env_value
 from mgpu_doctor.snapshot import Snapshot
 
 T = TypeVar("T")
-MASK = "***"
-_HEX = "0-9a-fA-F"
-_UUID_RE = re.compile(rf"\b(GPU|MIG)-[{_HEX}]{{8}}[{_HEX}-]*")
 _HOST_HASH_RE = re.compile(r"^host-[0-9a-f]{10}$")
-_URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]+@")
-_SECRET_NAME = re.compile(
-    r"TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|(^|_)(API_?)?KEYS?(_|$)",
-    re.IGNORECASE,
-)
-_KEY_VALUE = re.compile(
-    r"(?i)\b((?:api[_-]?|access[_-]?|secret[_-]?|private[_-]?)?(?:password|passwd|pwd|token|secret|key|auth))"
-    r"(\s*[=:]\s*)([^\s,;&'\"]+)"
-)
-_TOKEN_PATTERNS = re.compile(
-    r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{20,}"
-    r"|hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|AKIA[0-9A-Z]{16}|xox[abprs]-[A-Za-z0-9-]{10,}"
-    r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)"
-)
-_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}")
-# A long mixed-case alphanumeric run with digits: how generated secrets look, unlike paths,
-# versions, flags or (lower-case hex) UUIDs and hashes.
-_HIGH_ENTROPY = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/=_-]{32,}(?![A-Za-z0-9+/=_-])")
 _COMMON_USERS = frozenset({"root", "user", "admin", "ubuntu", "runner", "jovyan", "nobody"})
 
 
@@ -68,32 +47,6 @@ class Identity:
         except Exception:  # no passwd entry in some containers
             user = ""
         return cls((socket.gethostname(),), user, os.path.expanduser("~").rstrip("/"))
-
-
-def mask_credentials(text: str) -> str:
-    """Credential-looking parts of a string masked: URL user info, known token formats, key=value."""
-    text = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{MASK}@", text)
-    text = _TOKEN_PATTERNS.sub(MASK, text)
-    text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
-    return _KEY_VALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
-
-
-def mask_env_value(name: str, value: str) -> str:
-    if value and _SECRET_NAME.search(name):
-        return MASK
-    value = mask_credentials(value)
-    return _HIGH_ENTROPY.sub(lambda m: MASK if _looks_generated(m.group(0)) else m.group(0), value)
-
-
-def mask_env(env: dict[str, str]) -> dict[str, str]:
-    return {k: mask_env_value(k, v) for k, v in env.items()}
-
-
-def _looks_generated(word: str) -> bool:
-    if _UUID_RE.match(word):  # GPU/MIG UUIDs are hashed, not masked: CUDA_VISIBLE_DEVICES needs them
-        return False
-    return (any(c.isdigit() for c in word) and any(c.islower() for c in word)
-            and any(c.isupper() for c in word))
 
 
 def stable_hash(value: str) -> str:
@@ -135,7 +88,7 @@ class Redactor:
         for gid in self.gpu_ids:
             if gid in text:
                 text = text.replace(gid, self.gpu_id(gid))
-        text = _UUID_RE.sub(lambda m: self.gpu_id(m.group(0)), text)
+        text = UUID_RE.sub(lambda m: self.gpu_id(m.group(0)), text)
         if self.home:
             text = re.sub(rf"{re.escape(self.home)}(?=/|$|[\s:;,'\"])", "~", text)
         text = re.sub(r"(/home/|/Users/)[^/\s:;,'\"]+", r"\1<user>", text)

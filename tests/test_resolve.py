@@ -278,6 +278,14 @@ def test_checks_import_no_probe_and_the_pipeline_no_cli():
                 if m.startswith("mgpu_doctor.cli")}
 
 
+def test_masking_depends_on_neither_the_probes_nor_redaction():
+    # The probes mask what they gather and redaction masks again: both use masking, which
+    # imports neither (an import cycle between them was how this started).
+    assert imported_by("mgpu_doctor.masking") == {"mgpu_doctor", "mgpu_doctor.masking"}
+    assert not {m for m in imported_by("mgpu_doctor.redact") if m.startswith("mgpu_doctor.probes")}
+    assert "mgpu_doctor.redact" not in imported_by("mgpu_doctor.probes.envvars")
+
+
 def test_the_tensorflow_distribution_names_live_in_one_place():
     root = Path(__file__).parents[1] / "mgpu_doctor"
     holders = [p.relative_to(root).as_posix() for p in root.rglob("*.py")
