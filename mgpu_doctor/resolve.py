@@ -40,6 +40,7 @@ from mgpu_doctor.matrix.compat import (
     bundled_tensorflow_table,
 )
 from mgpu_doctor.matrix.versions import parse_version
+from mgpu_doctor.matrix.vocabulary import DEFAULT_BACKEND
 from mgpu_doctor.snapshot import LibraryCopy, LibraryFacts, PackageFacts, Snapshot, TensorFlowFacts
 
 LEGACY_KERAS_VALUES = frozenset({"1", "true", "yes"})
@@ -710,4 +711,4 @@ def _platform(snapshot: Snapshot) -> str | None:
 
 def _backend(snapshot: Snapshot) -> str:
     """Keras 3's backend: KERAS_BACKEND, else its default, TensorFlow."""
-    return snapshot.env.get("KERAS_BACKEND", "").strip().lower() or "tensorflow"
+    return snapshot.env.get("KERAS_BACKEND", "").strip().lower() or DEFAULT_BACKEND

@@ -332,8 +332,8 @@ def environment_from_mapping(values: Mapping[str, Any]) -> Environment:
     """An environment from ``{"tensorflow": "1.12", "gpus": 2, "layers": ["gru"]}``.
 
     ``workers=K`` means multi-worker training over K workers (strategy multi_worker_mirrored
-    unless another strategy is named). Raises :class:`BadEnvironment` naming the key for
-    anything it cannot use.
+    unless another strategy is named); no ``backend`` means Keras 3's default, tensorflow.
+    Raises :class:`BadEnvironment` naming the key for anything it cannot use.
     """
     versions: dict[str, str] = {}
     kwargs: dict[str, Any] = {}
@@ -368,6 +368,8 @@ def environment_from_mapping(values: Mapping[str, Any]) -> Environment:
             kwargs[key] = text
     if "workers" in kwargs and "strategy" not in kwargs:
         kwargs["strategy"] = "multi_worker_mirrored"
+    # As on `check` (KERAS_BACKEND unset): Keras 3 runs on TensorFlow unless told otherwise.
+    kwargs.setdefault("backend", vocab.DEFAULT_BACKEND)
     return Environment(versions=versions, **kwargs)
 
 
