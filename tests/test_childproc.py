@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
 
-from mgpu_doctor.childproc import run_child
+from mgpu_doctor import childproc, interrupts
+from mgpu_doctor.childproc import OUTPUT_HEAD_BYTES, OUTPUT_TAIL_BYTES, run_child
 
 PY = sys.executable
 CHILD_LIB = os.path.join(os.path.dirname(__file__), "..", "mgpu_doctor", "child_scripts")
@@ -21,7 +24,7 @@ def script(tmp_path, body: str) -> list[str]:
     path.write_text(
         "import sys, os, time, json\n"
         f"sys.path.insert(0, {os.path.abspath(CHILD_LIB)!r})\n"
-        "import _mgpu_child\n_mgpu_child.install_stack_dumps()\n" + textwrap.dedent(body)
+        "import _mgpu_child\n_mgpu_child.start()\n" + textwrap.dedent(body)
     )
     return [PY, str(path)]
 
@@ -129,14 +132,140 @@ def test_keyboard_interrupt_kills_the_group(tmp_path):
     assert not alive(pid)
 
 
-def test_sigterm_ignoring_child_is_killed(tmp_path):
-    body = """
+def wait_dead(pids, within_s: float) -> list[int]:
+    """The pids still alive (not zombies) after waiting up to ``within_s`` for them to go."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.05)
+    return [p for p in pids if alive(p)]
+
+
+def test_the_ladder_asks_for_stacks_then_terms_then_kills_the_whole_group(tmp_path):
+    """Each step is observable: remove any one of them and this test fails.
+
+    The child answers SIGTERM by cleaning up for 0.3 s (the ladder must wait for it) and then goes
+    on ignoring it; its grandchild ignores SIGTERM too: only the group SIGKILL ends them.
+    """
+    cleaned = tmp_path / "cleaned-up"
+    pids = tmp_path / "pids"
+    body = f"""
+    import signal, subprocess
+    grandchild = subprocess.Popen([sys.executable, "-c",
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"])
+    def on_term(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        time.sleep(0.3)
+        open({str(cleaned)!r}, "w").write("done")
+    signal.signal(signal.SIGTERM, on_term)
+    open({str(pids)!r}, "w").write("%d %d" % (os.getpid(), grandchild.pid))
+    def waiting_for_ever():
+        while True:
+            time.sleep(0.05)
+    waiting_for_ever()
+    """
+    out = run_child(script(tmp_path, body), timeout_s=1.0)
+    assert out.timed_out
+    assert "waiting_for_ever" in out.stacks  # step 1: SIGUSR1, faulthandler's dump
+    assert cleaned.read_text() == "done" if cleaned.exists() else False, "SIGTERM, then a wait"
+    child, grandchild = (int(p) for p in pids.read_text().split())
+    assert wait_dead([child, grandchild], 0.5) == []  # step 3: SIGKILL to the group
+
+
+def test_a_second_interrupt_during_the_ladder_does_not_skip_the_kill(tmp_path):
+    """Ctrl-C, then Ctrl-C again while the ladder waits for SIGTERM to work: SIGKILL still comes."""
+    pidfile = tmp_path / "child.pid"
+    body = f"""
     import signal
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    open({str(pidfile)!r}, "w").write(str(os.getpid()))
     time.sleep(600)
     """
-    out = run_child(script(tmp_path, body), timeout_s=0.5)
-    assert out.timed_out
+
+    def interrupt(elapsed: float) -> None:
+        if pidfile.exists():
+            # The second Ctrl-C arrives 0.5 s into the ladder's SIGTERM wait (2 s).
+            threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_child(script(tmp_path, body), timeout_s=60, on_tick=interrupt)
+    assert not alive(int(pidfile.read_text()))
+
+
+def test_a_stop_signal_right_after_the_child_starts_still_kills_it(tmp_path, monkeypatch):
+    """SIGTERM between Popen and the child's registration for the ladder: no orphan."""
+    pidfile = tmp_path / "child.pid"
+    real_popen = subprocess.Popen
+
+    def popen_then_sigterm(*args, **kwargs):
+        proc = real_popen(*args, **kwargs)
+        pidfile.write_text(str(proc.pid))
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered before Popen even returns
+        return proc
+
+    monkeypatch.setattr(childproc.subprocess, "Popen", popen_then_sigterm)
+    with interrupts.stop_signals_raise(), pytest.raises(interrupts.Interrupted) as caught:
+        run_child(script(tmp_path, "time.sleep(600)\n"), timeout_s=60)
+    assert caught.value.signum == signal.SIGTERM
+    assert not alive(int(pidfile.read_text()))
+
+
+def test_stacks_come_while_the_child_is_stuck_in_c_code(tmp_path):
+    """faulthandler answers SIGUSR1 from C: a Python-level handler never runs during a stuck import."""
+    (tmp_path / "stuck_import.py").write_text(
+        "import re\nre.match(r'(a+)+$', 'a' * 64 + 'b')  # catastrophic backtracking, in C\n")
+    body = f"sys.path.insert(0, {str(tmp_path)!r})\nimport stuck_import\n"
+    out = run_child(script(tmp_path, body), timeout_s=1.0)
+    assert out.timed_out and "stuck_import.py" in out.stacks
+
+
+def test_a_flood_of_output_costs_the_doctor_a_few_mb(tmp_path):
+    """300 MB on stdout: the doctor keeps the first and last 512 KiB, in memory and on disk."""
+    flood = (
+        "import sys\n"
+        "sys.stdout.buffer.write(b'FIRST LINE\\n')\n"
+        "block = b'x' * 1048575 + b'\\n'\n"
+        "for _ in range(300):\n"
+        "    sys.stdout.buffer.write(block)\n"
+        "sys.stdout.buffer.write(b'LAST LINE\\n')\n"
+    )
+    (tmp_path / "flood.py").write_text(flood)
+    probe = (
+        "import resource, sys\n"
+        "from mgpu_doctor.childproc import run_child\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        f"out = run_child([sys.executable, {str(tmp_path / 'flood.py')!r}], timeout_s=120)\n"
+        "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "print(out.returncode, len(out.stdout), (after - before) // 1024)\n"
+        "print(out.stdout[:11] == 'FIRST LINE\\n', out.stdout.rstrip().endswith('LAST LINE'))\n"
+        "print('bytes of output left out' in out.stdout)\n"
+    )
+    done = subprocess.run([PY, "-c", probe], capture_output=True, text=True, timeout=180)
+    code, kept, grown_mb = (int(x) for x in done.stdout.split("\n")[0].split())
+    assert code == 0, done.stderr
+    assert kept <= OUTPUT_HEAD_BYTES + OUTPUT_TAIL_BYTES + 200
+    assert grown_mb < 16, f"the doctor grew by {grown_mb} MB"
+    assert done.stdout.split("\n")[1:3] == ["True True", "True"]
+
+
+@pytest.mark.parametrize("kind", ["not an executable format", "bad shebang", "no such program"])
+def test_a_program_that_cannot_start_is_an_outcome_not_an_exception(tmp_path, kind):
+    program = tmp_path / "program"
+    if kind == "not an executable format":
+        program.write_bytes(b"\x00\x01garbage")
+    elif kind == "bad shebang":
+        program.write_text("#!/no/such/interpreter\n")
+    if program.exists():
+        program.chmod(0o755)
+    out = run_child([str(program)], timeout_s=10)
+    assert out.start_error and out.returncode is None and not out.ok
+    assert out.failure_summary().startswith("could not be started: [Errno")
+
+
+def test_output_is_kept_whole_below_the_limit(tmp_path):
+    out = run_child([PY, "-c", "print('a' * 1000); import sys; print('oops', file=sys.stderr)"],
+                    timeout_s=30)
+    assert out.stdout == "a" * 1000 + "\n" and out.stderr == "oops\n"
 
 
 def test_garbage_result_file_is_reported(tmp_path):
@@ -150,7 +279,6 @@ def test_child_gets_its_own_session(tmp_path):
     body = "_mgpu_child.write_result({'sid': os.getsid(0), 'pid': os.getpid()})"
     out = run_child(script(tmp_path, body), timeout_s=30)
     assert out.result["sid"] == out.result["pid"] != os.getsid(0)
-    assert signal.SIGUSR1  # registered for stack dumps by install_stack_dumps
 
 
 def test_startup_allowance_before_the_first_heartbeat_then_the_stall_timeout(tmp_path):

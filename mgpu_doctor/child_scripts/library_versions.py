@@ -14,6 +14,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _mgpu_child  # noqa: E402
 
+if __name__ == "__main__":
+    _mgpu_child.start()  # first: die with the doctor, stacks on SIGUSR1 even in C code
+
+
 MAJOR, MINOR, PATCH = 0, 1, 2  # libraryPropertyType
 
 
@@ -89,7 +93,6 @@ def version_of(name, lib):
 
 
 def main():
-    _mgpu_child.install_stack_dumps()
     with open(sys.argv[1]) as fh:
         jobs = json.load(fh)
     results = {}

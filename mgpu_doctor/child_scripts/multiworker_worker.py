@@ -23,6 +23,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _mgpu_child  # noqa: E402
+
+if __name__ == "__main__":
+    _mgpu_child.start()  # first: die with the doctor, stacks on SIGUSR1 even in C code
+
 from _smoke_models import build_model, keras_flavor, make_data  # noqa: E402
 
 STEPS_PER_EPOCH = 4
@@ -35,7 +39,6 @@ def finite(value):
 
 
 def main():
-    _mgpu_child.install_stack_dumps()
     layer = sys.argv[1] if len(sys.argv) > 1 else "dense"
     variant = sys.argv[2] if len(sys.argv) > 2 else ""
     config = json.loads(os.environ.get("TF_CONFIG", "{}"))

@@ -12,6 +12,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _mgpu_child  # noqa: E402
 
+if __name__ == "__main__":
+    _mgpu_child.start()  # first: die with the doctor, stacks on SIGUSR1 even in C code
+
+
 WANTED = {
     "tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-intel", "tensorflow-macos",
     "tf-nightly", "tf-nightly-cpu", "tf-nightly-gpu", "keras", "keras-nightly", "tf-keras",

@@ -16,7 +16,8 @@ the running child so that faulthandler dumps *its* threads, and kills the proces
 
 Test-only fault injection: MGPU_DOCTOR_SMOKE_FAULT="LAYER:FAULT[:DEVICES][,...]" with FAULT one of
 hang (block forever inside a training step), abort (os.abort() in a step), leak (keep 48 MB
-more host memory each epoch), raise (a Python exception in a step).
+more host memory each epoch), raise (a Python exception in a step), killed (SIGKILL in a step of
+the first attempt only, as a kill from outside would).
 """
 
 import json
@@ -28,12 +29,17 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _mgpu_child  # noqa: E402
+
+if __name__ == "__main__":
+    _mgpu_child.start()  # first: die with the doctor, stacks on SIGUSR1 even in C code
+
 from _smoke_models import build_model, keras_flavor, make_data  # noqa: E402
 
 FAULT_ENV = "MGPU_DOCTOR_SMOKE_FAULT"
 LEAK_BYTES = 48 * 1024 * 1024
 _leaked = []
 _current_child = [0]
+_attempt = [1]
 
 
 def _forward_usr1(signum, frame):
@@ -161,6 +167,8 @@ def train(tf, spec, result):
                 threading.Event().wait()  # injected: a step that never finishes
             if fault == "abort" and batch == 1:
                 os.abort()
+            if fault == "killed" and batch == 1 and _attempt[0] == 1:
+                os.kill(os.getpid(), signal.SIGKILL)  # injected: killed from outside, once
             if fault == "raise" and batch == 1:
                 raise RuntimeError("injected fault: raise in a training step")
             state["t"] = time.perf_counter()
@@ -204,13 +212,15 @@ def train(tf, spec, result):
         result["status"] = "ok"
 
 
-def run_one(tf, spec, out_dir):
+def run_one(tf, spec, out_dir, worker_pid, attempt):
     """In the forked child: train, write run-N.json, and leave without running atexit."""
+    _mgpu_child.die_with_parent(signal.SIGKILL, parent=worker_pid)  # not inherited through fork
+    faulthandler_register()
+    _attempt[0] = attempt
     code = 0
     result = {"index": spec["index"], "status": "error"}
     start = time.time()
     try:
-        faulthandler_register()
         train(tf, spec, result)
     except BaseException as exc:
         info = _mgpu_child.describe_exception(exc)
@@ -232,14 +242,15 @@ def run_one(tf, spec, out_dir):
 def faulthandler_register():
     import faulthandler
     faulthandler.enable(all_threads=True)
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
 
 
 def stderr_from(offset):
     try:
         with open("/proc/self/fd/2", "rb") as fh:
-            fh.seek(offset)
-            return fh.read()[-4000:].decode("utf-8", "replace")
+            end = fh.seek(0, os.SEEK_END)
+            fh.seek(max(offset, end - 4000))
+            return fh.read(4000).decode("utf-8", "replace")
     except (IOError, OSError):
         return ""
 
@@ -251,13 +262,22 @@ def stderr_offset():
         return 0
 
 
-def supervise_fork(tf, spec, out_dir):
+def signal_name(number):
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "signal %d" % number
+
+
+def fork_once(tf, spec, out_dir, attempt):
+    """One attempt of a run in a forked child: its result, or how it died."""
     sys.stdout.flush()
     sys.stderr.flush()
     offset = stderr_offset()
+    worker = os.getpid()
     pid = os.fork()
     if pid == 0:
-        run_one(tf, spec, out_dir)
+        run_one(tf, spec, out_dir, worker, attempt)
     _current_child[0] = pid
     _, status = os.waitpid(pid, 0)
     _current_child[0] = 0
@@ -269,33 +289,54 @@ def supervise_fork(tf, spec, out_dir):
         os.remove(path)
     except (IOError, OSError, ValueError):
         result = None
-    if result is None:
-        result = {"index": spec["index"], "status": "crash", "stderr_tail": stderr_from(offset)}
-        if os.WIFSIGNALED(status):
-            sig = os.WTERMSIG(status)
-            try:
-                result["signal"] = signal.Signals(sig).name
-            except ValueError:
-                result["signal"] = "signal %d" % sig
-        else:
-            result["status"] = "error"
-            result["error_type"] = "ExitStatus"
-            result["error_message"] = "the run exited with status %s without a result" % (
-                os.WEXITSTATUS(status) if os.WIFEXITED(status) else status)
+    if result is not None:
+        return result, None
+    result = {"index": spec["index"], "status": "crash", "stderr_tail": stderr_from(offset)}
+    if os.WIFSIGNALED(status):
+        result["signal"] = signal_name(os.WTERMSIG(status))
+        return result, os.WTERMSIG(status)
+    result["status"] = "error"
+    result["error_type"] = "ExitStatus"
+    result["error_message"] = "the run exited with status %s without a result" % (
+        os.WEXITSTATUS(status) if os.WIFEXITED(status) else status)
+    return result, None
+
+
+def supervise_fork(tf, spec, out_dir):
+    """Run one spec; a run killed by a signal is tried once more before it counts as a crash.
+
+    A signal can come from outside (a busy shared machine, the kernel's OOM killer): one death
+    by a signal says little about the layer, two in a row do. Each death records the signal and
+    how many OOM kills the kernel counted meanwhile (the parent tells out-of-memory apart).
+    """
+    deaths = []
+    for attempt in (1, 2):
+        before = _mgpu_child.oom_kill_count()
+        result, signum = fork_once(tf, spec, out_dir, attempt)
+        if signum is None:
+            break
+        after = _mgpu_child.oom_kill_count()
+        deaths.append({"signal": signal_name(signum),
+                       "oom_kills": (after - before) if None not in (before, after) else None})
+        if attempt == 1:
+            _mgpu_child.heartbeat("retry %d" % spec["index"])
+    result["signal_deaths"] = deaths
     return result
 
 
 def main():
-    import faulthandler
-    faulthandler.enable(all_threads=True)
-    signal.signal(signal.SIGUSR1, _forward_usr1)
     specs_path, out_dir = sys.argv[1], sys.argv[2]
     with open(specs_path) as fh:
         specs = json.load(fh)
     start = time.time()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
+    import tensorflow as tf  # a hang here still answers SIGUSR1: faulthandler dumps from C level
     import_s = time.time() - start
+    # From now on the worker waits for forked runs in os.waitpid: a Python-level handler runs
+    # there and sends SIGUSR1 on to the run in flight, whose stacks are the ones that matter.
+    import faulthandler
+    faulthandler.unregister(signal.SIGUSR1)
+    signal.signal(signal.SIGUSR1, _forward_usr1)
     _mgpu_child.heartbeat("imported")
     lines = os.path.join(out_dir, "runs.jsonl")
     for spec in specs:

@@ -13,6 +13,10 @@ import warnings
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _mgpu_child  # noqa: E402
 
+if __name__ == "__main__":
+    _mgpu_child.start()  # first: die with the doctor, stacks on SIGUSR1 even in C code
+
+
 GPU_LIBRARIES = (
     "libcuda.", "libcudart", "libcublas", "libcufft", "libcurand", "libcusolver",
     "libcusparse", "libcudnn", "libnccl", "libnvrtc", "libnvJitLink", "libnvinfer", "libcublasLt",
@@ -37,7 +41,6 @@ def keras_view(tf):
 
 
 def main():
-    _mgpu_child.install_stack_dumps()
     caught = []
     start = time.time()
     with warnings.catch_warnings(record=True) as recorded:

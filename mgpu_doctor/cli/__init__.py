@@ -1,7 +1,7 @@
 """Command line: ``main(argv) -> int``. One module per sub-command; exit codes live here.
 
 Exit codes: 0 nothing at or above --fail-on, 1 findings at or above it, 2 usage or bad input,
-3 internal error, 130 interrupted.
+3 internal error, 128 + the signal when stopped: 130 SIGINT (Ctrl-C), 143 SIGTERM, 129 SIGHUP.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from mgpu_doctor import __version__
+from mgpu_doctor import __version__, interrupts
 from mgpu_doctor.cli.errors import UsageError
 from mgpu_doctor.errors import BadInput
 
@@ -49,6 +49,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # SIGTERM and SIGHUP (schedulers, CI, a closed terminal) stop the doctor like Ctrl-C does:
+    # the children are killed, what finished is kept and reported, exit 128 + the signal.
+    with interrupts.stop_signals_raise():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         words = list(sys.argv[1:] if argv is None else argv)
         parser = build_parser(words[0] if words and words[0] in COMMANDS else None)
@@ -60,13 +67,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BadInput as exc:
         print(f"mgpu-doctor: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("\nmgpu-doctor: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        _say_interrupted(exc)
+        return interrupts.exit_code(exc)
     except BrokenPipeError:
         _silence_broken_pipe()
         return EXIT_OK
     except Exception as exc:
+        if interrupts.received() is not None:  # stopped, and the output went with the terminal (SIGHUP)
+            return interrupts.exit_code()
         if os.environ.get("MGPU_DOCTOR_DEBUG"):
             traceback.print_exc()
         print(
@@ -75,6 +84,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERNAL
+
+
+def _say_interrupted(exc: BaseException) -> None:
+    why = f" by {exc.args[0]}" if isinstance(exc, interrupts.Interrupted) else ""
+    try:
+        print(f"\nmgpu-doctor: interrupted{why}", file=sys.stderr)
+    except (OSError, ValueError):  # stderr gone with the terminal
+        pass
 
 
 def _silence_broken_pipe() -> None:

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
+from mgpu_doctor import interrupts
 from mgpu_doctor.cli.errors import UsageError
 from mgpu_doctor.cli.options import OutputOptions
 from mgpu_doctor.report import Report
-
-EXIT_INTERRUPTED = 130
 
 
 def write_text(path: str | Path, text: str) -> None:
@@ -68,6 +68,13 @@ def emit(report: Report, output: OutputOptions, interrupted: bool = False) -> in
     if output.junit is not None:
         write_text(output.junit, junit.render(report, options))
     if interrupted:
-        print("mgpu-doctor: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return interrupted_exit()
     return exit_code_for(report, options.fail_on)
+
+
+def interrupted_exit() -> int:
+    """After the report of what finished: say so, and exit 128 + the signal that stopped us."""
+    signum = interrupts.received()
+    print("mgpu-doctor: interrupted" + (f" by {signal.Signals(signum).name}" if signum else ""),
+          file=sys.stderr)
+    return interrupts.exit_code()

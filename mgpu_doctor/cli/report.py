@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from mgpu_doctor.cli.common import EXIT_INTERRUPTED, progress_on_stderr, write_text
+from mgpu_doctor.cli.common import interrupted_exit, progress_on_stderr, write_text
 from mgpu_doctor.cli.options import add_diagnose_options, diagnose_options
 from mgpu_doctor.diagnose import diagnose
 from mgpu_doctor.reporters import RenderOptions
@@ -36,4 +36,4 @@ def run(args: argparse.Namespace) -> int:
               "(`mgpu-doctor check --from FILE` replays it)", file=sys.stderr)
     else:
         sys.stdout.write(text)
-    return EXIT_INTERRUPTED if result.interrupted else 0
+    return interrupted_exit() if result.interrupted else 0

@@ -25,6 +25,8 @@ STATUS_SYMPTOMS: dict[str, tuple[str, ...]] = {
     "diverged": ("nan",),
 }
 GPU_ONLY_KEYS = ("cuda", "cudnn", "nccl", "driver")
+# Statuses no known issue explains: a good run, and one the kernel's OOM killer ended.
+NOT_THE_LAYERS_FAULT = ("ok", "oom")
 
 
 class SmokeRunLike(Protocol):
@@ -44,7 +46,7 @@ class SmokeRunLike(Protocol):
     @property
     def scenario(self) -> str: ...  # "even" or "uneven_final_batch"
     @property
-    def status(self) -> str: ...  # ok, hang, crash, error, nan, diverged
+    def status(self) -> str: ...  # ok, hang, crash, error, nan, diverged, oom
 
 
 def run_environment(environment: Environment, run: SmokeRunLike, strategy: str = "mirrored") -> Environment:
@@ -78,7 +80,7 @@ def smoke_findings(
     """
     findings: list[Finding] = []
     for run in runs:
-        if run.status == "ok":
+        if run.status in NOT_THE_LAYERS_FAULT:
             continue
         symptoms = STATUS_SYMPTOMS.get(run.status, (run.status,))
         env = run_environment(environment, run, strategy)
@@ -173,7 +175,7 @@ def with_known_issues(
     strategy: str = "mirrored",
 ) -> list[CheckOutcome]:
     """Each failed run's outcome gains its known-issue (or not-in-the-matrix) findings."""
-    by_name = {run.name: run for run in runs if run.status != "ok"}
+    by_name = {run.name: run for run in runs if run.status not in NOT_THE_LAYERS_FAULT}
     out = []
     for outcome in outcomes:
         run = by_name.get(outcome.name)

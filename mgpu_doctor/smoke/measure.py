@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import dataclass
 from typing import Any
 
 from mgpu_doctor.smoke.model import STATUSES, SmokeRun, SmokeSpec
@@ -24,11 +25,57 @@ def slope(values: list[float]) -> float | None:
     return num / den
 
 
+@dataclass(frozen=True)
+class SignalDeath:
+    """One attempt of a run that died by a signal, and the OOM kills the kernel counted meanwhile."""
+
+    signal: str
+    oom_kills: int | None  # None: the count could not be read
+
+    @property
+    def out_of_memory(self) -> bool:
+        # The OOM killer always sends SIGKILL; a SIGKILL while its count went up is its doing.
+        return self.signal == "SIGKILL" and bool(self.oom_kills)
+
+    def describe(self) -> str:
+        if self.out_of_memory:
+            return "killed by the kernel's OOM killer (SIGKILL, out of memory)"
+        return f"died by {self.signal}"
+
+
+def signal_deaths(data: Any) -> list[SignalDeath]:
+    """The worker's record of attempts that died by a signal (``signal_deaths`` in runs.jsonl)."""
+    if not isinstance(data, list):
+        return []
+    out = []
+    for item in data:
+        if isinstance(item, dict) and isinstance(item.get("signal"), str):
+            kills = item.get("oom_kills")
+            out.append(SignalDeath(item["signal"], kills if isinstance(kills, int) and
+                                   not isinstance(kills, bool) else None))
+    return out
+
+
+def classify_signal_deaths(status: str, deaths: list[SignalDeath]) -> tuple[str, str]:
+    """(status, retried_after) of a run whose attempts that died by a signal are ``deaths``.
+
+    The worker tries a run that died by a signal once more: a crash of the layer is a crash of
+    both attempts. The last attempt killed by the OOM killer is out of memory ("oom"), whatever
+    the layer; a first attempt that died is told in ``retried_after`` beside the final status.
+    """
+    if not deaths:
+        return status, ""
+    if status == "crash" and deaths[-1].out_of_memory:
+        status = "oom"
+    return status, deaths[0].describe()
+
+
 def run_from_child(spec: SmokeSpec, data: dict[str, Any]) -> SmokeRun:
     """A finished run as the child reported it (``data``: one line of runs.jsonl)."""
     status = str(data.get("status", "error"))
     if status not in STATUSES:
         status = "error"
+    status, retried_after = classify_signal_deaths(status, signal_deaths(data.get("signal_deaths")))
     losses = [_float(v) for v in data.get("losses", [])]
     if status == "ok" and diverged(losses):
         status = "diverged"
@@ -55,6 +102,7 @@ def run_from_child(spec: SmokeSpec, data: dict[str, Any]) -> SmokeRun:
         error_type=str(data.get("error_type", "")),
         error_message=str(data.get("error_message", ""))[-MAX_TEXT:],
         signal=str(data.get("signal", "")),
+        retried_after=retried_after,
         stderr_tail=str(data.get("stderr_tail", ""))[-MAX_TEXT:],
         duration_s=float(data.get("duration_s", 0.0) or 0.0),
     )
@@ -62,11 +110,12 @@ def run_from_child(spec: SmokeSpec, data: dict[str, Any]) -> SmokeRun:
 
 def failed_run(spec: SmokeSpec, status: str, *, error_type: str = "", message: str = "",
                signal: str = "", stacks: str = "", stderr_tail: str = "",
-               duration_s: float = 0.0) -> SmokeRun:
+               duration_s: float = 0.0, retried_after: str = "") -> SmokeRun:
     """A run the worker could not report itself (a hang, or the worker died)."""
     return SmokeRun(**_spec_fields(spec), status=status, error_type=error_type,
                     error_message=message, signal=signal, stacks=stacks[-MAX_TEXT:],
-                    stderr_tail=stderr_tail[-MAX_TEXT:], duration_s=duration_s)
+                    stderr_tail=stderr_tail[-MAX_TEXT:], duration_s=duration_s,
+                    retried_after=retried_after)
 
 
 def _spec_fields(spec: SmokeSpec) -> dict[str, Any]:

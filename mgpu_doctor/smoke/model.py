@@ -11,7 +11,7 @@ VARIANTS: dict[str, tuple[str, ...]] = {
     "batchnorm": ("plain", "sync"),
 }
 SCENARIOS = ("even", "uneven_final_batch")
-STATUSES = ("ok", "hang", "crash", "error", "nan", "diverged")
+STATUSES = ("ok", "hang", "crash", "error", "nan", "diverged", "oom")
 DEVICE_KINDS = ("gpu", "cpu-virtual")
 
 
@@ -45,7 +45,9 @@ class SmokeRun:
     """What one smoke training did, with everything measured (JSON round trip via serde).
 
     ``status``: ok, hang, crash, error, nan (a non-finite loss or weight), diverged (the loss
-    blew up while staying finite). Losses are per epoch; ``None`` marks a non-finite value.
+    blew up while staying finite), oom (the kernel's OOM killer ended it: not the layer's fault).
+    A run that died by a signal was tried once more; ``retried_after`` says how the first try ended.
+    Losses are per epoch; ``None`` marks a non-finite value.
     The comparison fields (``speedup``, ``loss_vs_single``...) are filled on the N-device run
     from its 1-device twin (same layer, variant, scenario and global batch).
     """
@@ -77,6 +79,7 @@ class SmokeRun:
     error_type: str = ""
     error_message: str = ""
     signal: str = ""
+    retried_after: str = ""  # "" unless a first attempt died by a signal: how it died
     stacks: str = ""  # every thread's Python stack when a hang was declared
     stderr_tail: str = ""
     duration_s: float = 0.0

@@ -100,11 +100,23 @@ def run_findings(run: SmokeRun, runs: list[SmokeRun], stall_timeout_s: float | N
                       *_head(run.stacks or run.stderr_tail)],
             fix=_hang_fix(run, runs), links=[DISTRIBUTE_GUIDE],
         )]
+    if run.status == "oom":
+        return [Finding(
+            code=f"{code}.out-of-memory", severity=Severity.ERROR,
+            title=f"{label}: the kernel's OOM killer ended the training (out of host memory); "
+                  "this says nothing about the layer",
+            evidence=[f"status: oom ({run.signal or 'SIGKILL'} while the kernel counted an OOM kill)",
+                      *_attempts(run), *_trim(run.stderr_tail, 8)],
+            fix="Free host memory (other jobs or processes on this machine) or raise this job's memory "
+                "limit (the cgroup's memory.max, the scheduler's --mem), then run the smoke again: "
+                "the layer was not tested.",
+        )]
     if run.status == "crash":
         return [Finding(
             code=f"{code}.crash", severity=Severity.ERROR,
-            title=f"{label}: the training process crashed with {run.signal or 'a signal'}",
-            evidence=[f"signal: {run.signal}", *_trim(run.stderr_tail, 20)],
+            title=f"{label}: the training process crashed with {run.signal or 'a signal'}"
+                  + (" twice" if run.retried_after else ""),
+            evidence=[f"signal: {run.signal}", *_attempts(run), *_trim(run.stderr_tail, 20)],
             fix=_other_variant_fix(run, runs) or (
                 "Run the same model outside mgpu-doctor to get the native backtrace (for example "
                 "under `gdb -ex run --args python train.py`), and check that the driver, CUDA and "
@@ -144,11 +156,48 @@ def run_findings(run: SmokeRun, runs: list[SmokeRun], stall_timeout_s: float | N
     findings.extend(_agreement_findings(run))
     findings.extend(_memory_findings(run))
     findings.extend(_scaling_findings(run))
+    if run.retried_after:
+        findings.append(_retried_finding(run))
     if run.status == "ok":
         findings.append(Finding(code=f"{code}.ok", severity=Severity.OK,
                                 title=f"trained, loss {_losses(run, last_only=True)}",
                                 evidence=_measurements(run)))
     return findings
+
+
+# Signals that come from outside the training (a scheduler, an operator, the OOM killer), not
+# from a fault in it: a first attempt ended by one of them and a good retry is not a warning.
+OUTSIDE_SIGNALS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP")
+
+
+def _attempts(run: SmokeRun) -> list[str]:
+    if not run.retried_after:
+        return []
+    return [f"first attempt: {run.retried_after}; tried once more: {run.status}"
+            + (f" ({run.signal})" if run.signal else "")]
+
+
+def _retried_finding(run: SmokeRun) -> Finding:
+    """A first attempt died by a signal and the retry got further than a crash."""
+    first = run.retried_after
+    outside = any(first.startswith(f"died by {sig}") for sig in OUTSIDE_SIGNALS) or "OOM killer" in first
+    if outside:
+        return Finding(
+            code=f"smoke.{run.layer}.retried", severity=Severity.INFO,
+            title=f"{_label(run)}: the first attempt was {first.replace('died by', 'ended by')}, "
+                  "from outside the training; the retry decided",
+            evidence=_attempts(run),
+            fix="Nothing to do for the layer; on a shared machine other jobs can kill or starve "
+                "a training.",
+        )
+    return Finding(
+        code=f"smoke.{run.layer}.intermittent-crash", severity=Severity.WARNING,
+        title=f"{_label(run)}: the training {first} once and not when tried again",
+        evidence=_attempts(run),
+        fix="A crash that comes and goes is often a race or uninitialised memory in a native "
+            "library: run the smoke again, and compare the driver, CUDA and cuDNN versions with "
+            "this TensorFlow build (`mgpu-doctor check`).",
+    )
 
 
 def _nan_finding(run: SmokeRun, runs: list[SmokeRun]) -> Finding:

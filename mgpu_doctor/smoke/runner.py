@@ -13,7 +13,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mgpu_doctor.childproc import ChildOutcome, run_child
@@ -56,8 +56,11 @@ def run_suite(
     remaining = list(specs)
     workers = 0
     interrupted = False
+    retried: dict[int, str] = {}  # runs whose worker died by a signal under them once
 
     def record(run: SmokeRun, spec: SmokeSpec) -> None:
+        if spec.index in retried and not run.retried_after:
+            run = replace(run, retried_after=retried[spec.index])
         done[spec.index] = run
         if on_run is not None:
             on_run(run)
@@ -77,6 +80,11 @@ def run_suite(
                     record(failed_run(spec, "error", error_type="WorkerFailed", message=why,
                                       stderr_tail=outcome.stderr_tail), spec)
                 break
+            if outcome.signal_name and victim.index not in retried:
+                # A signal from outside (a busy machine, the OOM killer) takes the worker down
+                # too: one death proves nothing about the layer; a new worker tries it again.
+                retried[victim.index] = f"died by {outcome.signal_name} (the smoke worker with it)"
+                continue
             began = started_at.get(victim.index, time.monotonic() - outcome.duration_s)
             record(_blame(victim, outcome, time.monotonic() - began), victim)
             remaining = remaining[1:]
