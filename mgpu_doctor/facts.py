@@ -30,6 +30,15 @@ class Unavailable:
         return f"{self.reason}: {self.detail}"
 
 
+# Causes that mean the diagnosed Python itself cannot run the doctor's child scripts.
+INTERPRETER_CAUSES = ("bad-interpreter", "python-too-old", "interpreter-timeout", "interpreter-not-started")
+
+
+def interpreter_broken(value: object) -> bool:
+    """A fact that is missing because the diagnosed Python does not run."""
+    return isinstance(value, Unavailable) and value.cause in INTERPRETER_CAUSES
+
+
 def absent(detail: str, cause: str = "") -> Unavailable:
     return Unavailable("absent", detail, cause)
 

@@ -403,8 +403,8 @@ def _tensorflow(packages: PackageFacts | Unavailable, tf: TensorFlowFacts | Unav
 def _why_no_package(packages: PackageFacts | Unavailable, tf: TensorFlowFacts | Unavailable,
                     what: str) -> Unavailable:
     if isinstance(packages, Unavailable):
-        return Unavailable(packages.reason, f"installed packages {packages.reason}: {packages.detail}",
-                           packages.cause)
+        first = packages.detail.strip().splitlines()[0] if packages.detail.strip() else ""
+        return Unavailable(packages.reason, f"installed packages {packages.reason}: {first}", packages.cause)
     if isinstance(tf, Unavailable) and tf.reason == "failed":
         return failed(f"{what}: not installed, and the TensorFlow child failed ({tf.detail.splitlines()[0]})"
                       if tf.detail.strip() else f"{what}: not installed")

@@ -9,6 +9,8 @@ from mgpu_doctor.findings import Finding, Severity
 from mgpu_doctor.resolve import KERAS3_FIRST_TF, ResolvedEnvironment
 from mgpu_doctor.snapshot import Snapshot
 
+LEGACY_WITHOUT_TF_KERAS = "keras.legacy-without-tf-keras"
+
 
 def check_tensorflow_distributions(snapshot: Snapshot) -> list[Finding]:
     packages = need_packages(snapshot)
@@ -68,7 +70,7 @@ def check_keras(env: ResolvedEnvironment) -> list[Finding]:
     minor_pin = f"tf-keras~={tf_version.major}.{tf_version.minor}.0"
     if modern and legacy and tf_keras.absent:
         findings.append(Finding(
-            "keras.legacy-without-tf-keras", Severity.ERROR,
+            LEGACY_WITHOUT_TF_KERAS, Severity.ERROR,
             "TF_USE_LEGACY_KERAS=1 is set but tf-keras is not installed: `tf.keras` will fail",
             evidence, fix=f"pip install '{minor_pin}'",
         ))

@@ -6,7 +6,7 @@ import re
 
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.facts_access import need, need_nvml, need_tensorflow
-from mgpu_doctor.facts import Unavailable
+from mgpu_doctor.facts import Unavailable, interpreter_broken
 from mgpu_doctor.findings import Finding, Severity
 from mgpu_doctor.snapshot import Snapshot
 from mgpu_doctor.visibility import hides_all_on_purpose, visible_gpus
@@ -81,6 +81,17 @@ def check_tensorflow_import(snapshot: Snapshot) -> list[Finding]:
         )]
     if tf.reason == "skipped":
         raise CheckSkipped(tf.detail)
+    if interpreter_broken(tf):
+        raise CheckSkipped("the diagnosed Python does not work (see the `python` check)")
+    if tf.cause == "child-not-started":
+        return [Finding(
+            "tensorflow.probe-not-started", Severity.ERROR,
+            f"The TensorFlow probe could not be started under {who}",
+            evidence=[line for line in tf.detail.splitlines() if line.strip()][:14],
+            fix="The interpreter ran the package probe a moment before: check that it, its #! line "
+                "and the files it opens are still there and executable, and that the machine can "
+                "start processes (ulimit -u, free memory).",
+        )]
     if tf.reason == "absent":
         return [Finding(
             "tensorflow.not-installed", Severity.ERROR,

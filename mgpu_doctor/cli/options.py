@@ -140,8 +140,11 @@ def output_options(args: argparse.Namespace) -> OutputOptions:
 
 def interpreter_from(args: argparse.Namespace) -> Interpreter | None:
     """The interpreter ``--python`` names (None: the doctor's own)."""
-    if not getattr(args, "python", None):
+    if getattr(args, "python", None) is None:
         return None
+    if not args.python.strip():
+        raise UsageError("--python: empty path; name the Python interpreter to diagnose "
+                         "(for example --python /path/to/venv/bin/python)")
     path = Path(args.python).expanduser()
     interp = Interpreter(str(path if path.is_absolute() else path.absolute()))
     problem = interp.problem()

@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from mgpu_doctor import __version__
+from mgpu_doctor.checks import CHECKS, run_check
 from mgpu_doctor.cli.common import emit, progress_on_stderr
 from mgpu_doctor.cli.options import (
     add_matrix_option,
@@ -18,9 +19,12 @@ from mgpu_doctor.cli.options import (
     output_options,
     smoke_request,
 )
+from mgpu_doctor.facts import interpreter_broken
+from mgpu_doctor.findings import CheckOutcome, CheckStatus
 from mgpu_doctor.multiworker.model import KERAS_CHOICES
 from mgpu_doctor.probes.interpreter import Interpreter
 from mgpu_doctor.report import new_report
+from mgpu_doctor.resolve import resolve
 from mgpu_doctor.smoke.section import gather_for_smoke, open_results, run_smoke_section
 
 
@@ -64,6 +68,13 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
     dirs = matrix_dirs(args)
     with progress_on_stderr() as progress:
         snapshot = gather_for_smoke(interpreter, nvml_module, progress)
+    if interpreter_broken(snapshot.python):  # nothing can train under it: say why, run nothing
+        python_check = next(c for c in CHECKS if c.name == "python")
+        skipped = CheckOutcome("smoke", "Smoke trainings", CheckStatus.SKIPPED,
+                               skip_reason="the diagnosed Python does not work")
+        report = new_report("smoke", "this machine", [run_check(python_check, resolve(snapshot)), skipped],
+                            tool_version=__version__, snapshot=snapshot)
+        return emit(report, output)
     results_file = open_results(request.results_path)
     try:
         if multiworker is not None:

@@ -11,10 +11,13 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import IO
 
 from mgpu_doctor import __version__
+from mgpu_doctor.checks.base import CheckSkipped
+from mgpu_doctor.checks.packages import LEGACY_WITHOUT_TF_KERAS, check_keras
 from mgpu_doctor.cli.common import Progress, emit
 from mgpu_doctor.cli.errors import UsageError
 from mgpu_doctor.cli.options import OutputOptions
@@ -133,7 +136,36 @@ def why_not(plan: MultiWorkerPlan, snapshot: Snapshot, interpreter: Interpreter)
 def without_missing_tf_keras(
     plan: MultiWorkerPlan, snapshot: Snapshot, interpreter: Interpreter
 ) -> tuple[MultiWorkerPlan, list[CheckOutcome]]:
-    """tf-keras runs cannot run without tf-keras: skipped, with how to install it."""
+    """tf-keras runs cannot run without tf-keras: skipped, with how to install it. The
+    environment's own Keras (``--keras env``) with TF_USE_LEGACY_KERAS=1 and no tf-keras fails in
+    every worker: an error with the real cause (the `keras` check's finding), not run."""
+    plan, outcomes = _without_broken_env_keras(plan, snapshot)
+    plan, skipped = _without_tf_keras_runs(plan, snapshot, interpreter)
+    return plan, outcomes + skipped
+
+
+def _without_broken_env_keras(
+    plan: MultiWorkerPlan, snapshot: Snapshot
+) -> tuple[MultiWorkerPlan, list[CheckOutcome]]:
+    if "env" not in plan.kerases:
+        return plan, []
+    try:
+        findings = check_keras(resolve(snapshot))
+    except CheckSkipped:
+        return plan, []
+    legacy = next((f for f in findings if f.code == LEGACY_WITHOUT_TF_KERAS), None)
+    if legacy is None:
+        return plan, []
+    finding = replace(legacy, evidence=[*legacy.evidence, "so `tf.keras` fails in every worker: the "
+                                        "multi-worker smoke with this environment's Keras was not run"])
+    failed = CheckOutcome("smoke/multiworker", "Multi-worker smoke training", CheckStatus.FAILED, [finding])
+    kept = tuple(k for k in plan.kerases if k != "env")
+    return MultiWorkerPlan(plan.workers, plan.layers, kept, plan.task), [failed]
+
+
+def _without_tf_keras_runs(
+    plan: MultiWorkerPlan, snapshot: Snapshot, interpreter: Interpreter
+) -> tuple[MultiWorkerPlan, list[CheckOutcome]]:
     packages = snapshot.packages
     if "tf-keras" not in plan.kerases or isinstance(packages, Unavailable) or "tf-keras" in packages.versions:
         return plan, []

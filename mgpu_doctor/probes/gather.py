@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mgpu_doctor import __version__
-from mgpu_doctor.facts import Unavailable, failed, skipped
+from mgpu_doctor.facts import Unavailable, failed, interpreter_broken, skipped
 from mgpu_doctor.probes.envvars import gather_env
 from mgpu_doctor.probes.host import gather_host
 from mgpu_doctor.probes.interpreter import Interpreter
@@ -72,8 +72,9 @@ def gather_library_facts(options: GatherOptions, python: Any, tensorflow: Any) -
         list(tensorflow.loaded_libraries) + list(tensorflow.loaded_after_import)
     probe_input = LibraryProbeInput(env=dict(os.environ), site_packages=site_packages,
                                     loaded_by_tensorflow=loaded)
+    load = not options.quick and not interpreter_broken(python)  # loads run under that Python
     try:
-        return gather_libraries(probe_input, options.interpreter, load_versions=not options.quick)
+        return gather_libraries(probe_input, options.interpreter, load_versions=load)
     except (OSError, ValueError) as exc:  # a probe failure is a fact, never a traceback
         return failed(f"library discovery failed: {type(exc).__name__}: {exc}",
                       cause=f"exception:{type(exc).__name__}")

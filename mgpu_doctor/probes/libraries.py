@@ -19,13 +19,13 @@ import json
 import os
 import platform
 import re
-import subprocess
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from mgpu_doctor.childproc import run_tool
 from mgpu_doctor.facts import absent
 from mgpu_doctor.library_model import LIBRARY_FILE, TOOLS
 from mgpu_doctor.probes.interpreter import Interpreter
@@ -34,6 +34,7 @@ from mgpu_doctor.snapshot import XLA_DATA_DIR_LABEL, CudaToolkit, LibraryCopy, L
 LOAD_TIMEOUT_S = 20.0
 LOAD_STALL_S = 10.0
 TOOL_TIMEOUT_S = 5.0
+LDCONFIG_KEEP_BYTES = 16 * 1024 * 1024  # `ldconfig -p` lists every library: keep all of a large cache
 XLA_DATA_DIR = XLA_DATA_DIR_LABEL
 DEFAULT_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib")
 # Libraries the ctypes child asks for a version (cuDNN's sub-libraries are big and have none).
@@ -170,15 +171,12 @@ def _root_of(lib_dir: str) -> str:
 
 
 def _ldconfig_entries(machine: str) -> list[tuple[str, str]]:
-    try:
-        out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=TOOL_TIMEOUT_S,
-                             check=False).stdout
-    except (OSError, subprocess.SubprocessError):
-        try:
-            out = subprocess.run(["/sbin/ldconfig", "-p"], capture_output=True, text=True,
-                                 timeout=TOOL_TIMEOUT_S, check=False).stdout
-        except (OSError, subprocess.SubprocessError):
-            return []
+    out = ""
+    for ldconfig in ("ldconfig", "/sbin/ldconfig"):
+        ran = run_tool([ldconfig, "-p"], TOOL_TIMEOUT_S, keep_bytes=LDCONFIG_KEEP_BYTES)
+        if not ran.start_error:
+            out = ran.stdout if ran.returncode == 0 else ""
+            break
     entries = []
     want_64 = machine.endswith("64")
     for line in out.splitlines():
@@ -387,11 +385,7 @@ def _root_of_bin(bin_dir: str) -> str:
 
 def tool_version(path: str) -> str:
     """``ptxas --version`` / ``nvcc --version``: "Cuda compilation tools, release 12.5, V12.5.82"."""
-    try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=TOOL_TIMEOUT_S,
-                             stdin=subprocess.DEVNULL, check=False).stdout
-    except (OSError, subprocess.SubprocessError):
-        return ""
+    out = run_tool([path, "--version"], TOOL_TIMEOUT_S).stdout
     match = re.search(r"\bV(\d+\.\d+\.\d+)", out) or re.search(r"release (\d+\.\d+)", out)
     return match.group(1) if match else ""
 

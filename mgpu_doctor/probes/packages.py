@@ -2,34 +2,52 @@
 
 from __future__ import annotations
 
+import math
 import os
-import subprocess
 import sys
 from typing import Any
 
+from mgpu_doctor.childproc import ChildOutcome, run_tool
+from mgpu_doctor.errors import BadInput
 from mgpu_doctor.facts import Unavailable, failed
-from mgpu_doctor.probes.interpreter import Interpreter
+from mgpu_doctor.probes.interpreter import CHILD_SCRIPTS, Interpreter
 from mgpu_doctor.snapshot import PackageFacts, PythonFacts
 
 PACKAGES_TIMEOUT_S = 30.0
-MIN_PYTHON = (3, 6)
+TIMEOUT_ENV = "MGPU_DOCTOR_PYTHON_TIMEOUT"  # seconds the diagnosed Python has to answer
+MIN_PYTHON = (3, 6)  # what the child scripts are written for (a test runs them under 3.6)
+SHOWN_LINES = 8
+SHOWN_LINE_CHARS = 160
+
+
+def python_timeout() -> float:
+    """How long the first child of the diagnosed Python may take: ``$MGPU_DOCTOR_PYTHON_TIMEOUT``
+    seconds, 30 by default (a cold network file system can make a big environment slow)."""
+    text = os.environ.get(TIMEOUT_ENV, "")
+    try:
+        value = float(text) if text else PACKAGES_TIMEOUT_S
+    except ValueError:
+        raise BadInput(f"{TIMEOUT_ENV}={text!r}: not a number of seconds") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise BadInput(f"{TIMEOUT_ENV}={text!r}: must be a positive number of seconds")
+    return value
 
 
 def gather_python_and_packages(
     interpreter: Interpreter,
 ) -> tuple[PythonFacts | Unavailable, PackageFacts | Unavailable, str]:
-    """Returns the interpreter facts, the package facts and the interpreter's libc string."""
+    """Returns the interpreter facts, the package facts and the interpreter's libc string.
+
+    This is the first child the diagnosed Python runs: when it cannot run it, the facts say so
+    with a cause in ``INTERPRETER_CAUSES`` and no other probe tries that Python again.
+    """
     problem = interpreter.problem()
     if problem:
         gone = failed(problem, cause="bad-interpreter")
         return gone, gone, ""
-    outcome = interpreter.run_script("packages_probe.py", timeout_s=PACKAGES_TIMEOUT_S)
+    outcome = interpreter.run_script("packages_probe.py", timeout_s=python_timeout())
     if not outcome.ok:
-        too_old = _too_old(interpreter.executable)
-        why = failed(
-            too_old or f"package probe under {interpreter.executable} {outcome.failure_summary()}",
-            cause="python-too-old" if too_old else "child-failed",
-        )
+        why = interpreter_failure(interpreter, outcome)
         return why, why, ""
     try:
         return _parse(outcome.result)
@@ -38,14 +56,51 @@ def gather_python_and_packages(
         return why, why, ""
 
 
+def interpreter_failure(interpreter: Interpreter, outcome: ChildOutcome) -> Unavailable:
+    """Why the diagnosed Python could not run a small standard-library script: what was run,
+    how it ended, and what it printed (trimmed)."""
+    script = CHILD_SCRIPTS / "packages_probe.py"
+    ran = f"ran: {interpreter.executable} {script}"
+    if outcome.start_error:
+        return failed("\n".join([f"{interpreter.executable} could not be started: {outcome.start_error}",
+                                 ran]), cause="interpreter-not-started")
+    if outcome.timed_out:
+        return failed("\n".join([
+            f"{interpreter.executable} did not answer within {outcome.duration_s:.0f} s; it was killed "
+            f"with every process it had started", ran, *_printed(outcome)]), cause="interpreter-timeout")
+    too_old = _too_old(interpreter.executable) if outcome.returncode not in (0, None) else ""
+    if too_old:
+        return failed("\n".join([too_old, ran, *_printed(outcome)]), cause="python-too-old")
+    return failed("\n".join([f"{interpreter.executable} does not run mgpu-doctor's probe: it "
+                             f"{outcome.failure_summary()}", ran, *_printed(outcome)]),
+                  cause="bad-interpreter")
+
+
+def _printed(outcome: ChildOutcome) -> list[str]:
+    """What the child printed, a few lines of each stream, or that it printed nothing."""
+    lines = []
+    for name, text, first in (("stdout", outcome.stdout, True), ("stderr", outcome.stderr, False)):
+        shown = [line for line in text.splitlines() if line.strip()]
+        if not shown:
+            continue
+        picked = shown[:SHOWN_LINES] if first else shown[-SHOWN_LINES:]
+        more = len(shown) - len(picked)
+        not_text = " (output that is not UTF-8 text)" if "\ufffd" in text else ""
+        hidden = f", {more} more lines not shown" if more else ""
+        lines.append(f"it printed on {name}{not_text}{hidden}:")
+        lines += ["  " + _cut(line) for line in picked]
+    return lines or ["it printed nothing"]
+
+
+def _cut(line: str) -> str:
+    line = line.rstrip()
+    return line if len(line) <= SHOWN_LINE_CHARS else line[:SHOWN_LINE_CHARS - 3] + "..."
+
+
 def _too_old(executable: str) -> str:
     """Only asked after a failure: is the interpreter older than the children support?"""
-    try:
-        done = subprocess.run([executable, "--version"], capture_output=True, text=True,
-                              timeout=10, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    words = (done.stdout + done.stderr).split()
+    done = run_tool([executable, "--version"], timeout_s=min(10.0, python_timeout()))
+    words = (done.stdout + "\n" + done.stderr).split()
     if len(words) >= 2 and words[0] == "Python":
         parts = words[1].split(".")
         if (parts[0].isdigit() and parts[1:2] and parts[1].isdigit()

@@ -8,7 +8,7 @@ from typing import Any
 
 from mgpu_doctor.childproc import ChildOutcome
 from mgpu_doctor.distributions import TF_DISTRIBUTIONS
-from mgpu_doctor.facts import Unavailable, absent, failed
+from mgpu_doctor.facts import Unavailable, absent, failed, interpreter_broken
 from mgpu_doctor.probes.interpreter import Interpreter
 from mgpu_doctor.snapshot import PackageFacts, TensorFlowFacts, TfDevice
 
@@ -33,6 +33,9 @@ def gather_tensorflow(
             f"no TensorFlow distribution is installed for {interpreter.executable}",
             cause="not-installed",
         )
+    if interpreter_broken(packages):  # the package probe found it does not work: not again
+        assert isinstance(packages, Unavailable)
+        return failed(packages.detail.splitlines()[0], cause=packages.cause)
     problem = interpreter.problem()
     if problem:
         return failed(problem, cause="bad-interpreter")
@@ -41,6 +44,8 @@ def gather_tensorflow(
 
 
 def tensorflow_facts_from_outcome(outcome: ChildOutcome) -> TensorFlowFacts | Unavailable:
+    if outcome.start_error:
+        return failed(f"the TensorFlow probe {outcome.failure_summary()}", cause="child-not-started")
     if outcome.timed_out:
         return failed(
             f"`import tensorflow` {outcome.failure_summary()}. Python stacks at that moment:\n"

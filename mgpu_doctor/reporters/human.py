@@ -88,7 +88,8 @@ def libraries_lines(view: LibrariesView, source: str) -> list[str]:
     else:
         out.append(f"Driver: unknown ({driver.note})")
     if not view.versions_loaded:
-        out.append("Versions from file names and metadata only (--quick: nothing was loaded).")
+        out.append("Versions from file names and metadata only (nothing was loaded: --quick, or the "
+                   "diagnosed Python does not work).")
     out.append("")
     table = [[r.name, r.built_for or "-",
               (f"{r.in_use_version or '?'}  {r.in_use}" if r.in_use else "not found"),

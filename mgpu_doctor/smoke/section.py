@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import IO, TextIO
 
 from mgpu_doctor.errors import BadInput
-from mgpu_doctor.facts import Unavailable
+from mgpu_doctor.facts import Unavailable, interpreter_broken
 from mgpu_doctor.findings import CheckOutcome, CheckStatus
 from mgpu_doctor.matrix.known_issues import load_matrix
 from mgpu_doctor.matrix.match import environment_from_resolved
@@ -95,6 +95,8 @@ def run_smoke_section(
     matrix_dirs: tuple[Path, ...] = (),
 ) -> SmokeSection:
     """Plan and run the smoke suite for this snapshot's machine; never raises on Ctrl-C."""
+    if interpreter_broken(snapshot.python):
+        return SmokeSection(outcomes=[_skipped("the diagnosed Python does not work (the `python` check)")])
     if tensorflow_installed(snapshot.packages) is False:
         return SmokeSection(outcomes=[_skipped(f"TensorFlow is not installed for {interpreter.executable}")])
     if isinstance(snapshot.tensorflow, Unavailable) and snapshot.tensorflow.reason == "failed":
