@@ -129,7 +129,8 @@ def run_findings(run: SmokeRun, runs: list[SmokeRun], stall_timeout_s: float | N
             title=f"{label}: the training raised {run.error_type or 'an error'}",
             evidence=[f"error: {run.error_type}: {_last_line(run.error_message)}",
                       *_trim(run.error_message, 8)]
-            + ([known_issue_line(COLLECTIVE_REUSE_ENTRY)] if collective else []),
+            + ([known_issue_line(COLLECTIVE_REUSE_ENTRY)] if collective else [])
+            + (["Python stacks when it was stopped:", *_head(run.stacks)] if run.stacks else []),
             fix=_error_fix(run, runs),
             links=[COLLECTIVE_REUSE_ISSUE] if collective else [],
         )]

@@ -78,7 +78,7 @@ def run_suite(
                 why = f"the smoke worker {outcome.failure_summary()} before TensorFlow was imported"
                 for spec in remaining:
                     record(failed_run(spec, "error", error_type="WorkerFailed", message=why,
-                                      stderr_tail=outcome.stderr_tail), spec)
+                                      stacks=outcome.stacks, stderr_tail=outcome.stderr_tail), spec)
                 break
             if outcome.signal_name and victim.index not in retried:
                 # A signal from outside (a busy machine, the OOM killer) takes the worker down
