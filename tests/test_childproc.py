@@ -299,3 +299,29 @@ def test_startup_allowance_also_runs_out(tmp_path):
     body = "def never_started():\n    time.sleep(600)\nnever_started()\n"
     out = run_child(script(tmp_path, body), timeout_s=60, stall_timeout_s=30, startup_timeout_s=0.5)
     assert out.stalled and "never_started" in out.stacks
+
+
+def test_a_tool_that_hangs_is_killed_with_the_processes_it_started(tmp_path):
+    """`ldconfig`, `ptxas --version`, the `--version` fallback go through the same runner: a timeout
+    kills the tool's whole group, also the `sleep` it started (which subprocess.run leaves behind)."""
+    pidfile = tmp_path / "sleep.pid"
+    tool = tmp_path / "tool"
+    tool.write_text(f"#!/bin/sh\nsleep 600 &\necho $! > {pidfile}\necho 'Cuda compilation tools'\nwait\n")
+    tool.chmod(0o755)
+    started = time.monotonic()
+    out = childproc.run_tool([str(tool), "--version"], timeout_s=0.5)
+    assert out.timed_out and out.stdout == "Cuda compilation tools\n"
+    assert time.monotonic() - started < 5
+    assert wait_dead([int(pidfile.read_text())], 1.0) == []
+
+
+def test_held_sections_raise_a_stop_signal_at_their_end_not_in_their_middle():
+    steps = []
+    with interrupts.stop_signals_raise():
+        with pytest.raises(interrupts.Interrupted) as caught, interrupts.held():
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(0.05)  # the handler has run by now: it only noted the signal
+            steps.append("finished the section")
+        assert caught.value.signum == signal.SIGHUP and steps == ["finished the section"]
+        assert interrupts.exit_code(caught.value) == 129 and interrupts.received() == signal.SIGHUP
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL  # restored on the way out

@@ -318,3 +318,45 @@ def test_findings_for_weights_that_differ_a_stall_and_a_nan():
     [outcome] = multiworker_outcomes([run(ok[0], nan)])
     assert [f.code for f in outcome.findings] == ["multiworker.dense.nan"]
     assert "loss per epoch: 1.0000, nan" in outcome.findings[0].evidence
+
+
+def _python_without_tf_keras(tmp_path: Path) -> str:
+    """A virtual environment that sees this one's packages except tf-keras (the real ones)."""
+    import site
+    import venv
+
+    env_dir = tmp_path / "no-tf-keras"
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(env_dir)
+    view = tmp_path / "view"
+    view.mkdir()
+    for entry in Path(site.getsitepackages()[0]).iterdir():
+        if not entry.name.startswith(("tf_keras", "tf-keras")):
+            (view / entry.name).symlink_to(entry)
+    python = env_dir / "bin" / "python"
+    own_site = subprocess.run([str(python), "-c", "import site; print(site.getsitepackages()[0])"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    Path(own_site, "view.pth").write_text(str(view) + "\n")
+    return str(python)
+
+
+def test_legacy_keras_without_tf_keras_is_named_as_check_names_it_and_nothing_runs(tmp_path):
+    """TF_USE_LEGACY_KERAS=1 and no tf-keras: `tf.keras` fails in every worker. The report says that
+    (the `keras` check's finding), not TensorFlow's generic ImportError filed under Keras 3."""
+    python = _python_without_tf_keras(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    env["TF_USE_LEGACY_KERAS"] = "1"
+    done = subprocess.run([sys.executable, "-m", "mgpu_doctor", "smoke", "--workers", "2", "--python", python,
+                           "--format", "json"], capture_output=True, text=True, timeout=120, env=env,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 1, done.stderr
+    data = json.loads(done.stdout)
+    [check] = data["checks"]
+    [finding] = check["findings"]
+    assert finding["code"] == "keras.legacy-without-tf-keras" and finding["severity"] == "error"
+    assert finding["fix"] == "pip install 'tf-keras~=2.21.0'"
+    assert data["multiworker_runs"] == []  # no worker started: no ImportError, no Keras 3 verdict
+    quick = subprocess.run([sys.executable, "-m", "mgpu_doctor", "check", "--quick", "--python", python,
+                            "--format", "json"], capture_output=True, text=True, timeout=120, env=env,
+                           stdin=subprocess.DEVNULL)
+    codes = {f["code"] for c in json.loads(quick.stdout)["checks"] for f in c["findings"]}
+    assert finding["code"] in codes  # the same finding as `check --quick`

@@ -225,3 +225,94 @@ def test_a_smoke_finding_that_cites_a_thread_names_its_matrix_entry():
     [finding] = rules.run_findings(failed, [failed])
     assert f"known issue: {entry.id} (`mgpu-doctor matrix show {entry.id}`)" in finding.evidence
     assert rules.COLLECTIVE_REUSE_ISSUE in finding.links
+
+
+# --- a run killed by a signal: retried once, out of memory told apart ----------------------------
+
+@pytest.mark.parametrize("deaths,status,final,retried", [
+    # first attempt killed from outside, the retry trained: ok, with how the first one ended
+    ([{"signal": "SIGKILL", "oom_kills": 0}], "ok", "ok", "died by SIGKILL"),
+    # both attempts aborted: a crash of the layer
+    ([{"signal": "SIGABRT", "oom_kills": 0}, {"signal": "SIGABRT", "oom_kills": 0}], "crash", "crash",
+     "died by SIGABRT"),
+    # the OOM killer both times (a SIGKILL while the kernel's count went up): out of memory
+    ([{"signal": "SIGKILL", "oom_kills": 1}, {"signal": "SIGKILL", "oom_kills": 1}], "crash", "oom",
+     "killed by the kernel's OOM killer (SIGKILL, out of memory)"),
+    # a SIGKILL without an OOM kill counted is someone else's kill, not memory
+    ([{"signal": "SIGKILL", "oom_kills": 0}, {"signal": "SIGKILL", "oom_kills": 0}], "crash", "crash",
+     "died by SIGKILL"),
+    # the count could not be read: no claim about memory
+    ([{"signal": "SIGKILL", "oom_kills": None}, {"signal": "SIGKILL", "oom_kills": None}], "crash",
+     "crash", "died by SIGKILL"),
+    # an OOM kill counted but the run died by SIGSEGV: not the OOM killer's doing
+    ([{"signal": "SIGSEGV", "oom_kills": 2}, {"signal": "SIGSEGV", "oom_kills": 1}], "crash", "crash",
+     "died by SIGSEGV"),
+    ([], "ok", "ok", ""),
+])
+def test_signal_deaths_are_classified(deaths, status, final, retried):
+    data = {"status": status, "signal": deaths[-1]["signal"] if status == "crash" else "",
+            "signal_deaths": deaths}
+    got = run_from_child(spec(), data)
+    assert (got.status, got.retried_after) == (final, retried)
+
+
+def test_oom_run_blames_memory_not_the_layer_and_a_retried_run_says_how_the_first_ended():
+    [oom] = run_findings(run(layer="gru", variant="cudnn", status="oom", signal="SIGKILL",
+                             retried_after="killed by the kernel's OOM killer (SIGKILL, out of memory)"), [])
+    assert oom.code == "smoke.gru.out-of-memory" and oom.severity is Severity.ERROR
+    assert "says nothing about the layer" in oom.title and "use_cudnn" not in oom.fix
+    assert "memory" in oom.fix
+    outside = run_findings(run(retried_after="died by SIGKILL"), [])
+    assert [f.code for f in outside] == ["smoke.dense.retried", "smoke.dense.ok"]
+    assert outside[0].severity is Severity.INFO
+    flaky = run_findings(run(retried_after="died by SIGSEGV"), [])
+    assert flaky[0].code == "smoke.dense.intermittent-crash" and flaky[0].severity is Severity.WARNING
+    [crash] = run_findings(run(status="crash", signal="SIGABRT", retried_after="died by SIGABRT"), [])
+    assert crash.title.endswith("crashed with SIGABRT twice")
+    assert "first attempt: died by SIGABRT; tried once more: crash (SIGABRT)" in crash.evidence
+
+
+def test_an_oom_run_is_not_looked_up_as_a_layer_issue(scenario):
+    from mgpu_doctor.smoke.section import judged_outcomes
+
+    [outcome] = judged_outcomes([run(status="oom", signal="SIGKILL")], scenario("mixed-models"))
+    assert [f.code for f in outcome.findings] == ["smoke.dense.out-of-memory"]
+
+
+def _child_helpers():
+    import importlib.util
+
+    from mgpu_doctor.probes.interpreter import CHILD_SCRIPTS
+
+    loaded = importlib.util.spec_from_file_location("_mgpu_child_under_test", CHILD_SCRIPTS / "_mgpu_child.py")
+    module = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("layout,expected", [
+    ("v2", 3),  # memory.events of the process's own cgroup
+    ("v1", 5),  # memory.oom_control of the memory controller's cgroup
+    ("v2-namespaced", 7),  # the path shown is not mounted: the nearest parent that is
+    ("vmstat", 11),  # no cgroup file: the whole system's count
+    ("none", None),
+])
+def test_oom_kill_count_reads_the_cgroup_then_the_system(tmp_path, layout, expected):
+    helpers = _child_helpers()
+    root, own, vmstat = tmp_path / "cgroup", tmp_path / "self-cgroup", tmp_path / "vmstat"
+    if layout == "v2":
+        own.write_text("0::/job/step\n")
+        (root / "job" / "step").mkdir(parents=True)
+        (root / "job" / "step" / "memory.events").write_text("low 0\nhigh 0\nmax 4\noom 3\noom_kill 3\n")
+    elif layout == "v1":
+        own.write_text("4:memory:/job\n1:cpu:/\n")
+        (root / "memory" / "job").mkdir(parents=True)
+        (root / "memory" / "job" / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 5\n")
+    elif layout == "v2-namespaced":
+        own.write_text("0::/kubepods/pod1/ctr\n")
+        root.mkdir()
+        (root / "memory.events").write_text("oom_kill 7\n")
+    elif layout == "vmstat":
+        own.write_text("0::/\n")
+        vmstat.write_text("pgfault 100\noom_kill 11\n")
+    assert helpers.oom_kill_count(str(root), str(own), str(vmstat)) == expected

@@ -70,7 +70,7 @@ def interpreter_failure(interpreter: Interpreter, outcome: ChildOutcome) -> Unav
             f"with every process it had started", ran, *_printed(outcome)]), cause="interpreter-timeout")
     too_old = _too_old(interpreter.executable) if outcome.returncode not in (0, None) else ""
     if too_old:
-        return failed("\n".join([too_old, ran, *_printed(outcome)]), cause="python-too-old")
+        return failed("\n".join([too_old, ran]), cause="python-too-old")  # its SyntaxError says no more
     return failed("\n".join([f"{interpreter.executable} does not run mgpu-doctor's probe: it "
                              f"{outcome.failure_summary()}", ran, *_printed(outcome)]),
                   cause="bad-interpreter")
