@@ -67,7 +67,9 @@ def start_lifeline_watch():
 def _watch_lifeline(fd):
     """In the watcher process: block until end-of-file, then kill the whole group. Never returns."""
     try:
-        for sig in (signal.SIGINT, signal.SIGUSR1):
+        # Only SIGKILL (the ladder's last step, or its own) ends the watcher: it outlives a SIGTERM
+        # to the group, so a doctor killed in the middle of the ladder still leaves nothing behind.
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):
             signal.signal(sig, signal.SIG_IGN)
         while True:
             try:
