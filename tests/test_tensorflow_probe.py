@@ -93,3 +93,19 @@ def test_not_installed_needs_no_child(tmp_path):
 
     tf = gather_tensorflow(Interpreter("/nonexistent/python"), PackageFacts({}, {}, {}))
     assert isinstance(tf, Unavailable) and tf.reason == "absent"
+
+
+def test_a_tensorflow_child_that_cannot_start_is_an_error_not_an_import_failure(tmp_path, current_packages,
+                                                                                scenario):
+    from dataclasses import replace
+
+    from mgpu_doctor.checks.tensorflow import check_tensorflow_import
+
+    not_a_program = tmp_path / "python"
+    not_a_program.write_bytes(b"\x7fELF\x02garbage")
+    not_a_program.chmod(0o755)
+    tf = gather_tensorflow(Interpreter(str(not_a_program)), current_packages)
+    assert isinstance(tf, Unavailable) and tf.cause == "child-not-started"
+    assert "could not be started: [Errno 8] Exec format error" in tf.detail
+    [finding] = check_tensorflow_import(replace(scenario("mixed-models"), tensorflow=tf))
+    assert finding.code == "tensorflow.probe-not-started" and finding.severity.value == "error"
