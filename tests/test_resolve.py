@@ -227,6 +227,9 @@ def test_check_from_and_matrix_query_agree(capsys, tmp_path, versions):
     (["tensorflow==2.12.0", "cuda==11.8", "cudnn==8.1.0", "driver==418.40.04", "gpus=2"], "driver.too-old"),
     (["tensorflow==2.16.1", "keras==2.15.0"], "keras.keras2-with-tf216"),
     (["tensorflow==2.16.1", "driver==510.47.03"], "driver.too-old"),  # CUDA 12.3 from the tested build
+    # the [and-cuda] pins table: 2.15.1 pins cuDNN 8.9.4.25; 2.21.0 asks NCCL >= 2.27.7
+    (["tensorflow==2.15.1", "nvidia-cudnn-cu12==9.1.0.70"], "and-cuda.out-of-range"),
+    (["tensorflow==2.21.0", "nvidia-nccl-cu12==2.21.5"], "and-cuda.out-of-range"),
 ])
 def test_matrix_query_applies_the_compatibility_rules(capsys, terms, code):
     assert main(["matrix", "query", *terms, "--format", "json"]) == 1
@@ -245,6 +248,19 @@ def test_every_tested_build_with_a_driver_for_its_cuda_is_free_of_errors(capsys,
         data = json.loads(capsys.readouterr().out)
         errors = [f["code"] for c in data["checks"] for f in c["findings"] if f["severity"] == "error"]
         assert errors == [], (terms, errors)
+
+
+def test_the_and_cuda_pins_table_has_every_release_that_declares_the_extra():
+    from mgpu_doctor.matrix.compat import bundled_and_cuda_table
+
+    table = bundled_and_cuda_table()
+    listed = {r.tensorflow for r in table.releases}
+    # every PyPI release of tensorflow from 2.14.0 (the first with [and-cuda]) to 2.21.0
+    assert {"2.14.0", "2.14.1", "2.15.0", "2.15.0.post1", "2.15.1", "2.16.1", "2.16.2", "2.17.0", "2.17.1",
+            "2.18.0", "2.18.1", "2.19.0", "2.19.1", "2.20.0", "2.21.0"} <= listed
+    assert all(r.source == f"https://pypi.org/project/tensorflow/{r.tensorflow}/" for r in table.releases)
+    assert table.pins_for("2.15") is None  # 2.15.0 also pinned tensorrt, 2.15.1 does not: no one answer
+    assert table.pins_for("2.18") is not None
 
 
 def test_workers_term_is_multi_worker_training():
