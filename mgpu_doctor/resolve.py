@@ -437,6 +437,10 @@ def predict_tf_keras(tensorflow: ResolvedVersion, keras: ResolvedVersion, tf_ker
     if version is None:
         return None
     if version < KERAS3_FIRST_TF:
+        if version >= KERAS_PACKAGE_FIRST_TF and keras.version is not None and keras.version.major >= 3:
+            return KerasView(KerasFamily.KERAS3, keras.text, Origin.PREDICTED,
+                             f"TensorFlow {tensorflow.text} (2.6-2.15) loads tf.keras from the installed "
+                             "keras package, here Keras 3")
         shown = keras.text if version >= KERAS_PACKAGE_FIRST_TF and keras.known else ""
         return KerasView(KerasFamily.KERAS2, shown, Origin.PREDICTED,
                          f"TensorFlow {tensorflow.text} < 2.16 uses its own Keras 2")

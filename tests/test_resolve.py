@@ -65,12 +65,25 @@ def test_a_half_upgraded_environment_tells_one_story():
 
 def test_predicted_tf_keras_that_is_not_what_was_imported_is_a_warning(scenario):
     snap = scenario("healthy-8gpu-nvlink")
-    # TensorFlow 2.15 predicts its own Keras 2, yet tf.keras imported Keras 3: code breaks.
+    # TensorFlow 2.21 without TF_USE_LEGACY_KERAS predicts Keras 3, yet tf.keras imported tf-keras
+    # (something set the switch after the doctor looked, or a sitecustomize patches tf.keras)
+    odd = replace(snap, packages=packages(tensorflow="2.21.0", keras="3.15.1", **{"tf-keras": "2.21.0"}),
+                  tensorflow=replace(snap.tensorflow, version="2.21.0", keras_module="tf_keras",
+                                     keras_version="2.21.0"))
+    codes = {f.code: f.severity for c in judge_snapshot(odd, CHECKS, command="c", source="s").checks
+             for f in c.findings}
+    assert codes["versions.tf-keras-not-as-predicted"] is Severity.WARNING
+
+
+def test_keras_3_with_tensorflow_2_15_is_predicted_as_what_tf_keras_becomes(scenario):
+    snap = scenario("healthy-8gpu-nvlink")
+    # TensorFlow 2.15 loads tf.keras from the keras package: with Keras 3 installed it is Keras 3
     old = replace(snap, packages=packages(tensorflow="2.15.1", keras="3.15.1"),
                   tensorflow=replace(snap.tensorflow, version="2.15.1"))
     codes = {f.code: f.severity for c in judge_snapshot(old, CHECKS, command="c", source="s").checks
              for f in c.findings}
-    assert codes["versions.tf-keras-not-as-predicted"] is Severity.WARNING
+    assert codes["keras.keras3-with-tf-before-216"] is Severity.WARNING
+    assert "versions.tf-keras-not-as-predicted" not in codes
 
 
 # --- the library in use is the one the loader returns for TensorFlow's soname --------------------
@@ -239,6 +252,21 @@ def test_matrix_query_applies_the_compatibility_rules(capsys, terms, code):
     data = json.loads(capsys.readouterr().out)
     found = {f["code"]: f["severity"] for c in data["checks"] for f in c["findings"]}
     assert found[code] == "error"
+
+
+@pytest.mark.parametrize("terms,code,severity", [
+    (["tensorflow==2.21.0", "python==3.8.10"], "python.unsupported-by-tensorflow", "warning"),
+    (["tensorflow==2.12.0", "python==3.10.12"], "python.supported", "ok"),
+    (["tensorflow==2.13.1", "keras==3.1.1"], "keras.keras3-with-tf-before-216", "error"),
+    (["tensorflow==2.15.0", "keras==3.3.3"], "keras.keras3-with-tf-before-216", "warning"),
+    (["tensorflow==2.10.0", "keras==2.12.0"], "keras.keras2-minor-mismatch", "warning"),
+    (["tensorflow==2.10.1", "keras==2.10.0"], "keras.in-use", "info"),
+])
+def test_python_and_keras_against_what_tensorflow_was_released_with(capsys, terms, code, severity):
+    main(["matrix", "query", *terms, "--format", "json"])
+    data = json.loads(capsys.readouterr().out)
+    found = {f["code"]: f["severity"] for c in data["checks"] for f in c["findings"]}
+    assert found.get(code) == severity, found
 
 
 @pytest.mark.parametrize("build", bundled_tensorflow_table().builds, ids=lambda b: b.tensorflow)
