@@ -75,6 +75,18 @@ def test_predicted_tf_keras_that_is_not_what_was_imported_is_a_warning(scenario)
     assert codes["versions.tf-keras-not-as-predicted"] is Severity.WARNING
 
 
+def test_with_tf_keras_in_use_keras_3_entries_are_not_matched_on_the_keras_package(scenario):
+    snap = scenario("healthy-8gpu-nvlink")
+    legacy = replace(snap, packages=packages(**{"tf-keras": "2.21.0"}),
+                     env={**snap.env, "TF_USE_LEGACY_KERAS": "1"},
+                     tensorflow=replace(snap.tensorflow, keras_module="tf_keras", keras_version="2.21.0"))
+    env = environment_from_resolved(resolve(legacy))
+    assert "keras" not in env.versions and env.versions["tf-keras"] == "2.21.0"
+    assert env.missing["keras"].startswith("tf.keras is tf-keras 2.21.0 (imported")
+    assert env.missing["keras"].endswith("not the keras package 3.15.1")
+    assert environment_from_resolved(resolve(snap)).versions["keras"] == "3.15.1"
+
+
 def test_keras_3_with_tensorflow_2_15_is_predicted_as_what_tf_keras_becomes(scenario):
     snap = scenario("healthy-8gpu-nvlink")
     # TensorFlow 2.15 loads tf.keras from the keras package: with Keras 3 installed it is Keras 3
