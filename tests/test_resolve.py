@@ -230,6 +230,9 @@ def test_check_from_and_matrix_query_agree(capsys, tmp_path, versions):
     # the [and-cuda] pins table: 2.15.1 pins cuDNN 8.9.4.25; 2.21.0 asks NCCL >= 2.27.7
     (["tensorflow==2.15.1", "nvidia-cudnn-cu12==9.1.0.70"], "and-cuda.out-of-range"),
     (["tensorflow==2.21.0", "nvidia-nccl-cu12==2.21.5"], "and-cuda.out-of-range"),
+    # the architectures table (each wheel's build_info): 2.17 dropped Maxwell, 2.3 started at sm_35
+    (["tensorflow==2.17.0", "compute_capability=5.2"], "gpu-arch.unsupported"),
+    (["tensorflow==2.3.0", "compute_capability=3.0"], "gpu-arch.unsupported"),
 ])
 def test_matrix_query_applies_the_compatibility_rules(capsys, terms, code):
     assert main(["matrix", "query", *terms, "--format", "json"]) == 1
