@@ -101,6 +101,7 @@ PLATFORMS: dict[str, str] = {"linux": "Linux", "windows": "Windows", "wsl": "WSL
 CPU_VENDORS: dict[str, str] = {"amd": "AMD CPUs", "intel": "Intel CPUs"}
 INTERCONNECTS: dict[str, str] = {"nvlink": "NVLink between the GPUs", "pcie": "PCIe only between the GPUs"}
 # Keras 3's backend (KERAS_BACKEND); `backend=` in a query.
+DEFAULT_BACKEND = "tensorflow"  # Keras 3 without KERAS_BACKEND
 BACKENDS: dict[str, str] = {"tensorflow": "the TensorFlow backend", "jax": "the JAX backend",
                             "torch": "the PyTorch backend"}
 
