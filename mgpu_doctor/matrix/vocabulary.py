@@ -87,7 +87,8 @@ USAGES: dict[str, str] = {
     "tensorboard_profiler": "profile with the TensorBoard callback (profile_batch) or tf.profiler",
     "custom_op": "use a custom op",
     "container": "train inside a container (Docker, Kubernetes, enroot/pyxis under Slurm)",
-    "infiniband": "let NCCL use InfiniBand / RoCE (an IB adapter in the machine, or multi-node training over it)",
+    "infiniband": "let NCCL use InfiniBand / RoCE (an IB adapter in the machine, or multi-node "
+                  "training over it)",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
