@@ -86,6 +86,8 @@ USAGES: dict[str, str] = {
     "tf1_session": "build graphs with TensorFlow 1.x sessions (tf.compat.v1.Session)",
     "tensorboard_profiler": "profile with the TensorBoard callback (profile_batch) or tf.profiler",
     "custom_op": "use a custom op",
+    "custom_metric": "compile the model with a custom metric (a keras.metrics.Metric subclass, "
+                     "or add_metric)",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
