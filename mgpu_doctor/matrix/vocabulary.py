@@ -88,6 +88,7 @@ USAGES: dict[str, str] = {
     "custom_op": "use a custom op",
     "custom_metric": "compile the model with a custom metric (a keras.metrics.Metric subclass, "
                      "or add_metric)",
+    "string_input": "feed string (tf.string) features through the distributed input pipeline",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
