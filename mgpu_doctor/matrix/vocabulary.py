@@ -49,6 +49,7 @@ STRATEGIES: dict[str, str] = {
     "keras_data_parallel": "keras.distribution.DataParallel (Keras 3)",
     "keras_model_parallel": "keras.distribution.ModelParallel (Keras 3)",
     "horovod": "Horovod",
+    "torch_ddp": "torch.nn.parallel.DistributedDataParallel around a Keras model (torch backend)",
 }
 # In an entry only: any of the strategies above (the problem is in distributed training as such).
 ANY_STRATEGY = "any"
