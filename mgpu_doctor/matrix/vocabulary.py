@@ -86,6 +86,8 @@ USAGES: dict[str, str] = {
     "tf1_session": "build graphs with TensorFlow 1.x sessions (tf.compat.v1.Session)",
     "tensorboard_profiler": "profile with the TensorBoard callback (profile_batch) or tf.profiler",
     "custom_op": "use a custom op",
+    "fixed_batch_size": "rely on a fixed batch size in the input pipeline or the model (batch(..., "
+                        "drop_remainder=True) with code that uses it, batch_input_shape)",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
