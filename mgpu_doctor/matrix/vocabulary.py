@@ -88,6 +88,7 @@ USAGES: dict[str, str] = {
     "custom_op": "use a custom op",
     "fixed_batch_size": "rely on a fixed batch size in the input pipeline or the model (batch(..., "
                         "drop_remainder=True) with code that uses it, batch_input_shape)",
+    "train_on_batch": "train batch by batch with Model.train_on_batch / test_on_batch",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
