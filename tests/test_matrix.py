@@ -388,3 +388,18 @@ def test_every_condition_an_entry_can_carry_is_a_query_term() -> None:
             for word in words[key]:
                 env, _ = parse_query([f"{key}={word}"])
                 assert word in (getattr(env, key) if key not in ("layers", "usage") else getattr(env, key)), key
+
+
+def test_every_thread_the_smoke_engine_cites_is_a_matrix_entry() -> None:
+    """`smoke` and `matrix query` tell one story: a tracker thread a smoke or multi-worker finding
+    cites is a source of a known-issue entry (and the finding names that entry by id)."""
+    import re
+
+    root = Path(__file__).parents[1] / "mgpu_doctor"
+    cited = set()
+    for module in [*sorted((root / "smoke").glob("*.py")), *sorted((root / "multiworker").glob("*.py"))]:
+        cited |= set(re.findall(r"https://github\.com/[\w.-]+/[\w.-]+/issues/\d+", module.read_text()))
+    assert cited, "the smoke engine cites no thread: this test would check nothing"
+    entries = load_matrix(bundled_matrix_dir())
+    sourced = {s.url for i in entries.issues for s in i.sources}
+    assert cited <= sourced, sorted(cited - sourced)

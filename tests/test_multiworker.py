@@ -301,7 +301,19 @@ def test_findings_for_weights_that_differ_a_stall_and_a_nan():
     [outcome] = multiworker_outcomes([run(*keras3)])
     [finding] = outcome.findings  # both workers failed alike: one finding
     assert finding.code == "multiworker.keras3-fit-unsupported"
-    assert [e.split(":")[0] for e in finding.evidence] == ["worker 0", "worker 1", "Keras"]
+    assert [e.split(":")[0] for e in finding.evidence] == ["worker 0", "worker 1", "Keras", "known issue"]
+    # `smoke --workers` and `matrix query` tell one story: the finding names the matrix entry,
+    # which carries the finding's source and matches the versions the workers ran
+    from mgpu_doctor.matrix.known_issues import known_issue_line, load_matrix
+    from mgpu_doctor.matrix.match import Verdict, assess, environment_from_mapping
+    from mgpu_doctor.matrix.paths import bundled_matrix_dir
+    from mgpu_doctor.multiworker.findings import KERAS3_MWMS_ENTRY, KERAS3_MWMS_ISSUE
+
+    entry = load_matrix(bundled_matrix_dir()).get(KERAS3_MWMS_ENTRY)
+    assert entry is not None and KERAS3_MWMS_ISSUE in [s.url for s in entry.sources]
+    assert finding.evidence[-1] == known_issue_line(entry.id) and KERAS3_MWMS_ISSUE in finding.links
+    ran = environment_from_mapping({"tensorflow": "2.21.0", "keras": "3.15.1", "workers": 2})
+    assert assess(entry, ran).verdict is Verdict.MATCHES
     nan = WorkerOutcome(1, "nan", "trained 8 steps; the loss or the weights became NaN/Inf", loss=[1.0, None])
     [outcome] = multiworker_outcomes([run(ok[0], nan)])
     assert [f.code for f in outcome.findings] == ["multiworker.dense.nan"]

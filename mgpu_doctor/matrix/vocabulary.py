@@ -86,6 +86,9 @@ USAGES: dict[str, str] = {
     "tf1_session": "build graphs with TensorFlow 1.x sessions (tf.compat.v1.Session)",
     "tensorboard_profiler": "profile with the TensorBoard callback (profile_batch) or tf.profiler",
     "custom_op": "use a custom op",
+    "container": "train inside a container (Docker, Kubernetes, enroot/pyxis under Slurm)",
+    "infiniband": "let NCCL use InfiniBand / RoCE (an IB adapter in the machine, or multi-node "
+                  "training over it)",
     "fixed_batch_size": "rely on a fixed batch size in the input pipeline or the model (batch(..., "
                         "drop_remainder=True) with code that uses it, batch_input_shape)",
     "train_on_batch": "train batch by batch with Model.train_on_batch / test_on_batch",
@@ -102,6 +105,7 @@ PLATFORMS: dict[str, str] = {"linux": "Linux", "windows": "Windows", "wsl": "WSL
 CPU_VENDORS: dict[str, str] = {"amd": "AMD CPUs", "intel": "Intel CPUs"}
 INTERCONNECTS: dict[str, str] = {"nvlink": "NVLink between the GPUs", "pcie": "PCIe only between the GPUs"}
 # Keras 3's backend (KERAS_BACKEND); `backend=` in a query.
+DEFAULT_BACKEND = "tensorflow"  # Keras 3 without KERAS_BACKEND
 BACKENDS: dict[str, str] = {"tensorflow": "the TensorFlow backend", "jax": "the JAX backend",
                             "torch": "the PyTorch backend"}
 

@@ -6,6 +6,7 @@ import re
 from dataclasses import replace
 
 from mgpu_doctor.findings import CheckOutcome, Finding, Severity, status_for
+from mgpu_doctor.matrix.known_issues import known_issue_line
 from mgpu_doctor.multiworker.launcher import MultiWorkerResult
 from mgpu_doctor.multiworker.model import MultiWorkerRun, WorkerOutcome, worst_status
 
@@ -15,6 +16,7 @@ MWMS_GUIDE = "https://www.tensorflow.org/tutorials/distribute/multi_worker_with_
 # Weights may differ in the last bits when reductions run in another order; more is a bug.
 WEIGHT_TOLERANCE = 1e-5
 KERAS3_CODE = "multiworker.keras3-fit-unsupported"
+KERAS3_MWMS_ENTRY = "keras-20585-mwms-model-fit"  # the matrix entry with the same sources
 STACK_LINES = 40
 # TensorFlow's C++ info/warning log lines (I0000 00:00:... file.cc:12]) say nothing about a failure.
 CPP_CHATTER = re.compile(r"^[IW]\d{4} ")
@@ -58,7 +60,9 @@ def run_findings(run: MultiWorkerRun) -> list[Finding]:
             if same is None:
                 findings.append(finding)
             else:  # every worker fails alike in model.fit: one finding, each worker in its evidence
-                merged = [*same.evidence[:-1], finding.evidence[0], same.evidence[-1]]
+                workers = [e for e in same.evidence if e.startswith("worker ")]
+                rest = [e for e in same.evidence if not e.startswith("worker ")]
+                merged = [*workers, finding.evidence[0], *rest]
                 findings[findings.index(same)] = replace(same, evidence=merged)
         return findings
     if stopped:  # every worker stopped by the launcher: interrupted, nothing to judge
@@ -115,7 +119,8 @@ def _failure(run: MultiWorkerRun, worker: WorkerOutcome, stopped: list[WorkerOut
             KERAS3_CODE, Severity.ERROR,
             f"{label}: Keras 3's model.fit fails under MultiWorkerMirroredStrategy (known Keras 3 "
             "limitation): multi-worker training with tf.keras as it resolves here does not work",
-            evidence + [f"Keras: {worker.keras}, TensorFlow {worker.tensorflow}"],
+            evidence + [f"Keras: {worker.keras}, TensorFlow {worker.tensorflow}",
+                        known_issue_line(KERAS3_MWMS_ENTRY)],
             fix=f"Use tf-keras for multi-worker training: pip install {_tf_keras_pin(worker.tensorflow)} "
             "and export TF_USE_LEGACY_KERAS=1 for every worker (check it with `mgpu-doctor smoke "
             "--workers 2 --keras tf-keras`); or keep Keras 3 and train with a custom loop "
