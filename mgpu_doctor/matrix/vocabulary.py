@@ -92,6 +92,8 @@ USAGES: dict[str, str] = {
     "fixed_batch_size": "rely on a fixed batch size in the input pipeline or the model (batch(..., "
                         "drop_remainder=True) with code that uses it, batch_input_shape)",
     "train_on_batch": "train batch by batch with Model.train_on_batch / test_on_batch",
+    "named_outputs": "refer to model outputs by name (per-output loss/metrics dicts, labels fed "
+                     "as a dict keyed by output name, monitoring a per-output metric)",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
