@@ -94,6 +94,7 @@ USAGES: dict[str, str] = {
     "train_on_batch": "train batch by batch with Model.train_on_batch / test_on_batch",
     "named_outputs": "refer to model outputs by name (per-output loss/metrics dicts, labels fed "
                      "as a dict keyed by output name, monitoring a per-output metric)",
+    "gpus_inferred": "let the library count the GPUs itself (multi_gpu_model(model) without gpus=)",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
