@@ -95,6 +95,8 @@ USAGES: dict[str, str] = {
     "named_outputs": "refer to model outputs by name (per-output loss/metrics dicts, labels fed "
                      "as a dict keyed by output name, monitoring a per-output metric)",
     "gpus_inferred": "let the library count the GPUs itself (multi_gpu_model(model) without gpus=)",
+    "shared_submodel": "call one sub-model or layer several times in the model (Siamese networks, "
+                       "a GAN's discriminator on real and fake inputs)",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
