@@ -49,6 +49,7 @@ STRATEGIES: dict[str, str] = {
     "keras_data_parallel": "keras.distribution.DataParallel (Keras 3)",
     "keras_model_parallel": "keras.distribution.ModelParallel (Keras 3)",
     "horovod": "Horovod",
+    "torch_ddp": "torch.nn.parallel.DistributedDataParallel around a Keras model (torch backend)",
 }
 # In an entry only: any of the strategies above (the problem is in distributed training as such).
 ANY_STRATEGY = "any"
@@ -89,6 +90,9 @@ USAGES: dict[str, str] = {
     "container": "train inside a container (Docker, Kubernetes, enroot/pyxis under Slurm)",
     "infiniband": "let NCCL use InfiniBand / RoCE (an IB adapter in the machine, or multi-node "
                   "training over it)",
+    "custom_metric": "compile the model with a custom metric (a keras.metrics.Metric subclass, "
+                     "or add_metric)",
+    "string_input": "feed string (tf.string) features through the distributed input pipeline",
     "fixed_batch_size": "rely on a fixed batch size in the input pipeline or the model (batch(..., "
                         "drop_remainder=True) with code that uses it, batch_input_shape)",
     "train_on_batch": "train batch by batch with Model.train_on_batch / test_on_batch",
