@@ -362,6 +362,21 @@ def test_the_coverage_table_in_the_matrix_readme_is_current() -> None:
     assert current == table_for(bundled_matrix_dir())
 
 
+def test_every_release_is_covered_or_recorded_as_searched() -> None:
+    """Issue 12's bar: at least 150 sourced entries, and every TensorFlow minor 1.12-2.21 and every
+    Keras 3 minor admitted by an entry or recorded as "nothing found" in a mining log."""
+    from mgpu_doctor.matrix.coverage import coverage, searched_without_result
+
+    issues = load_matrix(bundled_matrix_dir()).issues
+    assert len(issues) >= 150
+    assert all(any(s.url for s in i.sources) for i in issues), "an entry without a source URL"
+    cov = coverage(issues)
+    searched = searched_without_result(bundled_matrix_dir() / "mining-log")
+    missing = [f"tensorflow {m}" for m, n in cov.tensorflow.items() if not n and ("tensorflow", m) not in searched]
+    missing += [f"keras {m}" for m, n in cov.keras3.items() if not n and ("keras", m) not in searched]
+    assert missing == []
+
+
 def test_coverage_counts_what_each_range_admits() -> None:
     from mgpu_doctor.matrix.coverage import admits_minor
 
