@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mgpu_doctor.checks.python import check_python
+from mgpu_doctor.checks.interpreter import check_interpreter
 from mgpu_doctor.facts import failed
 
 PY = sys.executable
@@ -52,14 +52,14 @@ def doctor(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("kind,command,code,phrases", [
-    ("garbage printer", "check", "python.not-working",
+    ("garbage printer", "check", "interpreter.not-working",
      ["it wrote no usable result", "output that is not UTF-8 text", "garbage", "more garbage"]),
-    ("/bin/false", "check", "python.not-working", ["exited with status 1", "it printed nothing"]),
-    ("silent script", "check", "python.not-working", ["it wrote no usable result", "it printed nothing"]),
-    ("not an executable format", "check", "python.cannot-start", ["could not be started: [Errno 8]"]),
-    ("bad shebang", "check", "python.cannot-start", ["could not be started: [Errno 2]"]),
-    ("python 2.7", "check", "python.too-old", ["is Python 2.7.18", "3.6 or newer"]),
-    ("python 2.7", "libs", "python.too-old", ["is Python 2.7.18"]),
+    ("/bin/false", "check", "interpreter.not-working", ["exited with status 1", "it printed nothing"]),
+    ("silent script", "check", "interpreter.not-working", ["it wrote no usable result", "it printed nothing"]),
+    ("not an executable format", "check", "interpreter.cannot-start", ["could not be started: [Errno 8]"]),
+    ("bad shebang", "check", "interpreter.cannot-start", ["could not be started: [Errno 2]"]),
+    ("python 2.7", "check", "interpreter.too-old", ["is Python 2.7.18", "3.6 or newer"]),
+    ("python 2.7", "libs", "interpreter.too-old", ["is Python 2.7.18"]),
 ])
 def test_a_python_that_does_not_work_is_an_error_finding(tmp_path, kind, command, code, phrases):
     args = [command] + (["--quick"] if command == "check" else []) + ["--format", "json", "--python",
@@ -68,11 +68,11 @@ def test_a_python_that_does_not_work_is_an_error_finding(tmp_path, kind, command
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr + done.stdout
     report = json.loads(done.stdout)
-    [python] = [c for c in report["checks"] if c["name"] == "python"]
+    [python] = [c for c in report["checks"] if c["name"] == "interpreter"]
     [finding] = python["findings"]
     assert finding["code"] == code and finding["severity"] == "error" and finding["fix"]
     text = "\n".join([finding["title"], *finding["evidence"]])
-    assert any(line.startswith("ran: ") for line in finding["evidence"]) or code == "python.cannot-start"
+    assert any(line.startswith("ran: ") for line in finding["evidence"]) or code == "interpreter.cannot-start"
     for phrase in phrases:
         assert phrase in text, text
     # Nothing else ran under it: no "import tensorflow fails" beside it, the rest say why they skip.
@@ -93,17 +93,17 @@ def test_smoke_under_a_python_that_does_not_work_runs_nothing_and_says_why(tmp_p
     done = doctor("smoke", "--format", "json", "--python", program(tmp_path, "garbage printer"))
     assert done.returncode == 1, done.stderr
     checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
-    assert checks["python"]["findings"][0]["code"] == "python.not-working"
+    assert checks["interpreter"]["findings"][0]["code"] == "interpreter.not-working"
     assert checks["smoke"]["status"] == "skipped"
 
 
 def test_the_check_passes_a_working_python_and_skips_only_an_unknown_one(scenario):
     snapshot = scenario("mixed-models")
-    [ok] = check_python(snapshot)
-    assert ok.code == "python.runs" and ok.severity.value == "ok"
+    [ok] = check_interpreter(snapshot)
+    assert ok.code == "interpreter.runs" and ok.severity.value == "ok"
     from dataclasses import replace
 
     from mgpu_doctor.checks.base import CheckSkipped
 
     with pytest.raises(CheckSkipped):
-        check_python(replace(snapshot, python=failed("malformed data", cause="bad-result")))
+        check_interpreter(replace(snapshot, python=failed("malformed data", cause="bad-result")))

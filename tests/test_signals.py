@@ -212,8 +212,8 @@ def test_a_python_that_never_answers_is_an_error_and_is_killed_with_its_children
     out, err = run.proc.communicate(timeout=60)
     assert run.proc.returncode == 1, err
     assert time.monotonic() - started < 15
-    [finding] = next(c for c in json.loads(out)["checks"] if c["name"] == "python")["findings"]
-    assert finding["code"] == "python.no-answer" and finding["severity"] == "error"
+    [finding] = next(c for c in json.loads(out)["checks"] if c["name"] == "interpreter")["findings"]
+    assert finding["code"] == "interpreter.no-answer" and finding["severity"] == "error"
     assert "did not answer within 1 s" in finding["title"]
     assert any(line.startswith("ran: ") and "sleeper" in line for line in finding["evidence"])
     assert run.leftovers(within_s=1.0) == []

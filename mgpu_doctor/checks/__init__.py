@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from mgpu_doctor.checks import agreement, gpus, known_issues, libraries, packages, python, tensorflow
+from mgpu_doctor.checks import agreement, gpus, interpreter, known_issues, libraries, packages, tensorflow
 from mgpu_doctor.checks.base import Check, CheckSkipped, Scope, run_check
 from mgpu_doctor.checks.facts_access import need_machine
 from mgpu_doctor.findings import Finding
@@ -41,7 +41,7 @@ def versions(name: str, title: str, rule: Rule) -> Check[ResolvedEnvironment]:
 
 
 CHECKS: tuple[Check[ResolvedEnvironment], ...] = (
-    machine("python", "The diagnosed Python works", python.check_python),
+    machine("interpreter", "The diagnosed Python works", interpreter.check_interpreter),
     machine("gpus", "NVIDIA driver and GPUs", gpus.check_gpus_present),
     machine("tensorflow-import", "TensorFlow imports", tensorflow.check_tensorflow_import),
     machine("tensorflow-distributions", "One TensorFlow distribution installed",

@@ -82,7 +82,7 @@ def check_tensorflow_import(snapshot: Snapshot) -> list[Finding]:
     if tf.reason == "skipped":
         raise CheckSkipped(tf.detail)
     if interpreter_broken(tf):
-        raise CheckSkipped("the diagnosed Python does not work (see the `python` check)")
+        raise CheckSkipped("the diagnosed Python does not work (see the `interpreter` check)")
     if tf.cause == "child-not-started":
         return [Finding(
             "tensorflow.probe-not-started", Severity.ERROR,

@@ -13,8 +13,8 @@ from mgpu_doctor.cli.common import emit, progress_on_stderr
 from mgpu_doctor.cli.options import add_output_options, add_python_option, interpreter_from, output_options
 from mgpu_doctor.diagnose import DiagnoseOptions, diagnose
 
-LIBRARY_CHECKS = ["python", "cuda-libraries", "and-cuda-wheels", "library-copies", "driver-cuda", "ptxas",
-                  "cuda-environment"]
+LIBRARY_CHECKS = ["interpreter", "cuda-libraries", "and-cuda-wheels", "library-copies", "driver-cuda",
+                  "ptxas", "cuda-environment"]
 
 
 def add_parser(sub: Any) -> None:

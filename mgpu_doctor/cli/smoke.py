@@ -69,11 +69,11 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
     with progress_on_stderr() as progress:
         snapshot = gather_for_smoke(interpreter, nvml_module, progress)
     if interpreter_broken(snapshot.python):  # nothing can train under it: say why, run nothing
-        python_check = next(c for c in CHECKS if c.name == "python")
+        interpreter_check = next(c for c in CHECKS if c.name == "interpreter")
         skipped = CheckOutcome("smoke", "Smoke trainings", CheckStatus.SKIPPED,
                                skip_reason="the diagnosed Python does not work")
-        report = new_report("smoke", "this machine", [run_check(python_check, resolve(snapshot)), skipped],
-                            tool_version=__version__, snapshot=snapshot)
+        outcomes = [run_check(interpreter_check, resolve(snapshot)), skipped]
+        report = new_report("smoke", "this machine", outcomes, tool_version=__version__, snapshot=snapshot)
         return emit(report, output)
     results_file = open_results(request.results_path)
     try:

@@ -96,7 +96,7 @@ def run_smoke_section(
 ) -> SmokeSection:
     """Plan and run the smoke suite for this snapshot's machine; never raises on Ctrl-C."""
     if interpreter_broken(snapshot.python):
-        return SmokeSection(outcomes=[_skipped("the diagnosed Python does not work (the `python` check)")])
+        return SmokeSection(outcomes=[_skipped("the diagnosed Python does not work (`interpreter` check)")])
     if tensorflow_installed(snapshot.packages) is False:
         return SmokeSection(outcomes=[_skipped(f"TensorFlow is not installed for {interpreter.executable}")])
     if isinstance(snapshot.tensorflow, Unavailable) and snapshot.tensorflow.reason == "failed":

@@ -18,28 +18,28 @@ POINT_AT_IT = ("`--python` must name the Python 3 interpreter of the environment
                "example /path/to/venv/bin/python or $(conda run -n ENV which python).")
 FIXES = {  # cause -> (finding code, fix); {python} is the interpreter
     "python-too-old": (
-        "python.too-old",
+        "interpreter.too-old",
         "Point --python at the Python 3 interpreter you train with; mgpu-doctor's probes need "
         "Python 3.6 or newer."),
     "interpreter-timeout": (
-        "python.no-answer",
+        "interpreter.no-answer",
         "Run `{python} -c 'print(1)'` yourself: when it hangs too, look for a wrapper that waits "
         "for input, a hung network file system, or a .pth file in site-packages that blocks; on a "
         "slow file system raise MGPU_DOCTOR_PYTHON_TIMEOUT (seconds, default 30)."),
     "interpreter-not-started": (
-        "python.cannot-start",
+        "interpreter.cannot-start",
         "Check that the file is a Python executable built for this machine, that its #! line names "
         "an interpreter that exists, and that you may execute it. " + POINT_AT_IT),
     "bad-interpreter": (
-        "python.not-working",
+        "interpreter.not-working",
         "Run `{python} -c 'import sys; print(sys.version)'` to see what it does. " + POINT_AT_IT),
 }
 
 
-def check_python(snapshot: Snapshot) -> list[Finding]:
+def check_interpreter(snapshot: Snapshot) -> list[Finding]:
     python = snapshot.python
     if not isinstance(python, Unavailable):
-        return [Finding("python.runs", Severity.OK, f"Python {python.version} runs the probes",
+        return [Finding("interpreter.runs", Severity.OK, f"Python {python.version} runs the probes",
                         evidence=[f"executable: {python.executable}", f"prefix: {python.prefix}"])]
     if interpreter_broken(python):
         return [interpreter_finding(python)]
