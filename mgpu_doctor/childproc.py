@@ -388,12 +388,39 @@ def _ladder(proc: subprocess.Popen[bytes]) -> None:
             stopped = stopped or exc
     try:
         proc.wait(KILL_WAIT_S)
+        _wait_group_gone(pgid, KILL_WAIT_S)
     except subprocess.TimeoutExpired:  # pragma: no cover - a process in D state
         pass
     except KeyboardInterrupt as exc:
         stopped = stopped or exc
     if stopped is not None:
         raise stopped
+
+
+def _wait_group_gone(pgid: int, timeout_s: float) -> None:
+    """Until no live process is left in the group (SIGKILL is delivered, not awaited): the rest
+    of the group (a watcher, a forked run) is not ours to wait for, so look in /proc."""
+    deadline = time.monotonic() + timeout_s
+    while _live_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def _live_members(pgid: int) -> bool:
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return False
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
