@@ -128,6 +128,13 @@ class CollectiveFacts:
     notes: list[str] = field(default_factory=list)  # e.g. why lspci was not used
 
 
+def normalise_bus_id(bus_id: str) -> str:
+    """NVML's ``00000000:3B:00.0`` and sysfs's ``0000:3b:00.0`` as one spelling (sysfs's)."""
+    domain, _, rest = bus_id.strip().lower().rpartition(":")
+    domain, _, bus = domain.rpartition(":") if domain.count(":") else ("", "", domain)
+    return f"{int(domain or '0', 16):04x}:{bus}:{rest}"
+
+
 def not_in_snapshot() -> Unavailable:
     """What a snapshot written before these facts existed holds in their place."""
     return Unavailable("skipped", "not in this snapshot (written by an older mgpu-doctor)", "old-snapshot")

@@ -59,4 +59,5 @@ def _guard(read: Callable[[], T], what: str) -> T | Unavailable:
     try:
         return read()
     except (OSError, ValueError, UnicodeError) as exc:
-        return failed(f"reading {what} failed: {type(exc).__name__}: {exc}", f"exception:{type(exc).__name__}")
+        name = type(exc).__name__
+        return failed(f"reading {what} failed: {name}: {exc}", f"exception:{name}")

@@ -26,13 +26,6 @@ _IOMMU_WORDS = ("intel_iommu=", "amd_iommu=", "iommu=", "iommu.", "pci=", "pcie_
                 "vfio", "config_acs=")
 
 
-def normalise_bus_id(bus_id: str) -> str:
-    """NVML's ``00000000:3B:00.0`` and sysfs's ``0000:3b:00.0`` as one spelling (sysfs's)."""
-    domain, _, rest = bus_id.strip().lower().rpartition(":")
-    domain, _, bus = domain.rpartition(":") if domain.count(":") else ("", "", domain)
-    return f"{int(domain or '0', 16):04x}:{bus}:{rest}"
-
-
 def find_gpus(root: Path) -> list[PciGpu]:
     devices = root / "sys/bus/pci/devices"
     try:
@@ -160,7 +153,7 @@ def iommu_mode(params: list[str], units: list[str], group_types: dict[str, str],
         return "off", "kernel command line: " + " ".join(params)
     if passthrough:
         return "passthrough", "kernel command line: " + " ".join(params)
-    if words.get("intel_iommu", "").startswith("on") or words.get("amd_iommu", "") in ("on", "force_isolation"):
+    if words.get("intel_iommu", "").startswith("on") or words.get("amd_iommu") in ("on", "force_isolation"):
         return "translated", "kernel command line: " + " ".join(params)
     return "on", "IOMMU units " + ", ".join(units) if units else "IOMMU groups present"
 
