@@ -98,7 +98,7 @@ def acs_from_config(path: Path) -> list[str] | Unavailable:
         with path.open("rb") as fh:
             config = fh.read(4096)
     except OSError as exc:
-        return failed(f"cannot read {path}: {exc.strerror or exc}", "unreadable")
+        return failed(f"cannot read {path.parent.name}/config: {exc.strerror or exc}", "unreadable")
     if len(config) <= 256:
         return failed("extended configuration space is readable by root only "
                       "(sudo mgpu-doctor, or sudo lspci -vvv | grep ACSCtl)", "needs-root")
