@@ -127,3 +127,40 @@ def test_fleet_cli_over_saved_snapshots(tmp_path, capsys):
     assert {"host.shm", "host.iommu", "host.memlock", "host.container"} <= keys
     found = {f["code"] for c in data["checks"] for f in c["findings"]}
     assert {"fleet.shm-differs", "fleet.memlock-differs", "fleet.container-differs"} <= found
+
+
+# -- the JSON schema -----------------------------------------------------------------------------
+
+def report_schema() -> dict:
+    from importlib import resources
+    return json.loads(resources.files("mgpu_doctor").joinpath("schemas/report.schema.json").read_text())
+
+
+def test_the_schema_describes_every_collective_fact_field():
+    import dataclasses
+
+    from mgpu_doctor import collective_facts as cf
+
+    defs = report_schema()["$defs"]
+    pairs = {"collective": cf.CollectiveFacts, "pcie": cf.PcieFacts, "pci_gpu": cf.PciGpu,
+             "pci_bridge": cf.PciBridge, "iommu": cf.IommuFacts, "shm": cf.ShmFacts, "cpus": cf.CpuFacts,
+             "network": cf.NetworkFacts, "ib_device": cf.IbDevice, "container": cf.ContainerFacts}
+    for name, cls in pairs.items():
+        assert {f.name for f in dataclasses.fields(cls)} == set(defs[name]["properties"]), name
+    assert "collective" in defs["snapshot"]["properties"]
+
+
+def test_check_from_a_snapshot_with_collective_facts_fits_the_schema(tmp_path, capsys):
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(report_schema())
+    for build in (fake_host.workstation, fake_host.docker, fake_host.vm, fake_host.two_socket, fake_host.dgx):
+        path = tmp_path / f"{build.__name__}.json"
+        path.write_text(machine(build(tmp_path / build.__name__)).to_json())
+        main(["check", "--from", str(path), "--format", "json", "--checks",
+              "pcie-p2p,shared-memory,cpu-affinity,nccl-environment,container-gpus"])
+        data = json.loads(capsys.readouterr().out)
+        validator.validate(data)
+        assert data["snapshot"]["collective"]["pcie"]["gpus"], build.__name__
+        data["snapshot"]["collective"]["iommu"]["mode"] = "sideways"
+        assert not validator.is_valid(data)
