@@ -59,6 +59,7 @@ CHECKS: tuple[Check[ResolvedEnvironment], ...] = (
             packages.check_tensorflow_distributions),
     machine_env("versions-agree", "Installed and imported versions agree", agreement.check_versions_agree),
     versions("keras", "Keras matches TensorFlow", packages.check_keras),
+    versions("python", "Python is one TensorFlow is built for", packages.check_python_for_tensorflow),
     machine("cuda-visible-devices", "CUDA_VISIBLE_DEVICES names real GPUs",
             tensorflow.check_cuda_visible_devices),
     machine("tensorflow-gpus", "TensorFlow sees the GPUs NVML sees", tensorflow.check_tensorflow_gpus),

@@ -37,7 +37,7 @@ from mgpu_doctor.matrix.known_issues import (
     Problem,
 )
 from mgpu_doctor.matrix.versions import Tri, parse_specifier, parse_version, range_in, version_in
-from mgpu_doctor.resolve import ResolvedEnvironment
+from mgpu_doctor.resolve import KerasFamily, ResolvedEnvironment
 
 REPORT_COMMAND = "mgpu-doctor report -o mgpu-report.md"
 
@@ -306,6 +306,12 @@ def environment_from_resolved(env: ResolvedEnvironment) -> Environment:
             sources[key] = value.range_origin
         else:
             missing[key] = str(value.missing) if value.missing is not None else "not known"
+    if env.tf_keras_is is not None and env.tf_keras_is.family is KerasFamily.TF_KERAS and "keras" in versions:
+        # the `keras` package is installed but tf.keras is tf-keras: a Keras 3 entry is not known
+        # to apply (only if the model imports keras directly), so it is not reported as matching
+        missing["keras"] = (f"tf.keras is {env.tf_keras_is.describe()}, not the keras package "
+                            f"{versions.pop('keras')}")
+        sources.pop("keras", None)
     m, u = env.machine, env.usage
     return Environment(
         versions=versions, gpus=m.gpus, workers=m.workers, compute_capabilities=m.compute_capabilities,
