@@ -146,13 +146,13 @@ def run_child(
             _remove_tree(tmp)
 
 
-def run_tool(argv: Sequence[str], timeout_s: float, keep_bytes: int = OUTPUT_HEAD_BYTES + OUTPUT_TAIL_BYTES
-             ) -> ChildOutcome:
-    """A plain program (``ldconfig -p``, ``ptxas --version``) under the same supervision.
+def run_tool(argv: Sequence[str], timeout_s: float, keep_bytes: int = OUTPUT_HEAD_BYTES + OUTPUT_TAIL_BYTES,
+             env: Mapping[str, str] | None = None) -> ChildOutcome:
+    """A plain program (``ldconfig -p``, ``ptxas --version``, ``lspci``) under the same supervision.
 
     Its output is in ``stdout``; ``returncode`` 0 and no ``start_error`` mean it ran.
     """
-    return run_child(argv, timeout_s=timeout_s, keep_bytes=keep_bytes)
+    return run_child(argv, timeout_s=timeout_s, keep_bytes=keep_bytes, env=env)
 
 
 _lifeline: list[int] = []

@@ -306,6 +306,16 @@ def test_the_and_cuda_pins_table_has_every_release_that_declares_the_extra():
     assert table.pins_for("2.18") is not None
 
 
+def test_the_distribution_names_of_bug_reports_are_query_terms():
+    from mgpu_doctor.query import resolve_query
+
+    env, given = resolve_query(["tensorflow-gpu==1.15.0", "keras-nightly==3.7.0.dev2024120303", "gpus=2"])
+    assert env.tensorflow.text == "1.15.0" and env.keras.text == "3.7.0.dev2024120303"
+    assert given["tensorflow"] == "1.15.0"
+    env, _ = resolve_query(["tf-nightly==2.19.0.dev20241203", "tf_keras==2.18.0"])
+    assert env.tensorflow.text == "2.19.0.dev20241203" and env.tf_keras.text == "2.18.0"
+
+
 def test_workers_term_is_multi_worker_training():
     from mgpu_doctor.query import resolve_query
 

@@ -86,6 +86,7 @@ class Assessment:
     unknown: tuple[str, ...]  # machine facts the entry needs that are not known
     usage_unknown: tuple[str, ...]  # "if your model uses ..." lines
     disagrees: tuple[str, ...]
+    version_agrees: bool = False  # some version the entry names is known and in its range
 
 
 class BadEnvironment(ValueError):
@@ -113,6 +114,7 @@ class _Recorder:
 def assess(issue: KnownIssue, env: Environment) -> Assessment:
     record = _Recorder()
     _assess_versions(issue, env, record)
+    version_agrees = bool(record.agrees)
     _assess_machine(issue, env, record)
     _assess_usage(issue, env, record)
     if record.disagrees:
@@ -122,7 +124,7 @@ def assess(issue: KnownIssue, env: Environment) -> Assessment:
     else:
         verdict = Verdict.MATCHES
     return Assessment(issue, verdict, tuple(record.agrees), tuple(record.unknown), tuple(record.usage),
-                      tuple(record.disagrees))
+                      tuple(record.disagrees), version_agrees)
 
 
 def _assess_versions(issue: KnownIssue, env: Environment, record: _Recorder) -> None:
@@ -244,10 +246,14 @@ def _count_range(low: int | None, high: int | None, unit: str) -> str:
 
 
 def worth_reporting(a: Assessment) -> bool:
-    """Matches, or cannot tell while something known agrees (else it is noise)."""
+    """Matches, or cannot tell while a version it names is known and agrees (an entry that names
+    no version: while something known agrees). Two GPUs alone do not make an NCCL entry worth a
+    line when the NCCL version is not known: that is noise on every multi-GPU query."""
     if a.verdict is Verdict.MATCHES:
         return True
-    return a.verdict is Verdict.CANNOT_TELL and bool(a.agrees)
+    if a.verdict is not Verdict.CANNOT_TELL:
+        return False
+    return a.version_agrees if a.issue.affects else bool(a.agrees)
 
 
 def finding_for(a: Assessment) -> Finding:
