@@ -18,7 +18,7 @@ _SECRET_NAME = re.compile(
 )
 _KEY_VALUE = re.compile(
     r"(?i)\b((?:api[_-]?|access[_-]?|secret[_-]?|private[_-]?)?(?:password|passwd|pwd|token|secret|key|auth))"
-    r"(\s*[=:]\s*)([^\s,;&'\"]+)"
+    r"(\s*[=:]\s*)(?!=)([^\s,;&'\"]+)"
 )
 _TOKEN_PATTERNS = re.compile(
     r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{20,}"

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from mgpu_doctor import __version__
 from mgpu_doctor.cli.errors import UsageError
+from mgpu_doctor.cli.output import OutputUnwritable, guarded_streams, say, silence_stdout
 from mgpu_doctor.errors import BadInput
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -49,6 +50,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    with guarded_streams():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         words = list(sys.argv[1:] if argv is None else argv)
         parser = build_parser(words[0] if words and words[0] in COMMANDS else None)
@@ -56,31 +62,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
-        return int(args.run(args))
+        code = int(args.run(args))
+        sys.stdout.flush()  # a full disk or a closed stdout is found here, not at interpreter exit
+        return code
+    except OutputUnwritable as exc:
+        silence_stdout()
+        say(f"mgpu-doctor: error: {exc}")
+        return EXIT_USAGE
     except BadInput as exc:
-        print(f"mgpu-doctor: error: {exc}", file=sys.stderr)
+        say(f"mgpu-doctor: error: {exc}")
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("\nmgpu-doctor: interrupted", file=sys.stderr)
+        say("\nmgpu-doctor: interrupted")
         return EXIT_INTERRUPTED
     except BrokenPipeError:
-        _silence_broken_pipe()
+        # Output piped into `head`: stop quietly instead of a traceback at interpreter exit.
+        silence_stdout()
         return EXIT_OK
     except Exception as exc:
         if os.environ.get("MGPU_DOCTOR_DEBUG"):
             traceback.print_exc()
-        print(
-            f"mgpu-doctor: internal error: {type(exc).__name__}: {exc}\n"
-            "This is a bug; rerun with MGPU_DOCTOR_DEBUG=1 for the traceback and report it.",
-            file=sys.stderr,
-        )
+        say(f"mgpu-doctor: internal error: {type(exc).__name__}: {exc}\n"
+            "This is a bug; rerun with MGPU_DOCTOR_DEBUG=1 for the traceback and report it.")
         return EXIT_INTERNAL
-
-
-def _silence_broken_pipe() -> None:
-    # Output piped into `head`: stop quietly instead of a traceback at interpreter exit.
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
 
 
 def console_main() -> None:

@@ -5,21 +5,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TextIO
 
-from mgpu_doctor.cli.errors import UsageError
 from mgpu_doctor.cli.options import OutputOptions
+from mgpu_doctor.cli.output import out, write_text
 from mgpu_doctor.report import Report
 
 EXIT_INTERRUPTED = 130
-
-
-def write_text(path: str | Path, text: str) -> None:
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 class Progress:
@@ -64,7 +56,7 @@ def emit(report: Report, output: OutputOptions, interrupted: bool = False) -> in
     from mgpu_doctor.reporters.common import exit_code_for
 
     options = output.render_options()
-    sys.stdout.write(output.format.renderer()(report, options))
+    out(output.format.renderer()(report, options))
     if output.junit is not None:
         write_text(output.junit, junit.render(report, options))
     if interrupted:

@@ -63,7 +63,8 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
     output = output_options(args)
     dirs = matrix_dirs(args)
     with progress_on_stderr() as progress:
-        snapshot = gather_for_smoke(interpreter, nvml_module, progress)
+        snapshot = gather_for_smoke(interpreter, nvml_module, progress,
+                                    request.options if multiworker is None else None)
     results_file = open_results(request.results_path)
     try:
         if multiworker is not None:

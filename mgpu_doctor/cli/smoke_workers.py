@@ -20,6 +20,7 @@ from mgpu_doctor.cli.errors import UsageError
 from mgpu_doctor.cli.options import OutputOptions
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import CheckOutcome, CheckStatus
+from mgpu_doctor.inputs import InputError, read_text
 from mgpu_doctor.multiworker.findings import KERAS3_CODE, multiworker_outcomes
 from mgpu_doctor.multiworker.model import MultiWorkerRun
 from mgpu_doctor.multiworker.suite import DEFAULT_LAYERS, MultiWorkerPlan, keras_choices, run_plan
@@ -34,6 +35,8 @@ from mgpu_doctor.smoke.section import with_matrix_verdicts
 from mgpu_doctor.snapshot import Snapshot
 
 MWMS_TASK_TYPES = ("chief", "worker")
+# Local multi-worker smoke: each worker is a process importing TensorFlow (about 0.6 GB each).
+MAX_LOCAL_WORKERS = 32
 
 
 def plan_from(args: argparse.Namespace, environ: Mapping[str, str]) -> MultiWorkerPlan | None:
@@ -43,6 +46,9 @@ def plan_from(args: argparse.Namespace, environ: Mapping[str, str]) -> MultiWork
     if workers is not None and text:
         raise UsageError("--workers K starts K workers on this host, --tf-config runs this node's one "
                          "task of a cluster: give one of them")
+    if text is not None and not text.strip():
+        raise UsageError("--tf-config is empty: give the cluster as JSON or @FILE (or leave the option "
+                         "out for the single-host smoke)")
     if workers is None and not text:
         text = environ.get("TF_CONFIG", "")
         if not text.strip():
@@ -58,15 +64,20 @@ def plan_from(args: argparse.Namespace, environ: Mapping[str, str]) -> MultiWork
         raise UsageError(str(exc)) from None
     kerases = keras_choices(getattr(args, "keras", "env"))
     if workers is not None:
-        if workers < 2:
-            raise UsageError(f"--workers takes a number of at least 2, got {workers}")
+        if not 2 <= workers <= MAX_LOCAL_WORKERS:
+            raise UsageError(f"--workers takes a number from 2 to {MAX_LOCAL_WORKERS} (each worker is a "
+                             f"process importing TensorFlow on this host), got {workers}")
         return MultiWorkerPlan(workers, layers, kerases)
     assert text is not None
     if text.startswith("@"):
+        path = Path(text[1:])
         try:
-            text = Path(text[1:]).read_text(encoding="utf-8")
+            text = read_text(path, "a TF_CONFIG JSON file")
+        except InputError as exc:
+            raise UsageError(f"--tf-config: {exc}") from None
         except OSError as exc:
-            raise UsageError(f"--tf-config: cannot read {text[1:]}: {exc.strerror or exc}") from None
+            raise UsageError(f"--tf-config: cannot read {path}: {exc.strerror or exc}") from None
+        source = f"--tf-config @{path}"
     try:
         config = parse_tf_config(text, source)
         if config.task_type not in MWMS_TASK_TYPES:

@@ -25,7 +25,7 @@ from mgpu_doctor.probes.tensorflow import gather_tensorflow, tensorflow_installe
 from mgpu_doctor.resolve import resolve
 from mgpu_doctor.serde import to_jsonable
 from mgpu_doctor.smoke.model import SmokeRun, SmokeSpec
-from mgpu_doctor.smoke.plan import PlanError, SmokeOptions, plan_runs
+from mgpu_doctor.smoke.plan import PlanError, SmokeOptions, check_device_counts, plan_runs
 from mgpu_doctor.smoke.rules import compare_with_single, smoke_outcomes
 from mgpu_doctor.smoke.runner import run_suite
 from mgpu_doctor.snapshot import Snapshot
@@ -95,6 +95,10 @@ def run_smoke_section(
     matrix_dirs: tuple[Path, ...] = (),
 ) -> SmokeSection:
     """Plan and run the smoke suite for this snapshot's machine; never raises on Ctrl-C."""
+    try:  # a bad option is exit 2 also where the suite is skipped
+        check_device_counts(options, *gpu_count(snapshot))
+    except PlanError as exc:
+        raise BadInput(str(exc)) from None
     if tensorflow_installed(snapshot.packages) is False:
         return SmokeSection(outcomes=[_skipped(f"TensorFlow is not installed for {interpreter.executable}")])
     if isinstance(snapshot.tensorflow, Unavailable) and snapshot.tensorflow.reason == "failed":
@@ -134,11 +138,27 @@ def run_smoke_section(
                         interrupted=suite.interrupted)
 
 
+def gpu_count(snapshot: Snapshot) -> tuple[int, str]:
+    """The GPUs the smoke trainings can use, and who counted them: TensorFlow when it was asked,
+    else NVML."""
+    if not isinstance(snapshot.tensorflow, Unavailable):
+        return visible_gpus(snapshot), "TensorFlow sees"
+    return (0 if isinstance(snapshot.nvml, Unavailable) else len(snapshot.nvml.gpus)), "NVML finds"
+
+
 def gather_for_smoke(interpreter: Interpreter, nvml_module: object = None,
-                     progress: Progress | None = None) -> Snapshot:
-    """The quick facts, plus TensorFlow's GPU list only where NVML sees a GPU at all."""
+                     progress: Progress | None = None, options: SmokeOptions | None = None) -> Snapshot:
+    """The quick facts, plus TensorFlow's GPU list only where NVML sees a GPU at all.
+
+    With ``options``, device counts NVML cannot satisfy are refused (BadInput) before TensorFlow
+    is imported."""
     say: Progress = progress or (lambda *_a, **_k: None)
     snapshot = gather_snapshot(GatherOptions(interpreter, quick=True, nvml_module=nvml_module), say)
+    if options is not None:
+        try:
+            check_device_counts(options, *gpu_count(snapshot))
+        except PlanError as exc:
+            raise BadInput(str(exc)) from None
     nvml = snapshot.nvml
     if not isinstance(nvml, Unavailable) and nvml.gpus:
         say("TensorFlow: counting the GPUs it sees (a few seconds)", slow=True)
