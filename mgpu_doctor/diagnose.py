@@ -29,7 +29,7 @@ from mgpu_doctor.matrix.match import BadEnvironment
 from mgpu_doctor.probes.gather import GatherOptions, Progress, gather_snapshot
 from mgpu_doctor.probes.interpreter import Interpreter
 from mgpu_doctor.query import resolve_query
-from mgpu_doctor.redact import Identity, redact_snapshot, redactor_for
+from mgpu_doctor.redact import Identity, mask_snapshot, redact_report
 from mgpu_doctor.report import Report, new_report
 from mgpu_doctor.requirements import Requirements, layer_outcomes, requirement_checks
 from mgpu_doctor.resolve import ResolvedEnvironment, resolve
@@ -95,14 +95,14 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
         view = None
     report = new_report(
         options.command, facts.source, outcomes, tool_version=__version__,
-        snapshot=redact_snapshot(original, Identity.current()) if options.redact else original,
+        snapshot=original,
         quick=options.quick and options.from_file is None, notes=notes,
         smoke_runs=section.runs if section is not None else [], devices=device_rows(original),
         libraries=view,
     )
     report = acknowledge(report, options)
     if options.redact:
-        report = redactor_for(original, Identity.current()).tree(report)
+        report = redact_report(report, original, Identity.current())
     return Diagnosis(report, section is not None and section.interrupted)
 
 
@@ -136,7 +136,8 @@ def obtain_facts(options: DiagnoseOptions, progress: Progress | None = None) -> 
             runs = runs_from_report(document.report_data, str(options.from_file))
         except (SnapshotLoadError, ValueError) as exc:
             raise BadInput(str(exc)) from None
-        return Facts(document.snapshot, f"snapshot {options.from_file}", runs)
+        # Written elsewhere, perhaps by another tool: its credentials are masked, --no-redact or not.
+        return Facts(mask_snapshot(document.snapshot), f"snapshot {options.from_file}", runs)
     interpreter = options.interpreter or Interpreter.current()
     snapshot = gather_snapshot(GatherOptions(interpreter, quick=options.quick),
                                progress or (lambda *_a, **_k: None))

@@ -8,8 +8,10 @@ through :func:`read_text`, every outside JSON document (those files, ``TF_CONFIG
 - text that is not UTF-8: UTF-16/32 (a Windows editor's "Unicode"), binary files, other encodings;
 - JSON nested deeper than :data:`MAX_JSON_DEPTH` (Python's parser would exhaust its stack);
 - integers longer than :data:`MAX_INT_DIGITS` digits (no fact needs them; Python refuses to
-  convert more than 4300 digits with advice meant for programmers);
-- strings holding half of a UTF-16 surrogate pair (``"\\ud800"``): not Unicode, not printable.
+  convert more than 4300 digits with advice meant for programmers).
+
+Strings holding half of a UTF-16 surrogate pair (``"\\udcff"``, how ``json.dumps`` writes a file
+name that is not UTF-8) are not Unicode and cannot be printed: they are read as U+FFFD.
 
 The messages name the source and what is wrong with it; callers prefix nothing.
 """
@@ -96,7 +98,7 @@ def parse_json(text: str, source: str) -> Any:
     except RecursionError:  # the depth scan should have caught it; never a traceback
         raise InputError(f"{source}: JSON nested too deeply to read") from None
     if _SURROGATE_ESCAPE.search(text):
-        _check_strings(data, source)
+        data = _without_surrogates(data)  # depth is bounded above: the recursion is safe
     return data
 
 
@@ -121,21 +123,16 @@ def _check_depth(text: str, source: str) -> None:
             depth -= 1
 
 
-def _check_strings(data: Any, source: str) -> None:
-    """A string (or key) that holds a lone surrogate from a ``\\udXXX`` escape."""
-    stack = [data]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            found = _SURROGATE.search(item)
-            if found:
-                raise InputError(f"{source}: a string holds \\u{ord(found.group()):04x}, half of a UTF-16 "
-                                 "surrogate pair: not valid Unicode (edited or corrupted?)")
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
+def _without_surrogates(data: Any) -> Any:
+    """Lone surrogates (a non-UTF-8 file name or environment value, escaped by ``json.dumps``)
+    replaced by U+FFFD: still readable, and printable."""
+    if isinstance(data, str):
+        return _SURROGATE.sub("\ufffd", data)
+    if isinstance(data, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_without_surrogates(v) for v in data]
+    return data
 
 
 def shorten(value: object, limit: int = 60) -> str:

@@ -191,7 +191,8 @@ def smoke_request(args: argparse.Namespace) -> SmokeRequest:
     if batches:
         options = replace(options, batch_sizes=batches)
     results = getattr(args, "results", None)
-    return SmokeRequest(options, float(args.stall_timeout), Path(results) if results else None)
+    return SmokeRequest(options, float(args.stall_timeout), Path(results) if results else None,
+                        redact=getattr(args, "redact", True))
 
 
 def requirements_from(args: argparse.Namespace) -> Requirements:

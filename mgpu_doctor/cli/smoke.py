@@ -12,6 +12,7 @@ from mgpu_doctor.cli.options import (
     add_matrix_option,
     add_output_options,
     add_python_option,
+    add_redact_option,
     add_smoke_options,
     interpreter_from,
     matrix_dirs,
@@ -20,6 +21,7 @@ from mgpu_doctor.cli.options import (
 )
 from mgpu_doctor.multiworker.model import KERAS_CHOICES
 from mgpu_doctor.probes.interpreter import Interpreter
+from mgpu_doctor.redact import Identity, redact_report
 from mgpu_doctor.report import new_report
 from mgpu_doctor.smoke.section import gather_for_smoke, open_results, run_smoke_section
 
@@ -49,6 +51,7 @@ def add_parser(sub: Any) -> None:
     add_multiworker_options(p)
     add_matrix_option(p)
     add_python_option(p)
+    add_redact_option(p)
     add_output_options(p)
     p.set_defaults(run=run)
 
@@ -65,11 +68,11 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
     with progress_on_stderr() as progress:
         snapshot = gather_for_smoke(interpreter, nvml_module, progress,
                                     request.options if multiworker is None else None)
-    results_file = open_results(request.results_path)
+    results_file = open_results(request.results_path, snapshot, request.redact)
     try:
         if multiworker is not None:
             return run_multiworker(multiworker, interpreter, snapshot, results_file, dirs, output,
-                                   request.stall_timeout_s)
+                                   request.stall_timeout_s, redact=request.redact)
         section = run_smoke_section(snapshot, request.options, interpreter,
                                     stall_timeout_s=request.stall_timeout_s, results_file=results_file,
                                     matrix_dirs=dirs)
@@ -78,4 +81,6 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
             results_file.close()
     report = new_report("smoke", "this machine", section.outcomes, tool_version=__version__,
                         snapshot=snapshot, notes=section.notes, smoke_runs=section.runs)
+    if request.redact:
+        report = redact_report(report, snapshot, Identity.current())
     return emit(report, output, section.interrupted)

@@ -12,7 +12,6 @@ import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO
 
 from mgpu_doctor import __version__
 from mgpu_doctor.cli.common import Progress, emit
@@ -27,11 +26,12 @@ from mgpu_doctor.multiworker.suite import DEFAULT_LAYERS, MultiWorkerPlan, keras
 from mgpu_doctor.multiworker.tf_config import TfConfigError, check_addresses, parse_tf_config
 from mgpu_doctor.probes.interpreter import Interpreter
 from mgpu_doctor.probes.tensorflow import tensorflow_installed
+from mgpu_doctor.redact import Identity, redact_report
 from mgpu_doctor.report import new_report
 from mgpu_doctor.resolve import resolve
 from mgpu_doctor.serde import to_jsonable
 from mgpu_doctor.smoke.plan import PlanError, parse_layers
-from mgpu_doctor.smoke.section import with_matrix_verdicts
+from mgpu_doctor.smoke.section import ResultsFile, with_matrix_verdicts
 from mgpu_doctor.snapshot import Snapshot
 
 MWMS_TASK_TYPES = ("chief", "worker")
@@ -93,10 +93,11 @@ def run_multiworker(
     plan: MultiWorkerPlan,
     interpreter: Interpreter,
     snapshot: Snapshot,
-    results_file: IO[str] | None,
+    results_file: ResultsFile | None,
     matrix_dirs: tuple[Path, ...],
     output: OutputOptions,
     stall_timeout_s: float,
+    redact: bool = True,
 ) -> int:
     notes = plan_notes(plan)
     outcomes: list[CheckOutcome] = []
@@ -116,6 +117,8 @@ def run_multiworker(
             notes.append(f"Interrupted: {len(runs)} of {len(plan.runs())} multi-worker runs finished.")
     report = new_report("smoke", "this machine", outcomes, tool_version=__version__, snapshot=snapshot,
                         notes=notes, multiworker_runs=runs)
+    if redact:
+        report = redact_report(report, snapshot, Identity.current())
     return emit(report, output, interrupted)
 
 
@@ -186,7 +189,7 @@ def keras_notes(runs: list[MultiWorkerRun]) -> list[str]:
 
 
 def _run(
-    plan: MultiWorkerPlan, interpreter: Interpreter, stall_timeout_s: float, results_file: IO[str] | None
+    plan: MultiWorkerPlan, interpreter: Interpreter, stall_timeout_s: float, results_file: ResultsFile | None
 ) -> tuple[list[MultiWorkerRun], bool]:
     progress = Progress(sys.stderr)
     total = len(plan.runs())

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, TextIO
@@ -15,6 +15,7 @@ from typing import IO, TextIO
 from mgpu_doctor.errors import BadInput
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import CheckOutcome, CheckStatus
+from mgpu_doctor.masking import mask_credentials
 from mgpu_doctor.matrix.known_issues import load_matrix
 from mgpu_doctor.matrix.match import environment_from_resolved
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
@@ -22,6 +23,7 @@ from mgpu_doctor.matrix.smoke import SmokeRunLike, with_known_issues
 from mgpu_doctor.probes.gather import GatherOptions, Progress, gather_snapshot
 from mgpu_doctor.probes.interpreter import Interpreter
 from mgpu_doctor.probes.tensorflow import gather_tensorflow, tensorflow_installed
+from mgpu_doctor.redact import Identity, Redactor, redactor_for
 from mgpu_doctor.resolve import resolve
 from mgpu_doctor.serde import to_jsonable
 from mgpu_doctor.smoke.model import SmokeRun, SmokeSpec
@@ -38,6 +40,7 @@ class SmokeRequest:
     options: SmokeOptions
     stall_timeout_s: float
     results_path: Path | None = None
+    redact: bool = True  # the results file as every output: identities redacted, credentials masked
 
 
 @dataclass
@@ -90,7 +93,7 @@ def run_smoke_section(
     interpreter: Interpreter,
     *,
     stall_timeout_s: float,
-    results_file: IO[str] | None = None,
+    results_file: ResultsFile | None = None,
     stream: TextIO | None = None,
     matrix_dirs: tuple[Path, ...] = (),
 ) -> SmokeSection:
@@ -166,19 +169,56 @@ def gather_for_smoke(interpreter: Interpreter, nvml_module: object = None,
     return snapshot
 
 
-def open_results(path: Path | None) -> IO[str] | None:
+class ResultsFile:
+    """The ``--results`` JSONL, file-like: every line redacted (with ``redactor``) and its
+    credentials masked before it is written, as everything else that leaves the process. A file
+    that stops taking lines (a full disk) is reported once; the runs go on."""
+
+    def __init__(self, path: Path, fh: IO[str], redactor: Redactor | None) -> None:
+        self.path, self._fh, self._redactor = path, fh, redactor
+        self._failed = False
+
+    def write(self, text: str) -> None:
+        if not self._failed:
+            self._guarded(lambda: self._fh.write(self._redactor.text(text) if self._redactor
+                                                 else mask_credentials(text)))
+
+    def flush(self) -> None:
+        if not self._failed:
+            self._guarded(self._fh.flush)
+
+    def _guarded(self, action: Callable[[], object]) -> None:
+        try:
+            action()
+        except OSError as exc:
+            self._failed = True
+            print(f"mgpu-doctor: warning: cannot write {self.path} ({exc.strerror or exc}): the runs go "
+                  "on, their results are in the report", file=sys.stderr)
+
+    def close(self) -> None:
+        try:
+            self._fh.close()
+        except OSError:
+            pass
+
+
+def open_results(path: Path | None, snapshot: Snapshot | None = None,
+                 redact: bool = True) -> ResultsFile | None:
+    """The results file, appended to; redacted for ``snapshot``'s machine unless ``redact`` is off."""
     if path is None:
         return None
     try:
-        return open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by the caller
+        fh = open(path, "a", encoding="utf-8", errors="backslashreplace")  # noqa: SIM115 - closed by the caller
     except OSError as exc:
         raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
+    redactor = redactor_for(snapshot, Identity.current()) if redact and snapshot is not None else None
+    return ResultsFile(path, fh, redactor)
 
 
 def run_requested(snapshot: Snapshot, request: SmokeRequest, interpreter: Interpreter,
                   matrix_dirs: tuple[Path, ...] = (), stream: TextIO | None = None) -> SmokeSection:
     """Run the smoke suite asked for, appending each run to the results file as it finishes."""
-    results_file = open_results(request.results_path)
+    results_file = open_results(request.results_path, snapshot, request.redact)
     try:
         return run_smoke_section(snapshot, request.options, interpreter,
                                  stall_timeout_s=request.stall_timeout_s, results_file=results_file,
