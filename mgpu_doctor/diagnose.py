@@ -18,6 +18,7 @@ from typing import TextIO
 from mgpu_doctor import __version__
 from mgpu_doctor.acks import DEFAULT_FILE, AckFileError, apply_acks, load_ack_file, unused_entries
 from mgpu_doctor.checks import VERSION_RULES, Check, known_issues, run_check
+from mgpu_doctor.checks.base import mostly_skipped
 from mgpu_doctor.devices import device_rows
 from mgpu_doctor.errors import BadInput
 from mgpu_doctor.facts import Unavailable
@@ -84,6 +85,7 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
     original = facts.snapshot
     env = resolve(original)
     outcomes = [run_check(c, env) for c in checks]
+    outcomes += [o for o in [mostly_skipped(outcomes)] if o is not None]
     section = smoke_section(options, facts, stream)
     gates = requirement_checks(options.requirements,
                                layer_outcomes(section.runs if section is not None else None))
@@ -154,6 +156,11 @@ def smoke_section(options: DiagnoseOptions, facts: Facts, stream: TextIO | None)
     return None
 
 
+def today() -> _dt.date:
+    """The day acknowledgements expire against when the options name none (tests pin it here)."""
+    return _dt.date.today()
+
+
 def acknowledge(report: Report, options: DiagnoseOptions) -> Report:
     """Mark acknowledged findings; ``--ack FILE`` must exist, the default file is optional."""
     path = options.ack_file or Path(DEFAULT_FILE)
@@ -163,7 +170,7 @@ def acknowledge(report: Report, options: DiagnoseOptions) -> Report:
         entries = load_ack_file(path)
     except AckFileError as exc:
         raise BadInput(str(exc)) from None
-    checks = apply_acks(report.checks, entries, options.today or _dt.date.today())
+    checks = apply_acks(report.checks, entries, options.today or today())
     notes = [f"Acknowledge file {e.source} matches no finding: remove it if the problem is gone."
              for e in unused_entries(checks, entries)]
     return replace(report, checks=checks, notes=report.notes + notes)

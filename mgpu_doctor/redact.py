@@ -93,7 +93,7 @@ class Redactor:
                 text = text.replace(gid, self.gpu_id(gid))
         text = UUID_RE.sub(lambda m: self.gpu_id(m.group(0)), text)
         if self.home:
-            text = re.sub(rf"{re.escape(self.home)}(?=/|$|[\s:;,'\"])", "~", text)
+            text = re.sub(rf"{re.escape(self.home)}(?=/|$|[\s:;,'\"\\])", "~", text)
         text = re.sub(r"(/home/|/Users/)[^/\s:;,'\"]+", r"\1<user>", text)
         if self.user_pattern is not None:
             text = self.user_pattern.sub("<user>", text)

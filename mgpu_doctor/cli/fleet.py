@@ -9,11 +9,11 @@ from typing import Any
 from mgpu_doctor import __version__
 from mgpu_doctor.cli.common import emit
 from mgpu_doctor.cli.errors import UsageError
-from mgpu_doctor.cli.options import add_output_options, add_redact_option, output_options
+from mgpu_doctor.cli.options import add_output_options, output_options
 from mgpu_doctor.fleet.checks import fleet_report
 from mgpu_doctor.fleet.compare import build_fleet
 from mgpu_doctor.fleet.facts import COMPARED_FACTS
-from mgpu_doctor.redact import Identity, Redactor, mask_snapshot, redact_snapshot
+from mgpu_doctor.redact import mask_snapshot
 from mgpu_doctor.snapshot import Snapshot, SnapshotLoadError, load_snapshot
 
 
@@ -25,30 +25,25 @@ def add_parser(sub: Any) -> None:
         "synchronous training because of it.")
     p.add_argument("snapshots", nargs="+", metavar="SNAPSHOT",
                    help="snapshot files, one per node (at least 2)")
-    add_redact_option(p)
     add_output_options(p)
     p.set_defaults(run=run)
 
 
-def load_all(paths: list[str], redact: bool = True) -> list[tuple[str, Snapshot]]:
-    """Each node's snapshot, its credentials masked (they were written elsewhere, perhaps by
-    another tool) and, unless ``redact`` is off, redacted as `snapshot` would have."""
+def load_all(paths: list[str]) -> list[tuple[str, Snapshot]]:
+    """Each node's snapshot, its credentials masked: written elsewhere, perhaps by another tool or
+    with --no-redact. Host names stay: they tell the nodes apart (`snapshot` hashes them)."""
     if len(paths) < 2:
         raise UsageError(f"fleet compares at least 2 snapshots (one per node), got {len(paths)}: "
                          "collect one with `mgpu-doctor snapshot` on each node")
     loaded = []
     for path in paths:
         try:
-            snapshot = mask_snapshot(load_snapshot(Path(path)))
+            loaded.append((path, mask_snapshot(load_snapshot(Path(path)))))
         except SnapshotLoadError as exc:
             raise UsageError(str(exc)) from None
-        loaded.append((path, redact_snapshot(snapshot, Identity.current()) if redact else snapshot))
     return loaded
 
 
 def run(args: argparse.Namespace) -> int:
-    fleet = build_fleet(load_all(args.snapshots, args.redact), COMPARED_FACTS)
-    report = fleet_report(fleet, tool_version=__version__)
-    if args.redact:  # node names are the paths given: the home directory and user name in them too
-        report = Redactor(Identity.current(), []).tree(report)
-    return emit(report, output_options(args))
+    fleet = build_fleet(load_all(args.snapshots), COMPARED_FACTS)
+    return emit(fleet_report(fleet, tool_version=__version__), output_options(args))
