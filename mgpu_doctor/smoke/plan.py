@@ -39,7 +39,9 @@ def parse_layers(value: str | None) -> tuple[str, ...]:
         raise PlanError(f"--layers names no layer; known: {', '.join(LAYERS)}")
     unknown = [n for n in names if n not in LAYERS]
     if unknown:
-        raise PlanError(f"unknown layer {', '.join(shorten(n) for n in unknown)}; known: {', '.join(LAYERS)}")
+        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        raise PlanError(f"unknown layer {', '.join(shorten(n) for n in unknown[:5])}{more}; "
+                        f"known: {', '.join(LAYERS)}")
     return names
 
 
