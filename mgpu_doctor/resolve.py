@@ -364,7 +364,9 @@ def resolve(snapshot: Snapshot) -> ResolvedEnvironment:
     requires = None if isinstance(packages, Unavailable) else packages.requires.get(distribution)
     declared = (requires, f"{distribution}'s Requires-Dist") if requires else None
     pins, pins_source = _and_cuda_pins(declared, tensorflow)
-    archs, archs_source = _compiled_archs(imported.build_info if imported is not None else None, tensorflow)
+    # the architectures table was read from the `tensorflow` wheels: no answer for other distributions
+    archs, archs_source = _compiled_archs(imported.build_info if imported is not None else None, tensorflow,
+                                          table=distribution == "tensorflow")
     return ResolvedEnvironment(
         tensorflow=tensorflow, tensorflow_distribution=distribution, keras=keras, tf_keras=tf_keras,
         tf_keras_is=observed or predicted, tf_keras_predicted=predicted, legacy_keras=legacy,
@@ -435,6 +437,10 @@ def predict_tf_keras(tensorflow: ResolvedVersion, keras: ResolvedVersion, tf_ker
     if version is None:
         return None
     if version < KERAS3_FIRST_TF:
+        if version >= KERAS_PACKAGE_FIRST_TF and keras.version is not None and keras.version.major >= 3:
+            return KerasView(KerasFamily.KERAS3, keras.text, Origin.PREDICTED,
+                             f"TensorFlow {tensorflow.text} (2.6-2.15) loads tf.keras from the installed "
+                             "keras package, here Keras 3")
         shown = keras.text if version >= KERAS_PACKAGE_FIRST_TF and keras.known else ""
         return KerasView(KerasFamily.KERAS2, shown, Origin.PREDICTED,
                          f"TensorFlow {tensorflow.text} < 2.16 uses its own Keras 2")
@@ -615,10 +621,11 @@ def and_cuda_requirements(lines: list[str] | tuple[str, ...], marker: bool = Tru
     return tuple(pins)
 
 
-def _compiled_archs(build_info: dict[str, str] | None, tensorflow: ResolvedVersion) -> tuple[str, str]:
+def _compiled_archs(build_info: dict[str, str] | None, tensorflow: ResolvedVersion, table: bool = True
+                    ) -> tuple[str, str]:
     if build_info and build_info.get("cuda_compute_capabilities"):
         return build_info["cuda_compute_capabilities"], "TensorFlow's build info"
-    if tensorflow.version is None:
+    if tensorflow.version is None or not table:
         return "", ""
     row = bundled_arch_table().archs_for(tensorflow.text)
     return (row.archs, row.source) if row is not None else ("", "")

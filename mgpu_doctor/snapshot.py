@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mgpu_doctor.collective_facts import CollectiveFacts, not_in_snapshot
 from mgpu_doctor.embedded import EmbeddedJsonError, extract_json, looks_like_markdown_report, normalise
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.inputs import InputError, parse_json, read_text
@@ -248,6 +249,8 @@ class Snapshot:
     # Added after schema 1 was first released: older snapshots load with the reason.
     libraries: LibraryFacts | Unavailable = field(
         default_factory=lambda: Unavailable("skipped", "not recorded in this snapshot", "old-snapshot"))
+    # Host, container and NCCL set-up (IOMMU/ACS, /dev/shm, CPUs, network, container): added later too.
+    collective: CollectiveFacts | Unavailable = field(default_factory=not_in_snapshot)
 
     def to_json(self) -> str:
         return json.dumps(to_jsonable(self), indent=2, sort_keys=False) + "\n"

@@ -362,6 +362,21 @@ def test_the_coverage_table_in_the_matrix_readme_is_current() -> None:
     assert current == table_for(bundled_matrix_dir())
 
 
+def test_every_release_is_covered_or_recorded_as_searched() -> None:
+    """Issue 12's bar: at least 150 sourced entries, and every TensorFlow minor 1.12-2.21 and every
+    Keras 3 minor admitted by an entry or recorded as "nothing found" in a mining log."""
+    from mgpu_doctor.matrix.coverage import coverage, searched_without_result
+
+    issues = load_matrix(bundled_matrix_dir()).issues
+    assert len(issues) >= 150
+    assert all(any(s.url for s in i.sources) for i in issues), "an entry without a source URL"
+    cov = coverage(issues)
+    searched = searched_without_result(bundled_matrix_dir() / "mining-log")
+    missing = [f"tensorflow {m}" for m, n in cov.tensorflow.items() if not n and ("tensorflow", m) not in searched]
+    missing += [f"keras {m}" for m, n in cov.keras3.items() if not n and ("keras", m) not in searched]
+    assert missing == []
+
+
 def test_coverage_counts_what_each_range_admits() -> None:
     from mgpu_doctor.matrix.coverage import admits_minor
 
@@ -388,3 +403,30 @@ def test_every_condition_an_entry_can_carry_is_a_query_term() -> None:
             for word in words[key]:
                 env, _ = parse_query([f"{key}={word}"])
                 assert word in (getattr(env, key) if key not in ("layers", "usage") else getattr(env, key)), key
+
+
+def test_every_thread_the_smoke_engine_cites_is_a_matrix_entry() -> None:
+    """`smoke` and `matrix query` tell one story: a tracker thread a smoke or multi-worker finding
+    cites is a source of a known-issue entry (and the finding names that entry by id)."""
+    import re
+
+    root = Path(__file__).parents[1] / "mgpu_doctor"
+    cited = set()
+    for module in [*sorted((root / "smoke").glob("*.py")), *sorted((root / "multiworker").glob("*.py"))]:
+        cited |= set(re.findall(r"https://github\.com/[\w.-]+/[\w.-]+/issues/\d+", module.read_text()))
+    assert cited, "the smoke engine cites no thread: this test would check nothing"
+    entries = load_matrix(bundled_matrix_dir())
+    sourced = {s.url for i in entries.issues for s in i.sources}
+    assert cited <= sourced, sorted(cited - sourced)
+
+
+def test_cannot_tell_is_shown_only_when_a_version_it_names_agrees(capsys) -> None:
+    """An NCCL entry is noise on a query that names no NCCL; an RTX 4090 entry of TensorFlow 2.15 is
+    worth a line on a 2.15 query that names no GPU (the version agrees, the GPU is not known)."""
+    main(["matrix", "query", "tensorflow==2.15.0", "gpus=2", "strategy=mirrored", "--format", "json"])
+    found = {f["code"]: f for c in json.loads(capsys.readouterr().out)["checks"] for f in c["findings"]}
+    assert found["known-issue.tf-62915-mirrored-nan-rtx4090"]["severity"] == "info"
+    assert not [code for code in found if code.startswith("known-issue.nccl-")]
+    main(["matrix", "query", "tensorflow==2.15.0", "nccl==2.8.4", "gpus=2", "--format", "json"])
+    found = {f["code"]: f for c in json.loads(capsys.readouterr().out)["checks"] for f in c["findings"]}
+    assert "known-issue.nccl-shm-container-dev-shm-too-small" in found

@@ -65,12 +65,37 @@ def test_a_half_upgraded_environment_tells_one_story():
 
 def test_predicted_tf_keras_that_is_not_what_was_imported_is_a_warning(scenario):
     snap = scenario("healthy-8gpu-nvlink")
-    # TensorFlow 2.15 predicts its own Keras 2, yet tf.keras imported Keras 3: code breaks.
+    # TensorFlow 2.21 without TF_USE_LEGACY_KERAS predicts Keras 3, yet tf.keras imported tf-keras
+    # (something set the switch after the doctor looked, or a sitecustomize patches tf.keras)
+    odd = replace(snap, packages=packages(tensorflow="2.21.0", keras="3.15.1", **{"tf-keras": "2.21.0"}),
+                  tensorflow=replace(snap.tensorflow, version="2.21.0", keras_module="tf_keras",
+                                     keras_version="2.21.0"))
+    codes = {f.code: f.severity for c in judge_snapshot(odd, CHECKS, command="c", source="s").checks
+             for f in c.findings}
+    assert codes["versions.tf-keras-not-as-predicted"] is Severity.WARNING
+
+
+def test_with_tf_keras_in_use_keras_3_entries_are_not_matched_on_the_keras_package(scenario):
+    snap = scenario("healthy-8gpu-nvlink")
+    legacy = replace(snap, packages=packages(**{"tf-keras": "2.21.0"}),
+                     env={**snap.env, "TF_USE_LEGACY_KERAS": "1"},
+                     tensorflow=replace(snap.tensorflow, keras_module="tf_keras", keras_version="2.21.0"))
+    env = environment_from_resolved(resolve(legacy))
+    assert "keras" not in env.versions and env.versions["tf-keras"] == "2.21.0"
+    assert env.missing["keras"].startswith("tf.keras is tf-keras 2.21.0 (imported")
+    assert env.missing["keras"].endswith("not the keras package 3.15.1")
+    assert environment_from_resolved(resolve(snap)).versions["keras"] == "3.15.1"
+
+
+def test_keras_3_with_tensorflow_2_15_is_predicted_as_what_tf_keras_becomes(scenario):
+    snap = scenario("healthy-8gpu-nvlink")
+    # TensorFlow 2.15 loads tf.keras from the keras package: with Keras 3 installed it is Keras 3
     old = replace(snap, packages=packages(tensorflow="2.15.1", keras="3.15.1"),
                   tensorflow=replace(snap.tensorflow, version="2.15.1"))
     codes = {f.code: f.severity for c in judge_snapshot(old, CHECKS, command="c", source="s").checks
              for f in c.findings}
-    assert codes["versions.tf-keras-not-as-predicted"] is Severity.WARNING
+    assert codes["keras.keras3-with-tf-before-216"] is Severity.WARNING
+    assert "versions.tf-keras-not-as-predicted" not in codes
 
 
 # --- the library in use is the one the loader returns for TensorFlow's soname --------------------
@@ -227,12 +252,33 @@ def test_check_from_and_matrix_query_agree(capsys, tmp_path, versions):
     (["tensorflow==2.12.0", "cuda==11.8", "cudnn==8.1.0", "driver==418.40.04", "gpus=2"], "driver.too-old"),
     (["tensorflow==2.16.1", "keras==2.15.0"], "keras.keras2-with-tf216"),
     (["tensorflow==2.16.1", "driver==510.47.03"], "driver.too-old"),  # CUDA 12.3 from the tested build
+    # the [and-cuda] pins table: 2.15.1 pins cuDNN 8.9.4.25; 2.21.0 asks NCCL >= 2.27.7
+    (["tensorflow==2.15.1", "nvidia-cudnn-cu12==9.1.0.70"], "and-cuda.out-of-range"),
+    (["tensorflow==2.21.0", "nvidia-nccl-cu12==2.21.5"], "and-cuda.out-of-range"),
+    # the architectures table (each wheel's build_info): 2.17 dropped Maxwell, 2.3 started at sm_35
+    (["tensorflow==2.17.0", "compute_capability=5.2"], "gpu-arch.unsupported"),
+    (["tensorflow==2.3.0", "compute_capability=3.0"], "gpu-arch.unsupported"),
 ])
 def test_matrix_query_applies_the_compatibility_rules(capsys, terms, code):
     assert main(["matrix", "query", *terms, "--format", "json"]) == 1
     data = json.loads(capsys.readouterr().out)
     found = {f["code"]: f["severity"] for c in data["checks"] for f in c["findings"]}
     assert found[code] == "error"
+
+
+@pytest.mark.parametrize("terms,code,severity", [
+    (["tensorflow==2.21.0", "python==3.8.10"], "python.unsupported-by-tensorflow", "warning"),
+    (["tensorflow==2.12.0", "python==3.10.12"], "python.supported", "ok"),
+    (["tensorflow==2.13.1", "keras==3.1.1"], "keras.keras3-with-tf-before-216", "error"),
+    (["tensorflow==2.15.0", "keras==3.3.3"], "keras.keras3-with-tf-before-216", "warning"),
+    (["tensorflow==2.10.0", "keras==2.12.0"], "keras.keras2-minor-mismatch", "warning"),
+    (["tensorflow==2.10.1", "keras==2.10.0"], "keras.in-use", "info"),
+])
+def test_python_and_keras_against_what_tensorflow_was_released_with(capsys, terms, code, severity):
+    main(["matrix", "query", *terms, "--format", "json"])
+    data = json.loads(capsys.readouterr().out)
+    found = {f["code"]: f["severity"] for c in data["checks"] for f in c["findings"]}
+    assert found.get(code) == severity, found
 
 
 @pytest.mark.parametrize("build", bundled_tensorflow_table().builds, ids=lambda b: b.tensorflow)
@@ -245,6 +291,29 @@ def test_every_tested_build_with_a_driver_for_its_cuda_is_free_of_errors(capsys,
         data = json.loads(capsys.readouterr().out)
         errors = [f["code"] for c in data["checks"] for f in c["findings"] if f["severity"] == "error"]
         assert errors == [], (terms, errors)
+
+
+def test_the_and_cuda_pins_table_has_every_release_that_declares_the_extra():
+    from mgpu_doctor.matrix.compat import bundled_and_cuda_table
+
+    table = bundled_and_cuda_table()
+    listed = {r.tensorflow for r in table.releases}
+    # every PyPI release of tensorflow from 2.14.0 (the first with [and-cuda]) to 2.21.0
+    assert {"2.14.0", "2.14.1", "2.15.0", "2.15.0.post1", "2.15.1", "2.16.1", "2.16.2", "2.17.0", "2.17.1",
+            "2.18.0", "2.18.1", "2.19.0", "2.19.1", "2.20.0", "2.21.0"} <= listed
+    assert all(r.source == f"https://pypi.org/project/tensorflow/{r.tensorflow}/" for r in table.releases)
+    assert table.pins_for("2.15") is None  # 2.15.0 also pinned tensorrt, 2.15.1 does not: no one answer
+    assert table.pins_for("2.18") is not None
+
+
+def test_the_distribution_names_of_bug_reports_are_query_terms():
+    from mgpu_doctor.query import resolve_query
+
+    env, given = resolve_query(["tensorflow-gpu==1.15.0", "keras-nightly==3.7.0.dev2024120303", "gpus=2"])
+    assert env.tensorflow.text == "1.15.0" and env.keras.text == "3.7.0.dev2024120303"
+    assert given["tensorflow"] == "1.15.0"
+    env, _ = resolve_query(["tf-nightly==2.19.0.dev20241203", "tf_keras==2.18.0"])
+    assert env.tensorflow.text == "2.19.0.dev20241203" and env.tf_keras.text == "2.18.0"
 
 
 def test_workers_term_is_multi_worker_training():

@@ -225,3 +225,39 @@ def test_a_smoke_finding_that_cites_a_thread_names_its_matrix_entry():
     [finding] = rules.run_findings(failed, [failed])
     assert f"known issue: {entry.id} (`mgpu-doctor matrix show {entry.id}`)" in finding.evidence
     assert rules.COLLECTIVE_REUSE_ISSUE in finding.links
+
+
+def test_a_failure_only_in_the_hazard_scenario_is_a_warning_and_of_the_common_case_an_error():
+    from mgpu_doctor.smoke.rules import smoke_outcomes
+
+    even1 = run(layer="batchnorm", variant="plain", devices=1)
+    even2 = run(layer="batchnorm", variant="plain")
+    un1 = run(layer="batchnorm", variant="plain", devices=1, scenario="uneven_final_batch", samples=257)
+    un2 = run(layer="batchnorm", variant="plain", scenario="uneven_final_batch", samples=257,
+              status="nan", losses=[1.0, None, None, None], nonfinite_epoch=2, weights_finite=False)
+    outcome = {o.name: o for o in smoke_outcomes([even1, even2, un1, un2])}[un2.name]
+    nan = outcome.findings[0]
+    assert nan.code == "smoke.batchnorm.nan" and nan.severity is Severity.WARNING
+    assert "drop_remainder=True" in nan.fix
+    # the same failure with the even dataset failing too is the common case: an error
+    bad_even = replace(even2, status="nan", losses=[1.0, None, None, None])
+    outcomes = {o.name: o for o in smoke_outcomes([even1, bad_even, un1, un2])}
+    assert outcomes[un2.name].findings[0].severity is Severity.ERROR
+    assert outcomes[bad_even.name].findings[0].severity is Severity.ERROR
+
+
+def test_an_indivisible_global_batch_is_planned_even_and_reported_with_the_fix():
+    from mgpu_doctor.smoke.plan import SmokeOptions, batch_splits, plan_runs
+    from mgpu_doctor.smoke.rules import batch_split_outcomes
+
+    options = SmokeOptions(layers=("dense",), virtual_devices=3, batch_sizes=(64,))
+    specs = plan_runs(options, 0)
+    assert {s.global_batch for s in specs} == {66} and {s.devices for s in specs} == {1, 3}
+    assert {s.samples for s in specs if s.scenario == "even"} == {66 * 4}
+    [split] = batch_splits(options, 0)
+    assert (split.requested, split.planned, split.replicas, split.shares) == (64, 66, 3, "22/21/21")
+    [outcome] = batch_split_outcomes([split])
+    [finding] = outcome.findings
+    assert finding.code == "smoke.batch-indivisible" and finding.severity is Severity.WARNING
+    assert "multiple of the number of replicas" in finding.fix
+    assert batch_splits(SmokeOptions(batch_sizes=(64,)), 0) == []  # 2 devices share 64 evenly

@@ -58,7 +58,9 @@ def test_uneven_final_batch_batchnorm_nan_is_reported_with_the_fix(capsys, tmp_p
     code = main(["smoke", "--layers", "batchnorm", "--virtual-devices", "2", "--stall-timeout", "120",
                  "--format", "json", "--junit", str(junit_file), "--results", str(results)])
     out, err = capsys.readouterr()
-    assert code == 1
+    # a failure only in the hazard scenario (the even dataset trains) is a warning with its fix,
+    # not a failed check on a healthy machine
+    assert code == 0
     report = json.loads(out)
     runs = {(r["variant"], r["devices"], r["scenario"]): r for r in report["smoke_runs"]}
     assert len(runs) == 8
@@ -70,7 +72,8 @@ def test_uneven_final_batch_batchnorm_nan_is_reported_with_the_fix(capsys, tmp_p
         k: "ok" for k in runs if k != ("plain", 2, "uneven_final_batch")}
     checks = {c["name"]: c for c in report["checks"]}
     finding = checks["smoke/batchnorm-plain/2xcpu-virtual/uneven_final_batch/b64"]["findings"][0]
-    assert finding["code"] == "smoke.batchnorm.nan" and finding["severity"] == "error"
+    assert finding["code"] == "smoke.batchnorm.nan" and finding["severity"] == "warning"
+    assert any(e.startswith("only with an uneven final batch") for e in finding["evidence"])
     assert "drop_remainder=True" in finding["fix"] and "synchronized=True" in finding["fix"]
     # Beside it, the matrix's verdict: the entries describe it for TensorFlow 2.0-2.8; it still
     # happens with 2.21 here, and the doctor says so instead of "not in the matrix".

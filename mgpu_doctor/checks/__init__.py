@@ -9,7 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from mgpu_doctor.checks import agreement, gpus, known_issues, libraries, packages, tensorflow
+from mgpu_doctor.checks import (
+    agreement,
+    container,
+    cpu_affinity,
+    gpus,
+    known_issues,
+    libraries,
+    nccl_env,
+    packages,
+    pcie_p2p,
+    shm,
+    tensorflow,
+)
 from mgpu_doctor.checks.base import Check, CheckSkipped, Scope, run_check
 from mgpu_doctor.checks.facts_access import need_machine
 from mgpu_doctor.findings import Finding
@@ -47,6 +59,7 @@ CHECKS: tuple[Check[ResolvedEnvironment], ...] = (
             packages.check_tensorflow_distributions),
     machine_env("versions-agree", "Installed and imported versions agree", agreement.check_versions_agree),
     versions("keras", "Keras matches TensorFlow", packages.check_keras),
+    versions("python", "Python is one TensorFlow is built for", packages.check_python_for_tensorflow),
     machine("cuda-visible-devices", "CUDA_VISIBLE_DEVICES names real GPUs",
             tensorflow.check_cuda_visible_devices),
     machine("tensorflow-gpus", "TensorFlow sees the GPUs NVML sees", tensorflow.check_tensorflow_gpus),
@@ -59,6 +72,12 @@ CHECKS: tuple[Check[ResolvedEnvironment], ...] = (
     machine("gpu-uniformity", "The GPUs are all alike", gpus.check_gpu_uniformity),
     machine("cuda-device-order", "CUDA and nvidia-smi number GPUs alike", gpus.check_cuda_device_order),
     machine("gpu-interconnect", "GPUs can exchange gradients directly", gpus.check_gpu_interconnect),
+    machine("pcie-p2p", "IOMMU and PCIe ACS do not redirect GPU peer-to-peer traffic",
+            pcie_p2p.check_pcie_p2p),
+    machine("shared-memory", "/dev/shm is large enough for NCCL and data loaders", shm.check_shm),
+    machine("cpu-affinity", "The job runs on enough CPUs near its GPUs", cpu_affinity.check_cpu_affinity),
+    machine("nccl-environment", "NCCL settings fit this machine", nccl_env.check_nccl_environment),
+    machine("container-gpus", "The container got its GPUs and driver libraries", container.check_container),
     versions("cuda-libraries", "CUDA and cuDNN libraries fit TensorFlow's build",
              libraries.check_tensorflow_build_libraries),
     versions("and-cuda-wheels", "nvidia-* wheels fit tensorflow[and-cuda]", libraries.check_and_cuda_wheels),

@@ -455,7 +455,8 @@ def check_gpu_architectures(env: ResolvedEnvironment) -> list[Finding]:
     by_cc: dict[str, list[str]] = {}
     if env.snapshot is not None:
         nvml = need_gpus(env.snapshot)
-        need(env.snapshot.tensorflow, "TensorFlow")
+        if not env.compiled_archs:  # else from the build info, or the table when TF was not imported
+            need(env.snapshot.tensorflow, "TensorFlow")
         for gpu in nvml.gpus:
             if isinstance(gpu.compute_capability, str):
                 by_cc.setdefault(gpu.compute_capability, []).append(str(gpu.index))

@@ -1,4 +1,5 @@
-"""Installed distributions that fight each other: TensorFlow twins, Keras mismatches."""
+"""Installed distributions that fight each other: TensorFlow twins, Keras mismatches, a Python
+TensorFlow was not built for."""
 
 from __future__ import annotations
 
@@ -6,8 +7,11 @@ from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.facts_access import need_packages
 from mgpu_doctor.distributions import TF_DISTRIBUTIONS
 from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.resolve import KERAS3_FIRST_TF, ResolvedEnvironment
+from mgpu_doctor.matrix.compat import bundled_tensorflow_table
+from mgpu_doctor.resolve import KERAS3_FIRST_TF, KERAS_PACKAGE_FIRST_TF, ResolvedEnvironment, ResolvedVersion
 from mgpu_doctor.snapshot import Snapshot
+
+TF_TESTED_BUILDS = "https://www.tensorflow.org/install/source#gpu"
 
 
 def check_tensorflow_distributions(snapshot: Snapshot) -> list[Finding]:
@@ -89,6 +93,8 @@ def check_keras(env: ResolvedEnvironment) -> list[Finding]:
             fix=f"For Keras 2 code: pip install '{minor_pin}' and export TF_USE_LEGACY_KERAS=1. "
             "Otherwise: pip install -U 'keras>=3'.",
         ))
+    if not modern and tf_version >= KERAS_PACKAGE_FIRST_TF and keras.version is not None and not legacy:
+        findings += _keras_before_216(tf, keras, evidence)
     if modern and keras.absent and not legacy:
         findings.append(Finding(
             "keras.missing", Severity.ERROR,
@@ -102,6 +108,63 @@ def check_keras(env: ResolvedEnvironment) -> list[Finding]:
     if not findings:
         raise CheckSkipped("nothing known about Keras")
     return findings
+
+
+def _keras_before_216(tf: ResolvedVersion, keras: ResolvedVersion, evidence: list[str]) -> list[Finding]:
+    """TensorFlow 2.6-2.15 loads tf.keras from the `keras` package and requires the Keras 2 release
+    of its own minor (its Requires-Dist: keras>=2.X,<2.X+1); 2.15 also works with Keras 3
+    (keras-team/keras#19069), older releases do not."""
+    assert tf.version is not None and keras.version is not None
+    want = f"keras~={tf.version.major}.{tf.version.minor}.0"
+    same = (keras.version.major, keras.version.minor) == (tf.version.major, tf.version.minor)
+    if same:
+        return []
+    if keras.version.major >= 3:
+        works = (tf.version.major, tf.version.minor) == (2, 15)
+        return [Finding(
+            "keras.keras3-with-tf-before-216", Severity.WARNING if works else Severity.ERROR,
+            f"Keras {keras.text} is installed with TensorFlow {tf.text}, whose tf.keras is then Keras 3"
+            + (": Keras 2 code (tf.keras.optimizers.legacy, the old saving formats) breaks" if works
+               else f", a Keras TensorFlow {tf.text} was not released for (it requires {want})"),
+            evidence,
+            fix=(f"For Keras 2 code: pip install '{want}'. To move to Keras 3, upgrade TensorFlow "
+                 "to 2.16 or newer (pip install -U tensorflow)."),
+            links=["https://github.com/keras-team/keras/issues/19069"],
+        )]
+    return [Finding(
+        "keras.keras2-minor-mismatch", Severity.WARNING,
+        f"Keras {keras.text} does not match TensorFlow {tf.text}: tf.keras is loaded from the keras "
+        "package, released in lockstep with TensorFlow, minor for minor",
+        evidence, fix=f"pip install '{want}'",
+    )]
+
+
+def check_python_for_tensorflow(env: ResolvedEnvironment) -> list[Finding]:
+    """The Python version against the Pythons TensorFlow's tested build lists for that release."""
+    tf, python = env.tensorflow, env.python
+    if tf.version is None:
+        raise CheckSkipped("no TensorFlow version known")
+    if python.version is None:
+        raise CheckSkipped("no Python version named" if env.snapshot is None
+                           else f"Python version not known ({python.describe()})")
+    build = bundled_tensorflow_table().build_for(tf.text)
+    if build is None:
+        raise CheckSkipped(f"no tested-build row for TensorFlow {tf.text}")
+    evidence = [f"tensorflow {tf.describe()}", f"python {python.describe()}",
+                f"TensorFlow {build.tensorflow} was tested with Python {build.python} (tested build table)"]
+    if build.python_ok(python.text):
+        return [Finding("python.supported", Severity.OK,
+                        f"Python {python.text} is one TensorFlow {tf.text} supports", evidence)]
+    return [Finding(
+        "python.unsupported-by-tensorflow", Severity.WARNING,
+        f"Python {python.text} is not among the Pythons TensorFlow {tf.text} is built and tested for "
+        f"({build.python}): pip has no wheel of it for this Python",
+        evidence,
+        fix=f"Use a Python in {build.python} for TensorFlow {tf.text}, or a TensorFlow release built "
+        f"for Python {python.version.major}.{python.version.minor} "
+        "(https://www.tensorflow.org/install/source#gpu lists them).",
+        links=[TF_TESTED_BUILDS],
+    )]
 
 
 def _legacy_text(env: ResolvedEnvironment) -> str:

@@ -10,6 +10,7 @@ from mgpu_doctor.checks.base import Check, CheckSkipped, run_check
 from mgpu_doctor.checks.facts_access import gib
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import Finding, Severity
+from mgpu_doctor.fleet.collective import MUST_MATCH, check_fleet_host_setup, check_fleet_nccl_tuning
 from mgpu_doctor.fleet.compare import FactRow, Fleet, describe, list_nodes
 from mgpu_doctor.fleet.facts import tf_config_of
 from mgpu_doctor.matrix.versions import parse_version
@@ -254,7 +255,7 @@ def check_environment(fleet: Fleet) -> list[Finding]:
     rows = [r for r in fleet.rows_under("env.") if r.status == "differs"]
     transport = [r for r in rows if r.key[4:] in NCCL_TRANSPORT_VARS]
     nccl = [r for r in rows if r.key.startswith("env.NCCL_") and r not in transport
-            and r.key[4:] not in NCCL_LOGGING_VARS]
+            and r.key[4:] not in NCCL_LOGGING_VARS and r.key[4:] not in MUST_MATCH]
     training = [r for r in rows if r.key[4:].startswith(TRAINING_ENV_PREFIXES)]
     if transport:
         findings.append(Finding(
@@ -403,6 +404,9 @@ FLEET_CHECKS: tuple[Check[Fleet], ...] = (
     Check("fleet-mig", "MIG alike on every node", check_mig),
     Check("fleet-environment", "Same NCCL / TensorFlow settings and TF_CONFIG cluster", check_environment),
     Check("fleet-python", "Same Python on every node", check_python),
+    Check("fleet-host-setup", "/dev/shm, IOMMU, ACS and limits alike on every node", check_fleet_host_setup),
+    Check("fleet-nccl-tuning", "NCCL algorithms, protocols and nccl.conf alike on every node",
+          check_fleet_nccl_tuning),
     Check("fleet-comparable", "Every fact could be compared", check_comparable),
     Check("fleet-each-node", "Every node passes `mgpu-doctor check` on its own", check_each_node),
 )

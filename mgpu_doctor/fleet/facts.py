@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from mgpu_doctor.facts import Unavailable
+from mgpu_doctor.fleet.collective import COLLECTIVE_FACTS
 from mgpu_doctor.fleet.compare import Fact, FactFamily, Value
 from mgpu_doctor.inputs import InputError, parse_json
 from mgpu_doctor.resolve import ResolvedEnvironment, ResolvedVersion
@@ -187,4 +188,4 @@ COMPARED_FACTS: tuple[Fact | FactFamily, ...] = (
     FactFamily("cuda-lib", "CUDA library in use", _libraries_in_use, missing="not found"),
     FactFamily("env", "env", _snapshot(_env), missing=NOT_SET),
     Fact("tf_config.cluster", "TF_CONFIG cluster", _snapshot(_tf_config_cluster)),
-)
+) + COLLECTIVE_FACTS

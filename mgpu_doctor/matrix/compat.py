@@ -158,7 +158,9 @@ class AndCudaTable:
         version = parse_version(tf_version)
         if version is None:
             return None
-        exact = [r for r in self.releases if _version(r.tensorflow) == version]
+        # "2.15" equals 2.15.0 to PEP 440, but here it means any 2.15 release
+        full = len(version.release) > 2
+        exact = [r for r in self.releases if full and _version(r.tensorflow) == version]
         if exact:
             return exact[0]
         same = [r for r in self.releases if _same_minor(r.tensorflow, version)]
@@ -200,7 +202,8 @@ def load_and_cuda_table(path: Path) -> AndCudaTable:
         requires = row.get("requires")
         if not isinstance(requires, list) or not all(isinstance(r, str) and r.strip() for r in requires):
             raise _error(path, f"{where}.requires", "must be a list of requirement strings")
-        rows.append(AndCudaPins(_version_text(path, where, row, "tensorflow"), tuple(requires), source))
+        tensorflow = _version_text(path, where, row, "tensorflow", post=True)
+        rows.append(AndCudaPins(tensorflow, tuple(requires), source))
     return AndCudaTable(tuple(rows), str(path))
 
 
@@ -355,9 +358,9 @@ def _text(path: Path, where: str, row: dict[str, Any], key: str, default: str | 
     return value
 
 
-def _version_text(path: Path, where: str, row: dict[str, Any], key: str) -> str:
+def _version_text(path: Path, where: str, row: dict[str, Any], key: str, post: bool = False) -> str:
     value = _text(path, where, row, key, None)
-    if not re.fullmatch(r"\d+(\.\d+)*", value.strip()):
+    if not re.fullmatch(r"\d+(\.\d+)*" + (r"(\.post\d+)?" if post else ""), value.strip()):
         raise _error(path, f"{where}.{key}", f"not a version such as \"12.5\": {value!r}")
     return value.strip()
 

@@ -38,7 +38,7 @@ from mgpu_doctor.matrix.known_issues import (
     Problem,
 )
 from mgpu_doctor.matrix.versions import Tri, parse_specifier, parse_version, range_in, version_in
-from mgpu_doctor.resolve import ResolvedEnvironment
+from mgpu_doctor.resolve import KerasFamily, ResolvedEnvironment
 
 REPORT_COMMAND = "mgpu-doctor report -o mgpu-report.md"
 
@@ -87,6 +87,7 @@ class Assessment:
     unknown: tuple[str, ...]  # machine facts the entry needs that are not known
     usage_unknown: tuple[str, ...]  # "if your model uses ..." lines
     disagrees: tuple[str, ...]
+    version_agrees: bool = False  # some version the entry names is known and in its range
 
 
 class BadEnvironment(ValueError):
@@ -114,6 +115,7 @@ class _Recorder:
 def assess(issue: KnownIssue, env: Environment) -> Assessment:
     record = _Recorder()
     _assess_versions(issue, env, record)
+    version_agrees = bool(record.agrees)
     _assess_machine(issue, env, record)
     _assess_usage(issue, env, record)
     if record.disagrees:
@@ -123,7 +125,7 @@ def assess(issue: KnownIssue, env: Environment) -> Assessment:
     else:
         verdict = Verdict.MATCHES
     return Assessment(issue, verdict, tuple(record.agrees), tuple(record.unknown), tuple(record.usage),
-                      tuple(record.disagrees))
+                      tuple(record.disagrees), version_agrees)
 
 
 def _assess_versions(issue: KnownIssue, env: Environment, record: _Recorder) -> None:
@@ -245,10 +247,14 @@ def _count_range(low: int | None, high: int | None, unit: str) -> str:
 
 
 def worth_reporting(a: Assessment) -> bool:
-    """Matches, or cannot tell while something known agrees (else it is noise)."""
+    """Matches, or cannot tell while a version it names is known and agrees (an entry that names
+    no version: while something known agrees). Two GPUs alone do not make an NCCL entry worth a
+    line when the NCCL version is not known: that is noise on every multi-GPU query."""
     if a.verdict is Verdict.MATCHES:
         return True
-    return a.verdict is Verdict.CANNOT_TELL and bool(a.agrees)
+    if a.verdict is not Verdict.CANNOT_TELL:
+        return False
+    return a.version_agrees if a.issue.affects else bool(a.agrees)
 
 
 def finding_for(a: Assessment) -> Finding:
@@ -307,6 +313,12 @@ def environment_from_resolved(env: ResolvedEnvironment) -> Environment:
             sources[key] = value.range_origin
         else:
             missing[key] = str(value.missing) if value.missing is not None else "not known"
+    if env.tf_keras_is is not None and env.tf_keras_is.family is KerasFamily.TF_KERAS and "keras" in versions:
+        # the `keras` package is installed but tf.keras is tf-keras: a Keras 3 entry is not known
+        # to apply (only if the model imports keras directly), so it is not reported as matching
+        missing["keras"] = (f"tf.keras is {env.tf_keras_is.describe()}, not the keras package "
+                            f"{versions.pop('keras')}")
+        sources.pop("keras", None)
     m, u = env.machine, env.usage
     return Environment(
         versions=versions, gpus=m.gpus, workers=m.workers, compute_capabilities=m.compute_capabilities,

@@ -49,6 +49,7 @@ STRATEGIES: dict[str, str] = {
     "keras_data_parallel": "keras.distribution.DataParallel (Keras 3)",
     "keras_model_parallel": "keras.distribution.ModelParallel (Keras 3)",
     "horovod": "Horovod",
+    "torch_ddp": "torch.nn.parallel.DistributedDataParallel around a Keras model (torch backend)",
 }
 # In an entry only: any of the strategies above (the problem is in distributed training as such).
 ANY_STRATEGY = "any"
@@ -86,6 +87,20 @@ USAGES: dict[str, str] = {
     "tf1_session": "build graphs with TensorFlow 1.x sessions (tf.compat.v1.Session)",
     "tensorboard_profiler": "profile with the TensorBoard callback (profile_batch) or tf.profiler",
     "custom_op": "use a custom op",
+    "container": "train inside a container (Docker, Kubernetes, enroot/pyxis under Slurm)",
+    "infiniband": "let NCCL use InfiniBand / RoCE (an IB adapter in the machine, or multi-node "
+                  "training over it)",
+    "custom_metric": "compile the model with a custom metric (a keras.metrics.Metric subclass, "
+                     "or add_metric)",
+    "string_input": "feed string (tf.string) features through the distributed input pipeline",
+    "fixed_batch_size": "rely on a fixed batch size in the input pipeline or the model (batch(..., "
+                        "drop_remainder=True) with code that uses it, batch_input_shape)",
+    "train_on_batch": "train batch by batch with Model.train_on_batch / test_on_batch",
+    "named_outputs": "refer to model outputs by name (per-output loss/metrics dicts, labels fed "
+                     "as a dict keyed by output name, monitoring a per-output metric)",
+    "gpus_inferred": "let the library count the GPUs itself (multi_gpu_model(model) without gpus=)",
+    "shared_submodel": "call one sub-model or layer several times in the model (Siamese networks, "
+                       "a GAN's discriminator on real and fake inputs)",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.

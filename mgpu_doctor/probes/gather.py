@@ -10,6 +10,7 @@ from typing import Any
 
 from mgpu_doctor import __version__
 from mgpu_doctor.facts import Unavailable, failed, skipped
+from mgpu_doctor.probes.collective import gather_collective
 from mgpu_doctor.probes.envvars import gather_env
 from mgpu_doctor.probes.host import gather_host
 from mgpu_doctor.probes.interpreter import Interpreter
@@ -35,6 +36,7 @@ def gather_snapshot(options: GatherOptions, progress: Progress = lambda *_a, **_
     progress("host and environment")
     host = gather_host()
     env = gather_env()
+    collective = gather_collective()
     progress("NVML")
     nvml = gather_nvml(options.nvml_module)
     progress(f"packages of {options.interpreter.executable}")
@@ -62,6 +64,7 @@ def gather_snapshot(options: GatherOptions, progress: Progress = lambda *_a, **_
         nvml=nvml,
         tensorflow=tensorflow,
         libraries=libraries,
+        collective=collective,
     )
 
 

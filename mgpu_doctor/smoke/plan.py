@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from mgpu_doctor.inputs import shorten
@@ -84,13 +85,42 @@ def device_plan(options: SmokeOptions, gpu_count: int,
     return "cpu-virtual", (1, options.virtual_devices)
 
 
+@dataclass(frozen=True)
+class BatchSplit:
+    """A requested global batch that does not split evenly over the replicas, and what runs instead."""
+
+    requested: int
+    planned: int
+    replicas: int
+
+    @property
+    def shares(self) -> str:
+        """How the requested batch splits: 64 over 3 replicas is "22/21/21"."""
+        base, extra = divmod(self.requested, self.replicas)
+        return "/".join(str(base + (i < extra)) for i in range(self.replicas))
+
+
+def even_batch(batch: int, counts: tuple[int, ...]) -> int:
+    """The smallest global batch >= ``batch`` that every device count divides: "even" means even
+    on every replica, and the 1-device twin trains the same global batch."""
+    step = math.lcm(*counts)
+    return -(-batch // step) * step
+
+
+def batch_splits(options: SmokeOptions, gpu_count: int) -> list[BatchSplit]:
+    _, counts = device_plan(options, gpu_count)
+    return [BatchSplit(b, even_batch(b, counts), max(counts)) for b in options.batch_sizes
+            if even_batch(b, counts) != b]
+
+
 def plan_runs(options: SmokeOptions, gpu_count: int) -> list[SmokeSpec]:
     """Every (layer, variant, batch, scenario, devices) to train; 1 device before N."""
     kind, counts = device_plan(options, gpu_count)
     specs: list[SmokeSpec] = []
+    batches = tuple(dict.fromkeys(even_batch(b, counts) for b in options.batch_sizes))
     for layer in options.layers:
         for variant in VARIANTS.get(layer, ("",)):
-            for batch in options.batch_sizes:
+            for batch in batches:
                 for scenario in options.scenarios:
                     samples = batch * options.steps + (1 if scenario == "uneven_final_batch" else 0)
                     for devices in counts:

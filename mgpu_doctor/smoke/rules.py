@@ -11,6 +11,7 @@ from dataclasses import replace
 from mgpu_doctor.findings import CheckOutcome, Finding, Severity, status_for
 from mgpu_doctor.matrix.known_issues import known_issue_line
 from mgpu_doctor.smoke.model import SmokeRun
+from mgpu_doctor.smoke.plan import BatchSplit
 
 LOSS_TOLERANCE = 1e-3  # max relative loss difference 1 vs N without batch statistics
 LEAK_MB_PER_EPOCH = 16.0  # host RSS growth per epoch, after the first, that smells of a leak
@@ -54,13 +55,48 @@ def smoke_outcomes(runs: list[SmokeRun], stall_timeout_s: float | None = None) -
     """One outcome per run, its findings sorted worst first."""
     outcomes = []
     for run in runs:
-        findings = sorted(run_findings(run, runs, stall_timeout_s), key=lambda f: f.severity,
-                          reverse=True)
+        findings = sorted(hazard_only(run, runs, run_findings(run, runs, stall_timeout_s)),
+                          key=lambda f: f.severity, reverse=True)
         outcomes.append(CheckOutcome(run.name, _title(run), status_for(findings), findings))
     sweep = batch_size_sweep(runs)
     if sweep is not None:
         outcomes.append(sweep)
     return outcomes
+
+
+def hazard_only(run: SmokeRun, runs: list[SmokeRun], findings: list[Finding]) -> list[Finding]:
+    """A failure only in the uneven-final-batch scenario, while the same model on the same devices
+    trains with a dataset that is a multiple of the global batch, is a warning: it bites only a
+    pipeline whose last batch leaves a replica without samples, and it has a fix. A failure of the
+    common case stays an error."""
+    even = _find(runs, run, scenario="even")
+    if run.scenario != "uneven_final_batch" or even is None or even.status != "ok":
+        return findings
+    when = (f"only with an uneven final batch: the same model on {run.devices} device(s) with a "
+            "dataset that is a multiple of the global batch trained; it bites when the last batch "
+            "of an epoch leaves a replica without samples")
+    return [replace(f, severity=Severity.WARNING, evidence=[*f.evidence, when],
+                    fix=f.fix if UNEVEN_FIX in f.fix else f"{UNEVEN_FIX} {f.fix}")
+            if f.severity is Severity.ERROR else f for f in findings]
+
+
+def batch_split_outcomes(splits: list[BatchSplit]) -> list[CheckOutcome]:
+    """A requested global batch that the replicas cannot share evenly: its own finding, with the fix."""
+    if not splits:
+        return []
+    findings = [Finding(
+        code="smoke.batch-indivisible", severity=Severity.WARNING,
+        title=f"Global batch {s.requested} does not split evenly over {s.replicas} replicas "
+              f"({s.shares}): the smoke runs used {s.planned}",
+        evidence=[f"global batch {s.requested} over {s.replicas} replicas: per-replica batches {s.shares}",
+                  f"planned instead: {s.planned} ({s.planned // s.replicas} per replica)"],
+        fix=f"Use a global batch that is a multiple of the number of replicas (e.g. {s.planned}: "
+            "per-replica batch × strategy.num_replicas_in_sync), so every replica gets the same "
+            "number of samples each step.",
+        links=[DISTRIBUTE_GUIDE],
+    ) for s in splits]
+    return [CheckOutcome("smoke/batch-split", "Smoke trainings: the global batch splits evenly over the "
+                         "replicas", status_for(findings), findings)]
 
 
 def batch_size_sweep(runs: list[SmokeRun]) -> CheckOutcome | None:

@@ -27,8 +27,8 @@ from mgpu_doctor.redact import Identity, Redactor, redactor_for
 from mgpu_doctor.resolve import resolve
 from mgpu_doctor.serde import to_jsonable
 from mgpu_doctor.smoke.model import SmokeRun, SmokeSpec
-from mgpu_doctor.smoke.plan import PlanError, SmokeOptions, check_device_counts, plan_runs
-from mgpu_doctor.smoke.rules import compare_with_single, smoke_outcomes
+from mgpu_doctor.smoke.plan import PlanError, SmokeOptions, batch_splits, check_device_counts, plan_runs
+from mgpu_doctor.smoke.rules import batch_split_outcomes, compare_with_single, smoke_outcomes
 from mgpu_doctor.smoke.runner import run_suite
 from mgpu_doctor.snapshot import Snapshot
 
@@ -109,6 +109,7 @@ def run_smoke_section(
                                                f"{snapshot.tensorflow.detail.splitlines()[0]}")])
     try:
         specs = plan_runs(options, visible_gpus(snapshot))
+        splits = batch_splits(options, visible_gpus(snapshot))
     except PlanError as exc:
         raise BadInput(str(exc)) from None
     progress = _RunProgress(len(specs), stream or sys.stderr)
@@ -137,8 +138,8 @@ def run_smoke_section(
                      "GPUs.")
     if suite.interrupted:
         notes.append(f"Interrupted: {len(runs)} of {len(specs)} smoke runs finished.")
-    return SmokeSection(outcomes=judged_outcomes(runs, snapshot, matrix_dirs, stall), runs=runs, notes=notes,
-                        interrupted=suite.interrupted)
+    outcomes = judged_outcomes(runs, snapshot, matrix_dirs, stall) + batch_split_outcomes(splits)
+    return SmokeSection(outcomes=outcomes, runs=runs, notes=notes, interrupted=suite.interrupted)
 
 
 def gpu_count(snapshot: Snapshot) -> tuple[int, str]:
