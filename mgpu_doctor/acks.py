@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mgpu_doctor.findings import Acknowledgement, CheckOutcome, Finding
+from mgpu_doctor.inputs import InputError
 from mgpu_doctor.matrix.toml_compat import TOMLDecodeError, load_toml
 
 DEFAULT_FILE = ".mgpu-doctor.toml"
@@ -63,8 +64,10 @@ def load_ack_file(path: Path) -> list[AckEntry]:
         raise AckFileError(f"{path}: is a directory, not an acknowledge file") from None
     except TOMLDecodeError as exc:
         raise AckFileError(f"{path}: not valid TOML: {exc}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AckFileError(f"{path}: cannot read: {exc}") from None
+    except InputError as exc:
+        raise AckFileError(str(exc)) from None
+    except OSError as exc:
+        raise AckFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
     return parse_acks(data, str(path))
 
 

@@ -18,6 +18,7 @@ from typing import TextIO
 from mgpu_doctor import __version__
 from mgpu_doctor.acks import DEFAULT_FILE, AckFileError, apply_acks, load_ack_file, unused_entries
 from mgpu_doctor.checks import VERSION_RULES, Check, known_issues, run_check
+from mgpu_doctor.checks.base import mostly_skipped
 from mgpu_doctor.devices import device_rows
 from mgpu_doctor.errors import BadInput
 from mgpu_doctor.facts import Unavailable
@@ -29,7 +30,7 @@ from mgpu_doctor.matrix.match import BadEnvironment
 from mgpu_doctor.probes.gather import GatherOptions, Progress, gather_snapshot
 from mgpu_doctor.probes.interpreter import Interpreter
 from mgpu_doctor.query import resolve_query
-from mgpu_doctor.redact import Identity, redact_snapshot, redactor_for
+from mgpu_doctor.redact import Identity, mask_snapshot, redact_report
 from mgpu_doctor.report import Report, new_report
 from mgpu_doctor.requirements import Requirements, layer_outcomes, requirement_checks
 from mgpu_doctor.resolve import ResolvedEnvironment, resolve
@@ -84,6 +85,7 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
     original = facts.snapshot
     env = resolve(original)
     outcomes = [run_check(c, env) for c in checks]
+    outcomes += [o for o in [mostly_skipped(outcomes)] if o is not None]
     section = smoke_section(options, facts, stream)
     gates = requirement_checks(options.requirements,
                                layer_outcomes(section.runs if section is not None else None))
@@ -95,14 +97,14 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
         view = None
     report = new_report(
         options.command, facts.source, outcomes, tool_version=__version__,
-        snapshot=redact_snapshot(original, Identity.current()) if options.redact else original,
+        snapshot=original,
         quick=options.quick and options.from_file is None, notes=notes,
         smoke_runs=section.runs if section is not None else [], devices=device_rows(original),
         libraries=view,
     )
     report = acknowledge(report, options)
     if options.redact:
-        report = redactor_for(original, Identity.current()).tree(report)
+        report = redact_report(report, original, Identity.current())
     return Diagnosis(report, section is not None and section.interrupted)
 
 
@@ -136,7 +138,8 @@ def obtain_facts(options: DiagnoseOptions, progress: Progress | None = None) -> 
             runs = runs_from_report(document.report_data, str(options.from_file))
         except (SnapshotLoadError, ValueError) as exc:
             raise BadInput(str(exc)) from None
-        return Facts(document.snapshot, f"snapshot {options.from_file}", runs)
+        # Written elsewhere, perhaps by another tool: its credentials are masked, --no-redact or not.
+        return Facts(mask_snapshot(document.snapshot), f"snapshot {options.from_file}", runs)
     interpreter = options.interpreter or Interpreter.current()
     snapshot = gather_snapshot(GatherOptions(interpreter, quick=options.quick),
                                progress or (lambda *_a, **_k: None))
@@ -153,6 +156,11 @@ def smoke_section(options: DiagnoseOptions, facts: Facts, stream: TextIO | None)
     return None
 
 
+def today() -> _dt.date:
+    """The day acknowledgements expire against when the options name none (tests pin it here)."""
+    return _dt.date.today()
+
+
 def acknowledge(report: Report, options: DiagnoseOptions) -> Report:
     """Mark acknowledged findings; ``--ack FILE`` must exist, the default file is optional."""
     path = options.ack_file or Path(DEFAULT_FILE)
@@ -162,7 +170,7 @@ def acknowledge(report: Report, options: DiagnoseOptions) -> Report:
         entries = load_ack_file(path)
     except AckFileError as exc:
         raise BadInput(str(exc)) from None
-    checks = apply_acks(report.checks, entries, options.today or _dt.date.today())
+    checks = apply_acks(report.checks, entries, options.today or today())
     notes = [f"Acknowledge file {e.source} matches no finding: remove it if the problem is gone."
              for e in unused_entries(checks, entries)]
     return replace(report, checks=checks, notes=report.notes + notes)

@@ -11,6 +11,8 @@ import json
 import re
 from typing import Any
 
+from mgpu_doctor.inputs import parse_json
+
 MARKER = "<!-- mgpu-doctor-report"
 SUMMARY = "Full snapshot and results (JSON, read back by <code>mgpu-doctor check --from FILE</code>)"
 _OPEN = re.compile(r"^\s*(```+|~~~+)\s*json\s*$")
@@ -34,8 +36,11 @@ def looks_like_markdown_report(text: str) -> bool:
     return MARKER in text or "# mgpu-doctor" in text or SUMMARY in text
 
 
-def extract_json(text: str) -> tuple[Any, int]:
-    """The data of the last ```json block and the file line it starts on (1-based)."""
+def extract_json(text: str, source: str = "the report") -> tuple[Any, int]:
+    """The data of the last ```json block and the file line it starts on (1-based).
+
+    Raises :class:`EmbeddedJsonError`, or :class:`~mgpu_doctor.inputs.InputError` for JSON
+    beyond the input limits."""
     lines = [_unquote(line) for line in normalise(text).split("\n")]
     starts = [i for i, line in enumerate(lines) if _OPEN.match(line)]
     if not starts:
@@ -48,7 +53,7 @@ def extract_json(text: str) -> tuple[Any, int]:
     end = next((i for i in range(start + 1, len(lines)) if lines[i].strip() == fence), None)
     body = "\n".join(lines[start + 1:end])
     try:
-        data = json.loads(body)
+        data = parse_json(body, f"{source}: the JSON block at line {start + 1}")
     except json.JSONDecodeError as exc:
         where = f"line {start + 1 + exc.lineno}, column {exc.colno}"
         if end is None:

@@ -70,6 +70,10 @@ class Finding:
         return self.acknowledgement is None or self.acknowledgement.expired
 
 
+# The outcome `check` adds when most checks were skipped for facts that could not be gathered.
+MOSTLY_SKIPPED_CHECK = "facts-gathered"
+
+
 class CheckStatus(enum.Enum):
     PASSED = "passed"
     INFO = "info"
@@ -88,6 +92,7 @@ class CheckOutcome:
     status: CheckStatus
     findings: list[Finding] = field(default_factory=list)
     skip_reason: str = ""
+    fact_failed: bool = False  # skipped because a fact could not be gathered (not "does not apply")
 
     @property
     def worst(self) -> Severity:

@@ -12,13 +12,19 @@ MASK = "***"
 _HEX = "0-9a-fA-F"
 UUID_RE = re.compile(rf"\b(GPU|MIG)-[{_HEX}]{{8}}[{_HEX}-]*")
 _URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]+@")
+# user:password@host without a URL scheme: a TF_CONFIG address, an scp-style XLA_FLAGS path,
+# user@corp:password@host. The password runs to the last '@' before the host; host:port, e-mail
+# addresses (no ':' before the '@') and image digests (name:tag@sha256:...) are left alone.
+_BARE_USERINFO = re.compile(
+    r"(?<![\w.%+~-])[\w.%+~-]+(?:@[\w.%+~-]+)*:[^\s/\"'\\<>,;`|]+@(?=[\w\[])(?!sha\d+:)"
+)
 _SECRET_NAME = re.compile(
     r"TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|(^|_)(API_?)?KEYS?(_|$)",
     re.IGNORECASE,
 )
 _KEY_VALUE = re.compile(
     r"(?i)\b((?:api[_-]?|access[_-]?|secret[_-]?|private[_-]?)?(?:password|passwd|pwd|token|secret|key|auth))"
-    r"(\s*[=:]\s*)([^\s,;&'\"]+)"
+    r"(\s*[=:]\s*)(?!=)([^\s,;&'\"]+)"
 )
 _TOKEN_PATTERNS = re.compile(
     r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{20,}"
@@ -48,8 +54,10 @@ def is_allowed(name: str) -> bool:
 
 
 def mask_credentials(text: str) -> str:
-    """Credential-looking parts of a string masked: URL user info, known token formats, key=value."""
+    """Credential-looking parts of a string masked: user:password@ (with or without a URL scheme),
+    known token formats, bearer/basic credentials, key=value."""
     text = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{MASK}@", text)
+    text = _BARE_USERINFO.sub(f"{MASK}@", text)
     text = _TOKEN_PATTERNS.sub(MASK, text)
     text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
     return _KEY_VALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)

@@ -10,6 +10,7 @@ stand for their package.
 from __future__ import annotations
 
 from mgpu_doctor.distributions import TF_DISTRIBUTIONS
+from mgpu_doctor.inputs import shorten
 from mgpu_doctor.matrix.match import BadEnvironment, Environment, parse_query
 from mgpu_doctor.matrix.versions import parse_version
 from mgpu_doctor.resolve import MachineFacts, ResolvedEnvironment, UsageFacts, resolve_terms
@@ -38,7 +39,7 @@ def resolve_query(terms: list[str]) -> tuple[ResolvedEnvironment, dict[str, str]
         name = key.strip().lower()
         if sep and name.startswith("nvidia-"):
             if parse_version(value) is None:
-                raise BadEnvironment(f"{term!r}: {value.strip()!r} is not a version")
+                raise BadEnvironment(f"{term!r}: {shorten(value.strip())} is not a version")
             if name in wheels:
                 raise BadEnvironment(f"{term!r}: {name} given twice")
             wheels[name] = value.strip()

@@ -20,11 +20,14 @@ import hashlib
 import os
 import re
 import socket
+import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.masking import UUID_RE, is_allowed, mask_credentials, mask_env_value
+from mgpu_doctor.report import Report
 from mgpu_doctor.snapshot import Snapshot
 
 T = TypeVar("T")
@@ -90,7 +93,7 @@ class Redactor:
                 text = text.replace(gid, self.gpu_id(gid))
         text = UUID_RE.sub(lambda m: self.gpu_id(m.group(0)), text)
         if self.home:
-            text = re.sub(rf"{re.escape(self.home)}(?=/|$|[\s:;,'\"])", "~", text)
+            text = re.sub(rf"{re.escape(self.home)}(?=/|$|[\s:;,'\"\\])", "~", text)
         text = re.sub(r"(/home/|/Users/)[^/\s:;,'\"]+", r"\1<user>", text)
         if self.user_pattern is not None:
             text = self.user_pattern.sub("<user>", text)
@@ -100,24 +103,31 @@ class Redactor:
 
     def tree(self, value: T) -> T:
         """Every string in a tree of dataclasses, lists and dicts, redacted (a new tree)."""
-        return self._walk(value)
+        return map_strings(value, self.text)
 
-    def _walk(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, Unavailable):
-            return Unavailable(value.reason, self.text(value.detail), value.cause)
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            changes = {f.name: self._walk(getattr(value, f.name)) for f in dataclasses.fields(value)
-                       if f.name not in ("kind", "tool_version", "created")}
-            return dataclasses.replace(value, **changes)
-        if isinstance(value, list):
-            return [self._walk(v) for v in value]
-        if isinstance(value, tuple):
-            return tuple(self._walk(v) for v in value)
-        if isinstance(value, dict):
-            return {self._walk(k): self._walk(v) for k, v in value.items()}
-        return value
+
+def map_strings(value: T, change: Callable[[str], str]) -> T:
+    """Every string in a tree of dataclasses, lists and dicts changed (a new tree); the snapshot's
+    kind, tool version and creation time are left as they are."""
+    return typing.cast(T, _walk(value, change))
+
+
+def _walk(value: Any, change: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return change(value)
+    if isinstance(value, Unavailable):
+        return Unavailable(value.reason, change(value.detail), value.cause)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {f.name: _walk(getattr(value, f.name), change) for f in dataclasses.fields(value)
+                   if f.name not in ("kind", "tool_version", "created")}
+        return dataclasses.replace(value, **changes)
+    if isinstance(value, list):
+        return [_walk(v, change) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_walk(v, change) for v in value)
+    if isinstance(value, dict):
+        return {_walk(k, change): _walk(v, change) for k, v in value.items()}
+    return value
 
 
 def _word_pattern(words: list[str]) -> re.Pattern[str] | None:
@@ -145,6 +155,13 @@ def redactor_for(snapshot: Snapshot, identity: Identity) -> Redactor:
     return Redactor(dataclasses.replace(identity, hostnames=hostnames), gpu_identifiers(snapshot))
 
 
+def mask_snapshot(snapshot: Snapshot) -> Snapshot:
+    """Pure: credentials masked, nothing else changed (a snapshot written elsewhere, by another
+    version or tool, even with ``--no-redact``: its environment values are masked by name too)."""
+    env = {k: mask_env_value(k, v) for k, v in snapshot.env.items()}
+    return map_strings(dataclasses.replace(snapshot, env=env), mask_credentials)
+
+
 def redact_snapshot(snapshot: Snapshot, identity: Identity) -> Snapshot:
     """Pure: the snapshot with identifying values replaced and credentials masked."""
     r = redactor_for(snapshot, identity)
@@ -153,3 +170,10 @@ def redact_snapshot(snapshot: Snapshot, identity: Identity) -> Snapshot:
     redacted = r.tree(dataclasses.replace(snapshot, env=env))
     host = dataclasses.replace(redacted.host, hostname=r.host(snapshot.host.hostname))
     return dataclasses.replace(redacted, host=host)
+
+
+def redact_report(report: Report, original: Snapshot, identity: Identity) -> Report:
+    """Pure: the report as it may leave the process. Its snapshot is redacted (environment
+    allow-list, hashed hostname) and every string in it redacted for ``original``'s machine."""
+    snapshot = redact_snapshot(report.snapshot, identity) if report.snapshot is not None else None
+    return redactor_for(original, identity).tree(dataclasses.replace(report, snapshot=snapshot))

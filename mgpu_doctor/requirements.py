@@ -20,6 +20,7 @@ from mgpu_doctor.checks.base import Check
 from mgpu_doctor.checks.facts_access import need_machine
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import Finding, Severity
+from mgpu_doctor.inputs import shorten
 from mgpu_doctor.matrix.versions import Tri, parse_specifier, version_in
 from mgpu_doctor.resolve import Origin, ResolvedEnvironment
 from mgpu_doctor.smoke.model import LAYERS
@@ -52,10 +53,12 @@ class Requirements:
 
 
 def parse_gpus(text: str | int) -> int:
+    if len(str(text).strip()) > 9:
+        raise RequirementSyntaxError(f"--require-gpus wants a number of GPUs, got {shorten(text)}")
     try:
         n = int(text)
     except (TypeError, ValueError):
-        raise RequirementSyntaxError(f"--require-gpus wants a whole number, got {text!r}") from None
+        raise RequirementSyntaxError(f"--require-gpus wants a whole number, got {shorten(text)}") from None
     if n < 1:
         raise RequirementSyntaxError(f"--require-gpus wants at least 1, got {n}")
     return n

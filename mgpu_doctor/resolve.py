@@ -23,7 +23,6 @@ Versions are parsed here, once, with :func:`mgpu_doctor.matrix.versions.parse_ve
 from __future__ import annotations
 
 import enum
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -32,6 +31,7 @@ from packaging.version import Version
 
 from mgpu_doctor.distributions import TF_DISTRIBUTIONS
 from mgpu_doctor.facts import Unavailable, absent, failed, skipped
+from mgpu_doctor.inputs import parse_json
 from mgpu_doctor.library_model import MAIN_LIBRARIES, best_version, cuda_major_of, soname_major
 from mgpu_doctor.matrix.compat import (
     TfBuild,
@@ -684,8 +684,8 @@ def _workers(tf_config: str | None) -> int | None:
     if not tf_config:
         return None
     try:
-        cluster = json.loads(tf_config).get("cluster", {})
-    except (ValueError, AttributeError):
+        cluster = parse_json(tf_config, "TF_CONFIG").get("cluster", {})
+    except (ValueError, AttributeError):  # InputError and JSONDecodeError are ValueErrors
         return None
     if not isinstance(cluster, dict):
         return None

@@ -15,6 +15,7 @@ from typing import Any
 from mgpu_doctor.collective_facts import CollectiveFacts, not_in_snapshot
 from mgpu_doctor.embedded import EmbeddedJsonError, extract_json, looks_like_markdown_report, normalise
 from mgpu_doctor.facts import Unavailable
+from mgpu_doctor.inputs import InputError, parse_json, read_text
 from mgpu_doctor.serde import SchemaError, from_jsonable, to_jsonable
 
 SCHEMA_VERSION = 1
@@ -302,26 +303,30 @@ def load_snapshot(path: Path) -> Snapshot:
 
 def load_document(path: Path) -> LoadedDocument:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, "a snapshot or report")
     except FileNotFoundError:
         raise SnapshotLoadError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise SnapshotLoadError(f"{path}: is a directory, not a snapshot file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SnapshotLoadError(f"{path}: cannot read: {exc}") from None
+    except InputError as exc:
+        raise SnapshotLoadError(str(exc)) from None
+    except OSError as exc:
+        raise SnapshotLoadError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if not text.strip():
         raise SnapshotLoadError(f"{path}: file is empty")
     text = normalise(text)
     source = str(path)
     if not text.lstrip().startswith(("{", "[")) and looks_like_markdown_report(text):
         try:
-            data, line = extract_json(text)
-        except EmbeddedJsonError as exc:
-            raise SnapshotLoadError(f"{path}: {exc}") from None
+            data, line = extract_json(text, source)
+        except (EmbeddedJsonError, InputError) as exc:
+            raise SnapshotLoadError(str(exc) if isinstance(exc, InputError) else f"{path}: {exc}") from None
         source = f"{path} (JSON block at line {line})"
     else:
         try:
-            data = json.loads(text)
+            data = parse_json(text, source)
+        except InputError as exc:
+            raise SnapshotLoadError(str(exc)) from None
         except json.JSONDecodeError as exc:
             raise SnapshotLoadError(
                 f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "

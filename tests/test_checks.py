@@ -221,3 +221,58 @@ def test_select_checks_by_name():
 def test_check_names_are_unique_and_stable():
     names = [c.name for c in CHECKS]
     assert len(names) == len(set(names))
+
+
+# -- a check whose facts were not gathered skips, never passes --------------------------------
+
+NVML_DOWN = failed("NVML_ERROR_UNKNOWN")
+UNKNOWN_GPU_FACTS = {
+    "gpu-compute-mode": ("compute_mode",),
+    "gpu-pcie-link": ("pcie_width_current", "pcie_width_max", "pcie_gen_current", "pcie_gen_max"),
+    "gpu-memory-in-use": ("memory_used_bytes", "processes"),
+}
+
+
+def _without(snapshot, fields, gpus=None):
+    gpu_list = [replace(g, **{f: NVML_DOWN for f in fields}) if gpus is None or g.index in gpus else g
+                for g in snapshot.nvml.gpus]
+    return replace(snapshot, nvml=replace(snapshot.nvml, gpus=gpu_list))
+
+
+@pytest.mark.parametrize("name", sorted(UNKNOWN_GPU_FACTS))
+def test_gpu_checks_without_their_facts_skip_with_the_reason(scenario, name):
+    # sick-box: each of these checks has a finding there, so a pass would be a lie twice over.
+    outcome = judge(BY_NAME[name], _without(scenario("sick-box"), UNKNOWN_GPU_FACTS[name]))
+    assert outcome.status is CheckStatus.SKIPPED and outcome.fact_failed
+    assert "failed: NVML_ERROR_UNKNOWN" in outcome.skip_reason
+
+
+@pytest.mark.parametrize("name", sorted(UNKNOWN_GPU_FACTS))
+def test_gpu_checks_judge_the_gpus_they_know_and_name_the_others(scenario, name):
+    snap = scenario("healthy-8gpu-nvlink")
+    outcome = judge(BY_NAME[name], _without(snap, UNKNOWN_GPU_FACTS[name], gpus={3}))
+    [finding] = outcome.findings
+    assert outcome.status is CheckStatus.INFO and finding.severity is Severity.INFO
+    assert "GPU 3 is not known" in finding.title
+
+
+def test_most_checks_skipped_for_missing_facts_is_a_warning_that_says_so(scenario):
+    from mgpu_doctor.checks.base import mostly_skipped, run_check
+    from mgpu_doctor.report import new_report
+    from mgpu_doctor.reporters.common import exit_code_for, summary_line
+    from mgpu_doctor.resolve import resolve
+
+    broken = replace(scenario("sick-box"), nvml=failed("NVML did not answer in 10 s"),
+                     tensorflow=failed("the child crashed"), packages=failed("no answer"),
+                     libraries=failed("no answer"))
+    outcomes = [run_check(c, resolve(broken)) for c in CHECKS]
+    extra = mostly_skipped(outcomes)
+    assert extra is not None and extra.findings[0].code == "facts.mostly-skipped"
+    assert extra.findings[0].severity is Severity.WARNING and "NVML did not answer" in extra.findings[0].fix
+    report = new_report("check", "t", outcomes + [extra], tool_version="0")
+    assert "NOT VERIFIED" in summary_line(report) and exit_code_for(report, Severity.WARNING) == 1
+    # Not applying is not failing: no GPU, TensorFlow not installed, --quick skip without it.
+    cpu_box = scenario("no-driver-no-tensorflow")
+    assert mostly_skipped([run_check(c, resolve(cpu_box)) for c in CHECKS]) is None
+    quick = replace(scenario("sick-box"), tensorflow=skipped("--quick", cause="quick"))
+    assert mostly_skipped([run_check(c, resolve(quick)) for c in CHECKS]) is None

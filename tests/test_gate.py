@@ -153,12 +153,22 @@ expires = "2026-01-31"
 """
 
 
-def test_acknowledged_finding_is_listed_but_does_not_fail_the_gate(capsys, tmp_path, monkeypatch):
+@pytest.fixture
+def pinned_today(monkeypatch):
+    """The CLI's clock pinned: the acknowledgements in ACKS hold (or have expired) on TODAY, and
+    not only until the real date passes them."""
+    import mgpu_doctor.diagnose
+
+    monkeypatch.setattr(mgpu_doctor.diagnose, "today", lambda: TODAY)
+    return TODAY
+
+
+def test_acknowledged_finding_is_listed_but_does_not_fail_the_gate(capsys, tmp_path, monkeypatch, pinned_today):
     ack = tmp_path / "acks.toml"
-    ack.write_text(ACKS.replace("2026-01-31", "2099-01-31"))
+    ack.write_text(ACKS.replace("2026-01-31", "2026-09-30"))
     code, out, _ = run(capsys, "check", "--from", str(path_of("sick-box")), "--ack", str(ack))
     assert code == 0, out
-    assert "acknowledged until 2026-12-31" in out or "acknowledged until 2099" in out
+    assert "acknowledged until 2026-12-31" in out and "acknowledged until 2026-09-30" in out
     assert "GPU 1 is being replaced (INFRA-1)" in out and "2 acknowledged" in out
     # The same file found as .mgpu-doctor.toml in the working directory.
     monkeypatch.chdir(tmp_path)
@@ -169,7 +179,7 @@ def test_acknowledged_finding_is_listed_but_does_not_fail_the_gate(capsys, tmp_p
     assert data["summary"]["gate_worst"] == "warning"
 
 
-def test_expired_acknowledgement_fails_the_gate_again(capsys, tmp_path):
+def test_expired_acknowledgement_fails_the_gate_again(capsys, tmp_path, pinned_today):
     ack = tmp_path / "acks.toml"
     ack.write_text(ACKS)
     code, out, _ = run(capsys, "check", "--from", str(path_of("sick-box")), "--ack", str(ack))
@@ -225,7 +235,7 @@ def test_missing_ack_file_given_explicitly(capsys, tmp_path):
     assert code == 2 and "no such file" in err
 
 
-def test_an_entry_that_matches_nothing_is_noted(capsys, tmp_path):
+def test_an_entry_that_matches_nothing_is_noted(capsys, tmp_path, pinned_today):
     ack = tmp_path / "acks.toml"
     ack.write_text('[[acknowledge]]\ncode = "gpu.gone"\nreason = "r"\nexpires = 2099-01-01\n')
     code, out, _ = run(capsys, "check", "--from", str(path_of("healthy-8gpu-nvlink")), "--ack", str(ack))
@@ -271,7 +281,7 @@ def test_every_scenario_json_report_validates(capsys, name):
         json.loads(out))
 
 
-def test_live_quick_report_validates_and_schema_rejects_a_broken_one(capsys, tmp_path):
+def test_live_quick_report_validates_and_schema_rejects_a_broken_one(capsys, tmp_path, pinned_today):
     ack = tmp_path / "a.toml"
     ack.write_text('[[acknowledge]]\ncode = "gpus.none"\nreason = "CPU runner"\nexpires = 2099-01-01\n')
     _, out, _ = run(capsys, "check", "--quick", "--format", "json", "--ack", str(ack))

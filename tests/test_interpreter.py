@@ -81,7 +81,7 @@ def test_a_python_that_does_not_work_is_an_error_finding(tmp_path, kind, command
 
 @pytest.mark.parametrize("kind,message", [
     ("not executable", "not executable"),
-    ("empty", "--python: empty path"),
+    ("empty", "--python is empty"),
 ])
 def test_a_python_option_that_names_nothing_usable_is_exit_2(tmp_path, kind, message):
     done = doctor("check", "--quick", "--python", program(tmp_path, kind))

@@ -407,3 +407,27 @@ def test_no_gpu_no_library_alarm(scenario, name):
     snap = replace(scenario(name), libraries=replace(pip_cuda_libraries(), copies=[]))
     for check in ("cuda-libraries", "and-cuda-wheels"):
         assert judge(BY_NAME[check], snap).status.value == "skipped"
+
+
+@pytest.mark.parametrize("prints", [
+    b"\xff\xfe garbage \xe9\n",  # not UTF-8
+    b"Cuda compilation tools, V12.5." + b"9" * 5000 + b"\n",  # a "version" no parser takes
+    bytes(range(256)) * 64,  # binary noise
+])
+def test_an_nvcc_that_prints_garbage_costs_only_its_own_version(tmp_path, prints):
+    """Real tools run: one odd `nvcc` on PATH, a good `ptxas` beside it; every other fact stays."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "out").write_bytes(prints)
+    for tool, script in (("nvcc", f"cat {tmp_path / 'out'}"),
+                         ("ptxas", "echo 'Cuda compilation tools, release 12.5, V12.5.82'")):
+        (bin_dir / tool).write_text(f"#!/bin/sh\n{script}\n")
+        (bin_dir / tool).chmod(0o755)
+    lib = touch(tmp_path / "lib" / "libcudart.so.12.5.82")
+    probe = LibraryProbeInput(env={"PATH": str(bin_dir), "LD_LIBRARY_PATH": str(lib.parent)},
+                              ldconfig_entries=[], default_dirs=[], cuda_globs=[])
+    facts = gather_libraries(probe, load_versions=True)  # runs the tools; no interpreter: loads nothing
+    copies = {c.name: c for c in facts.copies}
+    assert "--version" not in copies["nvcc"].versions
+    assert copies["ptxas"].versions["--version"] == "12.5.82"
+    assert copies["cudart"].path == str(lib)

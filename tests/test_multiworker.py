@@ -129,7 +129,7 @@ def test_tf_config_problems_are_one_line_and_exit_2(capsys, monkeypatch):
          "runs chief and worker tasks only"),
         (["--tf-config", "@/nonexistent/tf_config.json"], "cannot read /nonexistent/tf_config.json"),
         (["--workers", "2", "--tf-config", config(local, {"type": "worker", "index": 0})], "give one of them"),
-        (["--workers", "1"], "--workers takes a number of at least 2, got 1"),
+        (["--workers", "1"], "--workers takes a number from 2 to 32 (each worker is a process importing TensorFlow on this host), got 1"),
         (["--workers", "2", "--gpus", "2"], "--gpus applies to the single-host smoke, not with --workers"),
         (["--workers", "2", "--layers", "dense,mlp"], "unknown layer 'mlp'"),
     ]:

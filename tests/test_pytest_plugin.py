@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from importlib.metadata import entry_points
+
+import pytest
 
 from tests.scenarios import path_of
 
@@ -69,17 +72,44 @@ def test_inert_unless_asked(pytester):
 
 
 def test_live_quick_check_on_this_machine(pytester):
-    """A real quick gather: without a GPU the GPU requirement is 'not verified', never passed."""
+    """A real quick gather: without a GPU the GPU requirement is never passed, always skipped."""
+    from mgpu_doctor.facts import Unavailable
+    from mgpu_doctor.probes.nvml import gather_nvml
+
+    nvml = gather_nvml()
+    if not isinstance(nvml, Unavailable) and nvml.gpus:
+        pytest.skip("about a machine without a GPU; this one has one")
     pytester.makepyfile("""
         import pytest
         @pytest.mark.mgpu(gpus=1)
         def test_gpu(): pass
     """)
     result = pytester.runpytest("-rs", "--mgpu-check")
-    result.stdout.fnmatch_lines(["mgpu-doctor (this machine, quick): * checks: *"])
-    if "require.gpus" not in result.stdout.str():
-        outcomes = result.parseoutcomes()
-        assert outcomes.get("passed", 0) + outcomes.get("skipped", 0) == 1
+    result.stdout.fnmatch_lines(["mgpu-doctor (this machine, quick): * checks: *",
+                                 "SKIPPED*mgpu-doctor: *1 GPU(s)*"])
+    result.assert_outcomes(skipped=1)
+
+
+def test_mgpu_from_a_saved_report_verifies_layers_by_its_smoke_runs(pytester, capsys, tmp_path):
+    """As `check --from`: the smoke runs a report recorded count for `layers=`."""
+    from mgpu_doctor.serde import to_jsonable
+    from tests.test_diagnose import DENSE_OK, GRU_HANG, saved_report
+
+    path = saved_report(capsys, tmp_path, [DENSE_OK, GRU_HANG])
+    assert json.loads(path.read_text())["smoke_runs"][1] == to_jsonable(GRU_HANG)
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.mgpu(gpus=2, layers=["dense"])
+        def test_dense(): pass
+        @pytest.mark.mgpu(gpus=2, layers=["gru"])
+        def test_gru(): pass
+        @pytest.mark.mgpu(gpus=2, layers=["lstm"])
+        def test_lstm(): pass
+    """)
+    result = pytester.runpytest("-rs", "--mgpu-from=" + str(path))
+    result.assert_outcomes(passed=1, skipped=2)
+    result.stdout.fnmatch_lines(["SKIPPED*mgpu-doctor: Required layer(s) failed their smoke training: gru*",
+                                 "SKIPPED*mgpu-doctor: Required layer(s) not verified: no smoke training ran for lstm*"])
 
 
 def test_bad_marker_arguments_fail_the_test_clearly(pytester):

@@ -167,10 +167,10 @@ def test_runs_round_trip_through_serde_with_missing_optional_fields():
 
 @pytest.mark.parametrize("argv, message", [
     (["smoke", "--layers", "dense,transformer"], "unknown layer 'transformer'"),
-    (["smoke", "--stall-timeout", "0"], "--stall-timeout must be a positive number"),
+    (["smoke", "--stall-timeout", "0"], "--stall-timeout must be a number of seconds above 0"),
     (["smoke", "--batch-sizes", "64,abc"], "--batch-sizes takes comma-separated whole numbers"),
     (["smoke", "--gpus", "1,2"], "use --virtual-devices N"),
-    (["smoke", "--virtual-devices", "1"], "--virtual-devices must be at least 2"),
+    (["smoke", "--virtual-devices", "1"], "--virtual-devices must be from 2 to 1024"),
     (["check", "--layers", "bogus"], "unknown layer 'bogus'"),
 ])
 def test_smoke_usage_errors_are_one_line_with_exit_2(capsys, argv, message):

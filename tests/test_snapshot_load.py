@@ -47,8 +47,10 @@ def test_not_json(tmp_path):
     assert "not valid JSON" in _error(tmp_path, "GPU 0: A100\n")
 
 
-def test_binary_garbage(tmp_path):
-    assert "cannot read" in _error(tmp_path, b"\xff\xfe\x00garbage")
+def test_binary_garbage_and_other_encodings_say_what_the_file_is(tmp_path):
+    assert "is UTF-16 text; mgpu-doctor reads UTF-8" in _error(tmp_path, b"\xff\xfe\x00garbage")
+    assert "is a binary file (a NUL byte at offset 3)" in _error(tmp_path, b"abc\x00garbage")
+    assert "is not UTF-8 text (byte 0xe9 at line 2, column 6)" in _error(tmp_path, b'{\n "caf\xe9": 1}')
 
 
 def test_json_but_not_a_snapshot(tmp_path):

@@ -8,13 +8,28 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity, status_for
+from mgpu_doctor.findings import (
+    MOSTLY_SKIPPED_CHECK,
+    CheckOutcome,
+    CheckStatus,
+    Finding,
+    Severity,
+    status_for,
+)
 
 S = TypeVar("S")
 
 
 class CheckSkipped(Exception):
-    """Raised by a check whose facts are missing; the message says which and why."""
+    """Raised by a check whose facts are missing; the message says which and why.
+
+    ``fact_failed``: the fact could not be gathered (NVML or a probe failed), as opposed to not
+    applying (no GPU, ``--quick``): many of those make the run say so and fail ``--fail-on
+    warning`` (:func:`mostly_skipped`)."""
+
+    def __init__(self, reason: str, fact_failed: bool = False) -> None:
+        super().__init__(reason)
+        self.fact_failed = fact_failed
 
 
 class Scope(str, enum.Enum):
@@ -44,7 +59,8 @@ def run_check(check: Check[S], subject: S) -> CheckOutcome:
     try:
         findings = check.run(subject)
     except CheckSkipped as exc:
-        return CheckOutcome(check.name, check.title, CheckStatus.SKIPPED, skip_reason=str(exc))
+        return CheckOutcome(check.name, check.title, CheckStatus.SKIPPED, skip_reason=str(exc),
+                            fact_failed=exc.fact_failed)
     except Exception as exc:  # a broken check is a finding, never a traceback for the user
         crash = Finding(
             code=f"{check.name}.crashed",
@@ -57,3 +73,25 @@ def run_check(check: Check[S], subject: S) -> CheckOutcome:
         return CheckOutcome(check.name, check.title, CheckStatus.CRASHED, [crash])
     findings = sorted(findings, key=lambda f: f.severity, reverse=True)
     return CheckOutcome(check.name, check.title, status_for(findings), findings)
+
+
+MOSTLY_SKIPPED_CODE = "facts.mostly-skipped"
+
+
+def mostly_skipped(outcomes: list[CheckOutcome]) -> CheckOutcome | None:
+    """A warning outcome when more than half of the checks were skipped because a fact could
+    not be gathered: such a run verified little, and must not read as a clean pass."""
+    failed = [o for o in outcomes if o.status is CheckStatus.SKIPPED and o.fact_failed]
+    if not outcomes or len(failed) * 2 <= len(outcomes):
+        return None
+    reasons = list(dict.fromkeys(o.skip_reason for o in failed))
+    finding = Finding(
+        MOSTLY_SKIPPED_CODE, Severity.WARNING,
+        f"{len(failed)} of {len(outcomes)} checks could not run: the facts they need could not be gathered",
+        [f"{o.name}: {o.skip_reason}" for o in failed[:8]] + ([f"... and {len(failed) - 8} more"]
+                                                               if len(failed) > 8 else []),
+        fix="Fix what failed first (" + "; ".join(reasons[:3]) + "), then run the doctor again: "
+        "until then this environment is not verified.",
+    )
+    return CheckOutcome(MOSTLY_SKIPPED_CHECK, "The facts the checks need could be gathered",
+                        CheckStatus.WARNING, [finding])

@@ -17,8 +17,16 @@ SKIP_DETAIL_CHARS = 70
 
 def need(value: T | Unavailable, what: str) -> T:
     if isinstance(value, Unavailable):
-        raise CheckSkipped(skip_reason(what, value))
+        raise CheckSkipped(skip_reason(what, value), fact_failed=value.reason == "failed")
     return value
+
+
+def need_any(values: list[object], what: str) -> None:
+    """Skip unless at least one of ``values`` (one per GPU, say) is known: a check that judges
+    nothing must not pass."""
+    unknown = [v for v in values if isinstance(v, Unavailable)]
+    if values and len(unknown) == len(values):
+        need(unknown[0], what)
 
 
 def skip_reason(what: str, value: Unavailable) -> str:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 from mgpu_doctor.checks.base import CheckSkipped
-from mgpu_doctor.checks.facts_access import gib, need_gpus
+from mgpu_doctor.checks.facts_access import gib, need, need_any, need_gpus
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.snapshot import Snapshot
+from mgpu_doctor.snapshot import GpuFacts, NvmlFacts, Snapshot
 from mgpu_doctor.visibility import cuda_enumeration_order
 
 MEMORY_IN_USE_FRACTION = 0.05
@@ -62,7 +63,11 @@ def check_gpus_present(snapshot: Snapshot) -> list[Finding]:
 
 def check_gpu_memory_in_use(snapshot: Snapshot) -> list[Finding]:
     nvml = need_gpus(snapshot)
-    findings = []
+    need_any([g.memory_used_bytes if isinstance(g.processes, Unavailable) else g.processes
+              for g in nvml.gpus], "GPU memory use")
+    findings = _unknown_on("gpu.memory-use-unknown", "memory use", nvml,
+                           lambda g: isinstance(g.memory_used_bytes, Unavailable)
+                           and isinstance(g.processes, Unavailable))
     for gpu in nvml.gpus:
         procs = gpu.processes if not isinstance(gpu.processes, Unavailable) else []
         used = gpu.memory_used_bytes
@@ -87,6 +92,16 @@ def check_gpu_memory_in_use(snapshot: Snapshot) -> list[Finding]:
             "(TF_FORCE_GPU_ALLOW_GROWTH=true).",
         ))
     return findings
+
+
+def _unknown_on(code: str, what: str, nvml: NvmlFacts, unknown: Callable[[GpuFacts], bool]) -> list[Finding]:
+    """An info finding naming the GPUs whose ``what`` is not known (the others were judged)."""
+    gpus = [g for g in nvml.gpus if unknown(g)]
+    if not gpus:
+        return []
+    return [Finding(code, Severity.INFO, f"The {what} of GPU {', '.join(str(g.index) for g in gpus)} "
+                    "is not known: not checked there",
+                    [f"GPU {g.index} ({g.name}): {what} not reported by NVML" for g in gpus])]
 
 
 def check_gpu_ecc(snapshot: Snapshot) -> list[Finding]:
@@ -137,7 +152,9 @@ def check_gpu_throttling(snapshot: Snapshot) -> list[Finding]:
 
 def check_gpu_compute_mode(snapshot: Snapshot) -> list[Finding]:
     nvml = need_gpus(snapshot)
-    findings = []
+    need_any([g.compute_mode for g in nvml.gpus], "compute mode")
+    findings = _unknown_on("gpu.compute-mode-unknown", "compute mode", nvml,
+                           lambda g: isinstance(g.compute_mode, Unavailable))
     for gpu in nvml.gpus:
         if gpu.compute_mode == "prohibited":
             findings.append(Finding(
@@ -177,7 +194,16 @@ def check_gpu_mig(snapshot: Snapshot) -> list[Finding]:
 
 def check_gpu_pcie_link(snapshot: Snapshot) -> list[Finding]:
     nvml = need_gpus(snapshot)
-    findings = []
+
+    def unknown(g: GpuFacts) -> bool:
+        return not any(isinstance(a, int) and isinstance(b, int) for a, b in (
+            (g.pcie_width_current, g.pcie_width_max), (g.pcie_gen_current, g.pcie_gen_max)))
+
+    if all(unknown(g) for g in nvml.gpus):
+        need(next(v for v in (nvml.gpus[0].pcie_width_current, nvml.gpus[0].pcie_width_max,
+                              nvml.gpus[0].pcie_gen_current, nvml.gpus[0].pcie_gen_max)
+                  if isinstance(v, Unavailable)), "PCIe link")
+    findings = _unknown_on("gpu.pcie-link-unknown", "PCIe link", nvml, unknown)
     for g in nvml.gpus:
         cur_w, max_w = g.pcie_width_current, g.pcie_width_max
         if isinstance(cur_w, int) and isinstance(max_w, int) and cur_w < max_w:

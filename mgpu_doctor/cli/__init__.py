@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from mgpu_doctor import __version__, interrupts
 from mgpu_doctor.cli.errors import UsageError
+from mgpu_doctor.cli.output import OutputUnwritable, guarded_streams, say, silence_stdout
 from mgpu_doctor.errors import BadInput
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -51,7 +52,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM and SIGHUP (schedulers, CI, a closed terminal) stop the doctor like Ctrl-C does:
     # the children are killed, what finished is kept and reported, exit 128 + the signal.
-    with interrupts.stop_signals_raise():
+    with interrupts.stop_signals_raise(), guarded_streams():
         return _main(argv)
 
 
@@ -63,41 +64,34 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.command is None:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
-        return int(args.run(args))
+        code = int(args.run(args))
+        sys.stdout.flush()  # a full disk or a closed stdout is found here, not at interpreter exit
+        return code
+    except OutputUnwritable as exc:
+        silence_stdout()
+        if interrupts.received() is not None:  # stopped, and the output went with the terminal (SIGHUP)
+            return interrupts.exit_code()
+        say(f"mgpu-doctor: error: {exc}")
+        return EXIT_USAGE
     except BadInput as exc:
-        print(f"mgpu-doctor: error: {exc}", file=sys.stderr)
+        say(f"mgpu-doctor: error: {exc}")
         return EXIT_USAGE
     except KeyboardInterrupt as exc:
-        _say_interrupted(exc)
+        why = f" by {exc.args[0]}" if isinstance(exc, interrupts.Interrupted) else ""
+        say(f"\nmgpu-doctor: interrupted{why}")
         return interrupts.exit_code(exc)
     except BrokenPipeError:
-        _silence_broken_pipe()
+        # Output piped into `head`: stop quietly instead of a traceback at interpreter exit.
+        silence_stdout()
         return EXIT_OK
     except Exception as exc:
         if interrupts.received() is not None:  # stopped, and the output went with the terminal (SIGHUP)
             return interrupts.exit_code()
         if os.environ.get("MGPU_DOCTOR_DEBUG"):
             traceback.print_exc()
-        print(
-            f"mgpu-doctor: internal error: {type(exc).__name__}: {exc}\n"
-            "This is a bug; rerun with MGPU_DOCTOR_DEBUG=1 for the traceback and report it.",
-            file=sys.stderr,
-        )
+        say(f"mgpu-doctor: internal error: {type(exc).__name__}: {exc}\n"
+            "This is a bug; rerun with MGPU_DOCTOR_DEBUG=1 for the traceback and report it.")
         return EXIT_INTERNAL
-
-
-def _say_interrupted(exc: BaseException) -> None:
-    why = f" by {exc.args[0]}" if isinstance(exc, interrupts.Interrupted) else ""
-    try:
-        print(f"\nmgpu-doctor: interrupted{why}", file=sys.stderr)
-    except (OSError, ValueError):  # stderr gone with the terminal
-        pass
-
-
-def _silence_broken_pipe() -> None:
-    # Output piped into `head`: stop quietly instead of a traceback at interpreter exit.
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
 
 
 def console_main() -> None:

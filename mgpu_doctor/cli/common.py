@@ -6,20 +6,12 @@ import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TextIO
 
 from mgpu_doctor import interrupts
-from mgpu_doctor.cli.errors import UsageError
 from mgpu_doctor.cli.options import OutputOptions
+from mgpu_doctor.cli.output import out, say, write_text
 from mgpu_doctor.report import Report
-
-
-def write_text(path: str | Path, text: str) -> None:
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 class Progress:
@@ -64,7 +56,7 @@ def emit(report: Report, output: OutputOptions, interrupted: bool = False) -> in
     from mgpu_doctor.reporters.common import exit_code_for
 
     options = output.render_options()
-    sys.stdout.write(output.format.renderer()(report, options))
+    out(output.format.renderer()(report, options))
     if output.junit is not None:
         write_text(output.junit, junit.render(report, options))
     if interrupted:
@@ -75,6 +67,5 @@ def emit(report: Report, output: OutputOptions, interrupted: bool = False) -> in
 def interrupted_exit() -> int:
     """After the report of what finished: say so, and exit 128 + the signal that stopped us."""
     signum = interrupts.received()
-    print("mgpu-doctor: interrupted" + (f" by {signal.Signals(signum).name}" if signum else ""),
-          file=sys.stderr)
+    say("mgpu-doctor: interrupted" + (f" by {signal.Signals(signum).name}" if signum else ""))
     return interrupts.exit_code()

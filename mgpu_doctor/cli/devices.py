@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from tabulate import tabulate
 
+from mgpu_doctor.cli.output import out
 from mgpu_doctor.devices import device_rows
 from mgpu_doctor.facts import Unavailable, skipped
 from mgpu_doctor.probes.envvars import gather_env
@@ -33,7 +33,7 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
     rows = device_rows(snap)
     if args.format == "json":
         data = {"nvml": to_jsonable(nvml), "devices": to_jsonable(rows)}
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        out(json.dumps(data, indent=2) + "\n")
         return 0
     if isinstance(nvml, Unavailable):
         print(f"No GPU: NVML {nvml.reason}: {nvml.detail.splitlines()[0] if nvml.detail else ''}")

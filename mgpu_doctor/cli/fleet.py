@@ -13,6 +13,7 @@ from mgpu_doctor.cli.options import add_output_options, output_options
 from mgpu_doctor.fleet.checks import fleet_report
 from mgpu_doctor.fleet.compare import build_fleet
 from mgpu_doctor.fleet.facts import COMPARED_FACTS
+from mgpu_doctor.redact import mask_snapshot
 from mgpu_doctor.snapshot import Snapshot, SnapshotLoadError, load_snapshot
 
 
@@ -29,13 +30,15 @@ def add_parser(sub: Any) -> None:
 
 
 def load_all(paths: list[str]) -> list[tuple[str, Snapshot]]:
+    """Each node's snapshot, its credentials masked: written elsewhere, perhaps by another tool or
+    with --no-redact. Host names stay: they tell the nodes apart (`snapshot` hashes them)."""
     if len(paths) < 2:
         raise UsageError(f"fleet compares at least 2 snapshots (one per node), got {len(paths)}: "
                          "collect one with `mgpu-doctor snapshot` on each node")
     loaded = []
     for path in paths:
         try:
-            loaded.append((path, load_snapshot(Path(path))))
+            loaded.append((path, mask_snapshot(load_snapshot(Path(path)))))
         except SnapshotLoadError as exc:
             raise UsageError(str(exc)) from None
     return loaded

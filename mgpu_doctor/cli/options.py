@@ -5,6 +5,7 @@ the CLI sees the namespace."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from dataclasses import dataclass, replace
@@ -25,12 +26,20 @@ from mgpu_doctor.requirements import (
     parse_layers,
     parse_tensorflow_spec,
 )
-from mgpu_doctor.smoke.plan import PlanError, SmokeOptions, parse_counts
+from mgpu_doctor.smoke.plan import (
+    MAX_BATCH_SIZE,
+    MAX_DEVICES,
+    PlanError,
+    SmokeOptions,
+    check_virtual_devices,
+    parse_counts,
+)
 from mgpu_doctor.smoke.plan import parse_layers as parse_smoke_layers
 from mgpu_doctor.smoke.runner import DEFAULT_STALL_TIMEOUT_S
 from mgpu_doctor.smoke.section import SmokeRequest
 
 FAIL_ON_CHOICES = ("info", "warning", "error")
+MAX_STALL_TIMEOUT_S = 86400.0
 
 
 # --- adding options --------------------------------------------------------------------------
@@ -143,8 +152,8 @@ def interpreter_from(args: argparse.Namespace) -> Interpreter | None:
     if getattr(args, "python", None) is None:
         return None
     if not args.python.strip():
-        raise UsageError("--python: empty path; name the Python interpreter to diagnose "
-                         "(for example --python /path/to/venv/bin/python)")
+        raise UsageError("--python is empty: give the path of the interpreter you train with "
+                         "(or leave the option out for the doctor's own)")
     path = Path(args.python).expanduser()
     interp = Interpreter(str(path if path.is_absolute() else path.absolute()))
     problem = interp.problem()
@@ -164,21 +173,26 @@ def matrix_dirs(args: argparse.Namespace) -> tuple[Path, ...]:
 
 
 def smoke_request(args: argparse.Namespace) -> SmokeRequest:
-    if not args.stall_timeout > 0:
-        raise UsageError("--stall-timeout must be a positive number of seconds")
+    """The smoke options, every one checked before anything is gathered (bad values: exit 2)."""
+    stall = args.stall_timeout
+    if not (math.isfinite(stall) and 0 < stall <= MAX_STALL_TIMEOUT_S):
+        raise UsageError(f"--stall-timeout must be a number of seconds above 0 and at most "
+                         f"{MAX_STALL_TIMEOUT_S:g} (a day), got {stall:g}")
     try:
-        batches = parse_counts(getattr(args, "batch_sizes", None), "--batch-sizes")
+        batches = parse_counts(getattr(args, "batch_sizes", None), "--batch-sizes", MAX_BATCH_SIZE)
         options = SmokeOptions(
             layers=parse_smoke_layers(getattr(args, "layers", None)),
-            gpus=parse_counts(getattr(args, "gpus", None), "--gpus"),
+            gpus=parse_counts(getattr(args, "gpus", None), "--gpus", MAX_DEVICES),
             virtual_devices=getattr(args, "virtual_devices", 2),
         )
+        check_virtual_devices(options.virtual_devices)
     except PlanError as exc:
         raise UsageError(str(exc)) from None
     if batches:
         options = replace(options, batch_sizes=batches)
     results = getattr(args, "results", None)
-    return SmokeRequest(options, float(args.stall_timeout), Path(results) if results else None)
+    return SmokeRequest(options, float(args.stall_timeout), Path(results) if results else None,
+                        redact=getattr(args, "redact", True))
 
 
 def requirements_from(args: argparse.Namespace) -> Requirements:
@@ -201,17 +215,23 @@ def split_names(value: str | None) -> list[str] | None:
 
 def diagnose_options(args: argparse.Namespace, command: str) -> DiagnoseOptions:
     """The namespace of `check` / `report` as the pipeline's options (bad values: exit 2)."""
+    only, skip = split_names(getattr(args, "checks", None)), split_names(getattr(args, "skip", None))
+    if only == []:
+        raise UsageError("--checks names no check: give check names separated by commas "
+                         "(`mgpu-doctor check --help` lists them)")
     try:
-        checks = select_checks(split_names(getattr(args, "checks", None)),
-                               split_names(getattr(args, "skip", None)))
+        checks = select_checks(only, skip)
     except UnknownCheckError as exc:
         raise UsageError(str(exc)) from None
+    if not checks:
+        raise UsageError("no checks left to run: --skip removes every check --checks selected")
     requirements = requirements_from(args)
+    smoke = smoke_request(args)  # checked even where no smoke runs: a bad value is a mistake anyway
     with_smoke = not (args.quick or args.from_file or args.no_smoke)
     return DiagnoseOptions(
         command=command, checks=checks, quick=args.quick,
         from_file=Path(args.from_file) if args.from_file else None,
-        interpreter=interpreter_from(args), smoke=smoke_request(args) if with_smoke else None,
+        interpreter=interpreter_from(args), smoke=smoke if with_smoke else None,
         matrix_dirs=matrix_dirs(args), requirements=requirements,
         ack_file=Path(args.ack) if args.ack else None, redact=args.redact,
     )

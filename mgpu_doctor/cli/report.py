@@ -6,8 +6,9 @@ import argparse
 import sys
 from typing import Any
 
-from mgpu_doctor.cli.common import interrupted_exit, progress_on_stderr, write_text
+from mgpu_doctor.cli.common import interrupted_exit, progress_on_stderr
 from mgpu_doctor.cli.options import add_diagnose_options, diagnose_options
+from mgpu_doctor.cli.output import out, write_text
 from mgpu_doctor.diagnose import diagnose
 from mgpu_doctor.reporters import RenderOptions
 from mgpu_doctor.reporters.support import render
@@ -35,5 +36,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"mgpu-doctor: report written to {args.output}: paste it into the issue, or attach it "
               "(`mgpu-doctor check --from FILE` replays it)", file=sys.stderr)
     else:
-        sys.stdout.write(text)
+        out(text)
     return interrupted_exit() if result.interrupted else 0

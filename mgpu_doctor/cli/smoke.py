@@ -13,6 +13,7 @@ from mgpu_doctor.cli.options import (
     add_matrix_option,
     add_output_options,
     add_python_option,
+    add_redact_option,
     add_smoke_options,
     interpreter_from,
     matrix_dirs,
@@ -23,6 +24,7 @@ from mgpu_doctor.facts import interpreter_broken
 from mgpu_doctor.findings import CheckOutcome, CheckStatus
 from mgpu_doctor.multiworker.model import KERAS_CHOICES
 from mgpu_doctor.probes.interpreter import Interpreter
+from mgpu_doctor.redact import Identity, redact_report
 from mgpu_doctor.report import new_report
 from mgpu_doctor.resolve import resolve
 from mgpu_doctor.smoke.section import gather_for_smoke, open_results, run_smoke_section
@@ -53,6 +55,7 @@ def add_parser(sub: Any) -> None:
     add_multiworker_options(p)
     add_matrix_option(p)
     add_python_option(p)
+    add_redact_option(p)
     add_output_options(p)
     p.set_defaults(run=run)
 
@@ -67,7 +70,8 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
     output = output_options(args)
     dirs = matrix_dirs(args)
     with progress_on_stderr() as progress:
-        snapshot = gather_for_smoke(interpreter, nvml_module, progress)
+        snapshot = gather_for_smoke(interpreter, nvml_module, progress,
+                                    request.options if multiworker is None else None)
     if interpreter_broken(snapshot.python):  # nothing can train under it: say why, run nothing
         interpreter_check = next(c for c in CHECKS if c.name == "interpreter")
         skipped = CheckOutcome("smoke", "Smoke trainings", CheckStatus.SKIPPED,
@@ -75,11 +79,11 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
         outcomes = [run_check(interpreter_check, resolve(snapshot)), skipped]
         report = new_report("smoke", "this machine", outcomes, tool_version=__version__, snapshot=snapshot)
         return emit(report, output)
-    results_file = open_results(request.results_path)
+    results_file = open_results(request.results_path, snapshot, request.redact)
     try:
         if multiworker is not None:
             return run_multiworker(multiworker, interpreter, snapshot, results_file, dirs, output,
-                                   request.stall_timeout_s)
+                                   request.stall_timeout_s, redact=request.redact)
         section = run_smoke_section(snapshot, request.options, interpreter,
                                     stall_timeout_s=request.stall_timeout_s, results_file=results_file,
                                     matrix_dirs=dirs)
@@ -88,4 +92,6 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
             results_file.close()
     report = new_report("smoke", "this machine", section.outcomes, tool_version=__version__,
                         snapshot=snapshot, notes=section.notes, smoke_runs=section.runs)
+    if request.redact:
+        report = redact_report(report, snapshot, Identity.current())
     return emit(report, output, section.interrupted)

@@ -13,7 +13,6 @@ import sys
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import IO
 
 from mgpu_doctor import __version__
 from mgpu_doctor.checks.base import CheckSkipped
@@ -23,20 +22,24 @@ from mgpu_doctor.cli.errors import UsageError
 from mgpu_doctor.cli.options import OutputOptions
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import CheckOutcome, CheckStatus
+from mgpu_doctor.inputs import InputError, read_text
 from mgpu_doctor.multiworker.findings import KERAS3_CODE, multiworker_outcomes
 from mgpu_doctor.multiworker.model import MultiWorkerRun
 from mgpu_doctor.multiworker.suite import DEFAULT_LAYERS, MultiWorkerPlan, keras_choices, run_plan
 from mgpu_doctor.multiworker.tf_config import TfConfigError, check_addresses, parse_tf_config
 from mgpu_doctor.probes.interpreter import Interpreter
 from mgpu_doctor.probes.tensorflow import tensorflow_installed
+from mgpu_doctor.redact import Identity, redact_report
 from mgpu_doctor.report import new_report
 from mgpu_doctor.resolve import resolve
 from mgpu_doctor.serde import to_jsonable
 from mgpu_doctor.smoke.plan import PlanError, parse_layers
-from mgpu_doctor.smoke.section import with_matrix_verdicts
+from mgpu_doctor.smoke.section import ResultsFile, with_matrix_verdicts
 from mgpu_doctor.snapshot import Snapshot
 
 MWMS_TASK_TYPES = ("chief", "worker")
+# Local multi-worker smoke: each worker is a process importing TensorFlow (about 0.6 GB each).
+MAX_LOCAL_WORKERS = 32
 
 
 def plan_from(args: argparse.Namespace, environ: Mapping[str, str]) -> MultiWorkerPlan | None:
@@ -46,6 +49,9 @@ def plan_from(args: argparse.Namespace, environ: Mapping[str, str]) -> MultiWork
     if workers is not None and text:
         raise UsageError("--workers K starts K workers on this host, --tf-config runs this node's one "
                          "task of a cluster: give one of them")
+    if text is not None and not text.strip():
+        raise UsageError("--tf-config is empty: give the cluster as JSON or @FILE (or leave the option "
+                         "out for the single-host smoke)")
     if workers is None and not text:
         text = environ.get("TF_CONFIG", "")
         if not text.strip():
@@ -61,15 +67,20 @@ def plan_from(args: argparse.Namespace, environ: Mapping[str, str]) -> MultiWork
         raise UsageError(str(exc)) from None
     kerases = keras_choices(getattr(args, "keras", "env"))
     if workers is not None:
-        if workers < 2:
-            raise UsageError(f"--workers takes a number of at least 2, got {workers}")
+        if not 2 <= workers <= MAX_LOCAL_WORKERS:
+            raise UsageError(f"--workers takes a number from 2 to {MAX_LOCAL_WORKERS} (each worker is a "
+                             f"process importing TensorFlow on this host), got {workers}")
         return MultiWorkerPlan(workers, layers, kerases)
     assert text is not None
     if text.startswith("@"):
+        path = Path(text[1:])
         try:
-            text = Path(text[1:]).read_text(encoding="utf-8")
+            text = read_text(path, "a TF_CONFIG JSON file")
+        except InputError as exc:
+            raise UsageError(f"--tf-config: {exc}") from None
         except OSError as exc:
-            raise UsageError(f"--tf-config: cannot read {text[1:]}: {exc.strerror or exc}") from None
+            raise UsageError(f"--tf-config: cannot read {path}: {exc.strerror or exc}") from None
+        source = f"--tf-config @{path}"
     try:
         config = parse_tf_config(text, source)
         if config.task_type not in MWMS_TASK_TYPES:
@@ -85,10 +96,11 @@ def run_multiworker(
     plan: MultiWorkerPlan,
     interpreter: Interpreter,
     snapshot: Snapshot,
-    results_file: IO[str] | None,
+    results_file: ResultsFile | None,
     matrix_dirs: tuple[Path, ...],
     output: OutputOptions,
     stall_timeout_s: float,
+    redact: bool = True,
 ) -> int:
     notes = plan_notes(plan)
     outcomes: list[CheckOutcome] = []
@@ -108,6 +120,8 @@ def run_multiworker(
             notes.append(f"Interrupted: {len(runs)} of {len(plan.runs())} multi-worker runs finished.")
     report = new_report("smoke", "this machine", outcomes, tool_version=__version__, snapshot=snapshot,
                         notes=notes, multiworker_runs=runs)
+    if redact:
+        report = redact_report(report, snapshot, Identity.current())
     return emit(report, output, interrupted)
 
 
@@ -207,7 +221,7 @@ def keras_notes(runs: list[MultiWorkerRun]) -> list[str]:
 
 
 def _run(
-    plan: MultiWorkerPlan, interpreter: Interpreter, stall_timeout_s: float, results_file: IO[str] | None
+    plan: MultiWorkerPlan, interpreter: Interpreter, stall_timeout_s: float, results_file: ResultsFile | None
 ) -> tuple[list[MultiWorkerRun], bool]:
     progress = Progress(sys.stderr)
     total = len(plan.runs())

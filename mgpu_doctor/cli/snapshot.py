@@ -6,8 +6,9 @@ import argparse
 import sys
 from typing import Any
 
-from mgpu_doctor.cli.common import progress_on_stderr, write_text
+from mgpu_doctor.cli.common import progress_on_stderr
 from mgpu_doctor.cli.options import add_python_option, add_redact_option, interpreter_from
+from mgpu_doctor.cli.output import out, write_text
 from mgpu_doctor.probes.gather import GatherOptions, gather_snapshot
 from mgpu_doctor.probes.interpreter import Interpreter
 from mgpu_doctor.redact import Identity, redact_snapshot
@@ -35,5 +36,5 @@ def run(args: argparse.Namespace) -> int:
         write_text(args.output, text)
         print(f"mgpu-doctor: snapshot written to {args.output}", file=sys.stderr)
     else:
-        sys.stdout.write(text)
+        out(text)
     return 0

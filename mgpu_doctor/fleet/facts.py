@@ -15,6 +15,7 @@ from typing import TypeVar
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.fleet.collective import COLLECTIVE_FACTS
 from mgpu_doctor.fleet.compare import Fact, FactFamily, Value
+from mgpu_doctor.inputs import InputError, parse_json
 from mgpu_doctor.resolve import ResolvedEnvironment, ResolvedVersion
 from mgpu_doctor.snapshot import NvmlFacts, Snapshot, TensorFlowFacts
 
@@ -147,9 +148,11 @@ def tf_config_of(snapshot: Snapshot) -> dict[str, object] | None | str:
     if text is None:
         return None
     try:
-        data = json.loads(text)
+        data = parse_json(text, "TF_CONFIG")
     except json.JSONDecodeError as exc:
         return f"not valid JSON ({exc.msg})"
+    except InputError as exc:
+        return str(exc).removeprefix("TF_CONFIG: ")
     return data if isinstance(data, dict) else "not a JSON object"
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mgpu_doctor.findings import Finding, Severity
+from mgpu_doctor.inputs import shorten
 from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.matrix.known_issues import (
     ANY_STRATEGY,
@@ -355,7 +356,7 @@ def environment_from_mapping(values: Mapping[str, Any]) -> Environment:
         if key in VERSION_KEYS:
             text = str(value).strip()
             if parse_version(text) is None:
-                raise BadEnvironment(f"{key}: {text!r} is not a version")
+                raise BadEnvironment(f"{key}: {shorten(text)} is not a version")
             versions[key] = text
         elif key in ("gpus", "workers"):
             kwargs[key] = _count(key, value)
@@ -387,9 +388,10 @@ def environment_from_mapping(values: Mapping[str, Any]) -> Environment:
 
 def _count(key: str, value: Any) -> int:
     text = str(value).strip()
-    if isinstance(value, bool) or not (isinstance(value, int) or text.isdigit()) or int(text) < 1:
+    if (isinstance(value, bool) or not (isinstance(value, int) or text.isdigit()) or len(text) > 9
+            or int(text) < 1):
         what = "GPUs" if key == "gpus" else "workers"
-        raise BadEnvironment(f"{key}: {value!r} is not a number of {what}")
+        raise BadEnvironment(f"{key}: {shorten(value)} is not a number of {what}")
     return int(text)
 
 

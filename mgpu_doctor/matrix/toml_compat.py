@@ -6,6 +6,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mgpu_doctor.inputs import InputError, read_text
+
 if sys.version_info >= (3, 11):
     import tomllib as _toml
 else:  # pragma: no cover - exercised only on Python 3.10
@@ -15,9 +17,21 @@ TOMLDecodeError = _toml.TOMLDecodeError
 
 
 def load_toml(path: Path) -> dict[str, Any]:
-    """Parse one TOML file; raises OSError or TOMLDecodeError."""
-    with path.open("rb") as fh:
-        return _toml.load(fh)
+    """Parse one TOML file within the input limits (:mod:`mgpu_doctor.inputs`).
+
+    Raises OSError, TOMLDecodeError, or :class:`~mgpu_doctor.inputs.InputError` (not UTF-8,
+    too large, nested too deeply, an integer too long to convert).
+    """
+    text = read_text(path, "a TOML file")
+    try:
+        return _toml.loads(text)
+    except RecursionError:
+        raise InputError(f"{path}: nested too deeply to read (edited or corrupted?)") from None
+    except TOMLDecodeError:
+        raise
+    except ValueError as exc:  # int() of a number with more than 4300 digits
+        raise InputError(f"{path}: holds a number too long to read ({exc.__class__.__name__}: "
+                         "more digits than any value needs)") from None
 
 
 class DataFileError(Exception):
@@ -36,6 +50,8 @@ def read_versioned(path: Path, schema_version: int) -> dict[str, Any]:
         raise DataFileError("no such file") from None
     except TOMLDecodeError as exc:
         raise DataFileError(f"not valid TOML: {exc}") from None
+    except InputError as exc:
+        raise DataFileError(str(exc).removeprefix(f"{path}: ")) from None
     except OSError as exc:
         raise DataFileError(f"cannot read: {exc.strerror or exc}") from None
     version = data.get("schema_version")

@@ -36,6 +36,11 @@ class Tri(Enum):
     UNKNOWN = "unknown"
 
 
+# No real version has a number this long (a nightly's date has 8 digits); Python would refuse
+# to convert one of more than 4300 digits, with an exception instead of "not a version".
+_TOO_LONG = re.compile(r"\d{33}")
+
+
 def parse_version(text: str | None) -> Version | None:
     """A `Version`, or None for a text that is not one (never raises).
 
@@ -45,7 +50,7 @@ def parse_version(text: str | None) -> Version | None:
     if text is None:
         return None
     cleaned = text.strip()
-    if not cleaned:
+    if not cleaned or _TOO_LONG.search(cleaned):
         return None
     try:
         return Version(cleaned)

@@ -14,6 +14,9 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mgpu_doctor.inputs import InputError, parse_json, shorten
+from mgpu_doctor.masking import mask_credentials
+
 # The task types TFConfigClusterResolver / MultiWorkerMirroredStrategy know.
 TASK_TYPES = ("chief", "worker", "evaluator", "ps")
 
@@ -46,7 +49,9 @@ def parse_tf_config(text: str, source: str = "TF_CONFIG") -> TfConfig:
     if not text.strip():
         raise TfConfigError(f"{source} is empty")
     try:
-        data = json.loads(text)
+        data = parse_json(text, source)
+    except InputError as exc:
+        raise TfConfigError(str(exc)) from None
     except json.JSONDecodeError as exc:
         raise TfConfigError(f"{source} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
                             f"{exc.msg})") from None
@@ -58,7 +63,7 @@ def parse_tf_config(text: str, source: str = "TF_CONFIG") -> TfConfig:
     seen: dict[str, str] = {}
     for task_type, addresses in cluster.items():
         if task_type not in TASK_TYPES:
-            raise TfConfigError(f"{source}: unknown task type {task_type!r} in 'cluster' "
+            raise TfConfigError(f"{source}: unknown task type {shorten(task_type)} in 'cluster' "
                                 f"(known: {', '.join(TASK_TYPES)})")
         if not isinstance(addresses, list) or not addresses:
             raise TfConfigError(f"{source}: cluster.{task_type} must be a non-empty list of 'host:port'")
@@ -66,7 +71,7 @@ def parse_tf_config(text: str, source: str = "TF_CONFIG") -> TfConfig:
             where = f"cluster.{task_type}[{i}]"
             split_address(address, f"{source}: {where}")
             if address in seen:
-                raise TfConfigError(f"{source}: {where} {address!r} is also {seen[address]}: "
+                raise TfConfigError(f"{source}: {where} {shorten(address)} is also {seen[address]}: "
                                     "every task needs its own host:port")
             seen[address] = where
     if "chief" in cluster and len(cluster["chief"]) != 1:
@@ -77,10 +82,10 @@ def parse_tf_config(text: str, source: str = "TF_CONFIG") -> TfConfig:
                             "which of the cluster's tasks is this process?")
     task_type, index = task.get("type"), task.get("index")
     if not isinstance(task_type, str) or task_type not in cluster:
-        raise TfConfigError(f"{source}: task.type {task_type!r} is not in the cluster "
+        raise TfConfigError(f"{source}: task.type {shorten(task_type)} is not in the cluster "
                             f"({', '.join(cluster)})")
     if isinstance(index, bool) or not isinstance(index, int):
-        raise TfConfigError(f"{source}: task.index must be an integer, got {index!r}")
+        raise TfConfigError(f"{source}: task.index must be an integer, got {shorten(index)}")
     if not 0 <= index < len(cluster[task_type]):
         raise TfConfigError(f"{source}: task.index {index} is out of range: cluster.{task_type} has "
                             f"{len(cluster[task_type])} address(es), so 0..{len(cluster[task_type]) - 1}")
@@ -88,14 +93,28 @@ def parse_tf_config(text: str, source: str = "TF_CONFIG") -> TfConfig:
 
 
 def split_address(address: object, where: str) -> tuple[str, int]:
+    """``host:port``, ``[v6-address]:port``: the host (without brackets) and the port."""
     if not isinstance(address, str) or ":" not in address:
-        raise TfConfigError(f"{where} must be 'host:port', got {address!r}")
+        raise TfConfigError(f"{where} must be 'host:port', got {shorten(address)}")
+    shown = mask_credentials(shorten(address))
+    if any(c.isspace() for c in address):
+        raise TfConfigError(f"{where} {shown} has white space in it")
+    if "@" in address:
+        raise TfConfigError(f"{where} {shown}: TF_CONFIG addresses take no user name or password "
+                            "(write host:port)")
     host, _, port_text = address.rpartition(":")
-    host = host.strip("[]")  # [::1]:2222
+    if host.startswith("[") or host.endswith("]"):
+        if not (host.startswith("[") and host.endswith("]")) or host.count("[") + host.count("]") != 2:
+            raise TfConfigError(f"{where} {shown}: unbalanced brackets; an IPv6 address is written "
+                                "[::1]:2222")
+        host = host[1:-1]  # [::1]:2222
+    elif ":" in host:
+        raise TfConfigError(f"{where} {shown}: an IPv6 address needs brackets ([{host}]:{port_text}), "
+                            "a host name cannot hold ':'")
     if not host:
-        raise TfConfigError(f"{where} {address!r} has no host")
-    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise TfConfigError(f"{where} {address!r}: port must be 1..65535")
+        raise TfConfigError(f"{where} {shown} has no host")
+    if not port_text.isdigit() or len(port_text) > 5 or not 0 < int(port_text) < 65536:
+        raise TfConfigError(f"{where} {shown}: port must be 1..65535")
     return host, int(port_text)
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from mgpu_doctor.childproc import run_tool
 from mgpu_doctor.facts import absent
+from mgpu_doctor.inputs import parse_json, read_text
 from mgpu_doctor.library_model import LIBRARY_FILE, TOOLS
 from mgpu_doctor.probes.interpreter import Interpreter
 from mgpu_doctor.snapshot import XLA_DATA_DIR_LABEL, CudaToolkit, LibraryCopy, LibraryFacts, SearchDir
@@ -287,12 +288,12 @@ def _version_json(root: str) -> dict[str, str]:
     if root not in _json_cache:
         versions: dict[str, str] = {}
         try:
-            with open(os.path.join(root, "version.json"), encoding="utf-8") as fh:
-                data = json.load(fh)
+            path = Path(root, "version.json")
+            data = parse_json(read_text(path, "a version.json", limit=2**20), str(path))
             for key, value in data.items():
                 if isinstance(value, dict) and isinstance(value.get("version"), str):
                     versions[key] = value["version"]
-        except (OSError, ValueError):
+        except (OSError, ValueError, AttributeError):  # InputError is a ValueError
             pass
         _json_cache[root] = versions
     return _json_cache[root]
@@ -385,8 +386,10 @@ def _root_of_bin(bin_dir: str) -> str:
 
 def tool_version(path: str) -> str:
     """``ptxas --version`` / ``nvcc --version``: "Cuda compilation tools, release 12.5, V12.5.82"."""
-    out = run_tool([path, "--version"], TOOL_TIMEOUT_S).stdout
-    match = re.search(r"\bV(\d+\.\d+\.\d+)", out) or re.search(r"release (\d+\.\d+)", out)
+    out = run_tool([path, "--version"], TOOL_TIMEOUT_S).stdout  # garbage costs no other fact
+    number = r"\d{1,6}"  # not a 5000-digit "version" from a program that only looks like nvcc
+    match = (re.search(rf"\bV({number}\.{number}\.{number})\b", out)
+             or re.search(rf"release ({number}\.{number})\b", out))
     return match.group(1) if match else ""
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mgpu_doctor.devices import DeviceRow
 from mgpu_doctor.facts import Unavailable
-from mgpu_doctor.findings import CheckStatus, Finding, Severity
+from mgpu_doctor.findings import MOSTLY_SKIPPED_CHECK, CheckStatus, Finding, Severity
 from mgpu_doctor.fleet.compare import describe, list_nodes
 from mgpu_doctor.report import Report
 
@@ -27,6 +27,9 @@ def summary_line(report: Report) -> str:
     acknowledged = len(report.acknowledged)
     if acknowledged:
         verdict += f"; {acknowledged} acknowledged (worst not acknowledged: {report.gate_worst.value})"
+    if any(c.name == MOSTLY_SKIPPED_CHECK for c in report.checks):
+        failed = sum(1 for c in report.checks if c.status is CheckStatus.SKIPPED and c.fact_failed)
+        verdict += f"; NOT VERIFIED: {failed} checks skipped because facts could not be gathered"
     return f"{total} checks: {', '.join(parts)}; {verdict}"
 
 

@@ -5,12 +5,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from mgpu_doctor.inputs import shorten
 from mgpu_doctor.smoke.model import LAYERS, SCENARIOS, VARIANTS, SmokeSpec
 
 DEFAULT_GLOBAL_BATCH = 64
 DEFAULT_STEPS = 4  # full batches per epoch; the uneven scenario adds one sample
 DEFAULT_EPOCHS = 4  # the first one traces; memory slopes need the others
 DEFAULT_VIRTUAL_DEVICES = 2
+# Bounds on what a smoke option may ask for: beyond them the request is a typo, not a plan.
+MAX_DEVICES = 1024
+MAX_BATCH_SIZE = 1 << 20
 
 
 class PlanError(ValueError):
@@ -29,39 +33,55 @@ class SmokeOptions:
 
 
 def parse_layers(value: str | None) -> tuple[str, ...]:
-    if not value:
+    if value is None:
         return LAYERS
     names = tuple(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
+    if not names:
+        raise PlanError(f"--layers names no layer; known: {', '.join(LAYERS)}")
     unknown = [n for n in names if n not in LAYERS]
-    if unknown or not names:
-        raise PlanError(f"unknown layer {', '.join(map(repr, unknown))}; known: {', '.join(LAYERS)}")
+    if unknown:
+        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        raise PlanError(f"unknown layer {', '.join(shorten(n) for n in unknown[:5])}{more}; "
+                        f"known: {', '.join(LAYERS)}")
     return names
 
 
-def parse_counts(value: str | None, what: str) -> tuple[int, ...] | None:
-    if not value:
+def parse_counts(value: str | None, what: str, most: int = MAX_DEVICES) -> tuple[int, ...] | None:
+    if value is None:
         return None
-    try:
-        counts = tuple(sorted({int(n) for n in value.split(",") if n.strip()}))
-    except ValueError:
-        raise PlanError(f"{what} takes comma-separated whole numbers, got {value!r}") from None
-    if not counts or counts[0] < 1:
-        raise PlanError(f"{what} takes numbers of at least 1, got {value!r}")
+    shown = shorten(value)
+    words = [n.strip() for n in value.split(",") if n.strip()]
+    if not all(w.isdigit() for w in words):
+        raise PlanError(f"{what} takes comma-separated whole numbers, got {shown}")
+    counts = tuple(sorted({int(w) if len(w) <= 9 else most + 1 for w in words}))
+    if not counts or counts[0] < 1 or counts[-1] > most:
+        raise PlanError(f"{what} takes numbers from 1 to {most}, got {shown}")
     return counts
 
 
-def device_plan(options: SmokeOptions, gpu_count: int) -> tuple[str, tuple[int, ...]]:
+def check_virtual_devices(count: int) -> None:
+    if not 2 <= count <= MAX_DEVICES:
+        raise PlanError(f"--virtual-devices must be from 2 to {MAX_DEVICES} to distribute over CPU "
+                        f"devices, got {count}")
+
+
+def check_device_counts(options: SmokeOptions, gpu_count: int, seen_by: str = "TensorFlow sees") -> None:
+    """--gpus asks for no more GPUs than there are (before TensorFlow is asked which it sees)."""
+    device_plan(options, gpu_count, seen_by)
+
+
+def device_plan(options: SmokeOptions, gpu_count: int,
+                seen_by: str = "TensorFlow sees") -> tuple[str, tuple[int, ...]]:
     """The device kind and counts: real GPUs where there are 2 or more, else virtual CPUs."""
     if gpu_count >= 2:
         counts = options.gpus or (1, gpu_count)
         if max(counts) > gpu_count:
-            raise PlanError(f"--gpus asks for {max(counts)} GPUs but TensorFlow sees {gpu_count}")
+            raise PlanError(f"--gpus asks for {max(counts)} GPUs but {seen_by} {gpu_count}")
         return "gpu", counts
     if options.gpus is not None and max(options.gpus) > 1:
-        raise PlanError(f"--gpus asks for {max(options.gpus)} GPUs but TensorFlow sees {gpu_count}; "
+        raise PlanError(f"--gpus asks for {max(options.gpus)} GPUs but {seen_by} {gpu_count}; "
                         "use --virtual-devices N to simulate N devices on the CPU")
-    if options.virtual_devices < 2:
-        raise PlanError("--virtual-devices must be at least 2 to distribute over CPU devices")
+    check_virtual_devices(options.virtual_devices)
     return "cpu-virtual", (1, options.virtual_devices)
 
 

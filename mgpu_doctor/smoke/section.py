@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, TextIO
@@ -15,6 +15,7 @@ from typing import IO, TextIO
 from mgpu_doctor.errors import BadInput
 from mgpu_doctor.facts import Unavailable, interpreter_broken
 from mgpu_doctor.findings import CheckOutcome, CheckStatus
+from mgpu_doctor.masking import mask_credentials
 from mgpu_doctor.matrix.known_issues import load_matrix
 from mgpu_doctor.matrix.match import environment_from_resolved
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
@@ -22,10 +23,11 @@ from mgpu_doctor.matrix.smoke import SmokeRunLike, with_known_issues
 from mgpu_doctor.probes.gather import GatherOptions, Progress, gather_snapshot
 from mgpu_doctor.probes.interpreter import Interpreter
 from mgpu_doctor.probes.tensorflow import gather_tensorflow, tensorflow_installed
+from mgpu_doctor.redact import Identity, Redactor, redactor_for
 from mgpu_doctor.resolve import resolve
 from mgpu_doctor.serde import to_jsonable
 from mgpu_doctor.smoke.model import SmokeRun, SmokeSpec
-from mgpu_doctor.smoke.plan import PlanError, SmokeOptions, batch_splits, plan_runs
+from mgpu_doctor.smoke.plan import PlanError, SmokeOptions, batch_splits, check_device_counts, plan_runs
 from mgpu_doctor.smoke.rules import batch_split_outcomes, compare_with_single, smoke_outcomes
 from mgpu_doctor.smoke.runner import run_suite
 from mgpu_doctor.snapshot import Snapshot
@@ -38,6 +40,7 @@ class SmokeRequest:
     options: SmokeOptions
     stall_timeout_s: float
     results_path: Path | None = None
+    redact: bool = True  # the results file as every output: identities redacted, credentials masked
 
 
 @dataclass
@@ -90,11 +93,15 @@ def run_smoke_section(
     interpreter: Interpreter,
     *,
     stall_timeout_s: float,
-    results_file: IO[str] | None = None,
+    results_file: ResultsFile | None = None,
     stream: TextIO | None = None,
     matrix_dirs: tuple[Path, ...] = (),
 ) -> SmokeSection:
     """Plan and run the smoke suite for this snapshot's machine; never raises on Ctrl-C."""
+    try:  # a bad option is exit 2 also where the suite is skipped
+        check_device_counts(options, *gpu_count(snapshot))
+    except PlanError as exc:
+        raise BadInput(str(exc)) from None
     if interpreter_broken(snapshot.python):
         return SmokeSection(outcomes=[_skipped("the diagnosed Python does not work (`interpreter` check)")])
     if tensorflow_installed(snapshot.packages) is False:
@@ -137,11 +144,27 @@ def run_smoke_section(
     return SmokeSection(outcomes=outcomes, runs=runs, notes=notes, interrupted=suite.interrupted)
 
 
+def gpu_count(snapshot: Snapshot) -> tuple[int, str]:
+    """The GPUs the smoke trainings can use, and who counted them: TensorFlow when it was asked,
+    else NVML."""
+    if not isinstance(snapshot.tensorflow, Unavailable):
+        return visible_gpus(snapshot), "TensorFlow sees"
+    return (0 if isinstance(snapshot.nvml, Unavailable) else len(snapshot.nvml.gpus)), "NVML finds"
+
+
 def gather_for_smoke(interpreter: Interpreter, nvml_module: object = None,
-                     progress: Progress | None = None) -> Snapshot:
-    """The quick facts, plus TensorFlow's GPU list only where NVML sees a GPU at all."""
+                     progress: Progress | None = None, options: SmokeOptions | None = None) -> Snapshot:
+    """The quick facts, plus TensorFlow's GPU list only where NVML sees a GPU at all.
+
+    With ``options``, device counts NVML cannot satisfy are refused (BadInput) before TensorFlow
+    is imported."""
     say: Progress = progress or (lambda *_a, **_k: None)
     snapshot = gather_snapshot(GatherOptions(interpreter, quick=True, nvml_module=nvml_module), say)
+    if options is not None:
+        try:
+            check_device_counts(options, *gpu_count(snapshot))
+        except PlanError as exc:
+            raise BadInput(str(exc)) from None
     nvml = snapshot.nvml
     if not isinstance(nvml, Unavailable) and nvml.gpus:
         say("TensorFlow: counting the GPUs it sees (a few seconds)", slow=True)
@@ -149,19 +172,56 @@ def gather_for_smoke(interpreter: Interpreter, nvml_module: object = None,
     return snapshot
 
 
-def open_results(path: Path | None) -> IO[str] | None:
+class ResultsFile:
+    """The ``--results`` JSONL, file-like: every line redacted (with ``redactor``) and its
+    credentials masked before it is written, as everything else that leaves the process. A file
+    that stops taking lines (a full disk) is reported once; the runs go on."""
+
+    def __init__(self, path: Path, fh: IO[str], redactor: Redactor | None) -> None:
+        self.path, self._fh, self._redactor = path, fh, redactor
+        self._failed = False
+
+    def write(self, text: str) -> None:
+        if not self._failed:
+            self._guarded(lambda: self._fh.write(self._redactor.text(text) if self._redactor
+                                                 else mask_credentials(text)))
+
+    def flush(self) -> None:
+        if not self._failed:
+            self._guarded(self._fh.flush)
+
+    def _guarded(self, action: Callable[[], object]) -> None:
+        try:
+            action()
+        except OSError as exc:
+            self._failed = True
+            print(f"mgpu-doctor: warning: cannot write {self.path} ({exc.strerror or exc}): the runs go "
+                  "on, their results are in the report", file=sys.stderr)
+
+    def close(self) -> None:
+        try:
+            self._fh.close()
+        except OSError:
+            pass
+
+
+def open_results(path: Path | None, snapshot: Snapshot | None = None,
+                 redact: bool = True) -> ResultsFile | None:
+    """The results file, appended to; redacted for ``snapshot``'s machine unless ``redact`` is off."""
     if path is None:
         return None
     try:
-        return open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by the caller
+        fh = open(path, "a", encoding="utf-8", errors="backslashreplace")  # noqa: SIM115 - closed by the caller
     except OSError as exc:
         raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
+    redactor = redactor_for(snapshot, Identity.current()) if redact and snapshot is not None else None
+    return ResultsFile(path, fh, redactor)
 
 
 def run_requested(snapshot: Snapshot, request: SmokeRequest, interpreter: Interpreter,
                   matrix_dirs: tuple[Path, ...] = (), stream: TextIO | None = None) -> SmokeSection:
     """Run the smoke suite asked for, appending each run to the results file as it finishes."""
-    results_file = open_results(request.results_path)
+    results_file = open_results(request.results_path, snapshot, request.redact)
     try:
         return run_smoke_section(snapshot, request.options, interpreter,
                                  stall_timeout_s=request.stall_timeout_s, results_file=results_file,

@@ -1,0 +1,218 @@
+"""Bad input through the real CLI (`python -m mgpu_doctor` in a subprocess): every case is its exit
+code, a phrase of its one-line message, and never a traceback.
+
+The cases run concurrently in one module fixture (about a second each, none imports TensorFlow);
+each is then its own test. The limits are those of :mod:`mgpu_doctor.inputs`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from mgpu_doctor.inputs import MAX_JSON_DEPTH
+from tests.scenarios import path_of
+
+SNAPSHOT = str(path_of("sick-box"))
+GOOD_TF_CONFIG = {"cluster": {"worker": ["localhost:2222"]}, "task": {"type": "worker", "index": 0}}
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    argv: list[str]  # "{tmp}" is the folder holding the files of FILES
+    code: int
+    phrase: str  # in stderr (exit 2) or stdout (other codes); "" for none
+    env: dict[str, str] = field(default_factory=dict)
+    redirect: str = ""  # shell redirections of the doctor's standard streams
+    absent: str = ""  # must not appear anywhere in the output
+
+
+def _deep(n: int = 100_000) -> str:
+    return "[" * n + "]" * n
+
+
+def _snapshot_with(**changes: object) -> str:
+    data = json.loads(Path(SNAPSHOT).read_text())
+    for dotted, value in changes.items():
+        *parents, last = dotted.split("__")
+        target = data
+        for key in parents:
+            target = target[key]
+        target[last] = value
+    return json.dumps(data)
+
+
+BIG = "9" * 5000
+FILES: dict[str, str | bytes] = {
+    "deep.json": _deep(),
+    "deep-cluster.json": _snapshot_with(env__TF_CONFIG=_deep()),
+    "deep.md": "# mgpu-doctor report\n\n```json\n" + _deep() + "\n```\n",
+    "bigint.json": _snapshot_with(schema_version=0).replace('"schema_version": 0', f'"schema_version": {BIG}'),
+    "long-driver.json": _snapshot_with(nvml__driver_version=BIG),
+    "utf16.json": Path(SNAPSHOT).read_text().encode("utf-16"),
+    "latin1.json": b'{\n "host": "caf\xe9"}',
+    "elf": b"\x7fELF\x02\x01\x01" + bytes(200),
+    "deep.toml": "acknowledge = " + _deep() + "\n",
+    "utf16.toml": '[[acknowledge]]\ncode = "x"\n'.encode("utf-16"),
+    "bigint.toml": f"x = {BIG}\n",
+    "matrix/a.toml": b"\x7fELF\x02\x01" + bytes(100),
+    "v6.json": json.dumps({"cluster": {"worker": ["[::1:12345"]}, "task": {"type": "worker", "index": 0}}),
+}
+
+CASES = [
+    # --- files: nesting, size, numbers, encodings ---------------------------------------------
+    Case("check-from-deep-json", ["check", "--from", "{tmp}/deep.json"], 2,
+         f"deep.json: JSON nested more than {MAX_JSON_DEPTH} levels deep"),
+    Case("libs-from-deep-json", ["libs", "--from", "{tmp}/deep.json"], 2, "nested more than"),
+    Case("report-from-deep-markdown", ["report", "--from", "{tmp}/deep.md"], 2,
+         "deep.md: the JSON block at line 3: JSON nested more than"),
+    Case("fleet-deep-json", ["fleet", "{tmp}/deep.json", SNAPSHOT], 2, "deep.json: JSON nested more than"),
+    Case("check-from-dev-zero", ["check", "--from", "/dev/zero"], 2,
+         "/dev/zero: larger than 64 MiB, the most mgpu-doctor reads"),
+    Case("fleet-dev-zero", ["fleet", SNAPSHOT, "/dev/zero"], 2, "larger than 64 MiB"),
+    Case("check-from-5000-digit-integer", ["check", "--from", "{tmp}/bigint.json"], 2,
+         "bigint.json: holds an integer with 5000 digits", absent="set_int_max_str_digits"),
+    Case("fleet-5000-digit-integer", ["fleet", "{tmp}/bigint.json", SNAPSHOT], 2, "integer with 5000 digits"),
+    Case("check-from-5000-digit-driver-string", ["check", "--from", "{tmp}/long-driver.json"], 1,
+         "checks:", absent="set_int_max_str_digits"),
+    Case("check-from-utf16", ["check", "--from", "{tmp}/utf16.json"], 2,
+         "utf16.json: is UTF-16 text; mgpu-doctor reads UTF-8"),
+    Case("fleet-utf16", ["fleet", SNAPSHOT, "{tmp}/utf16.json"], 2, "is UTF-16 text"),
+    Case("check-from-latin1", ["check", "--from", "{tmp}/latin1.json"], 2,
+         "latin1.json: is not UTF-8 text (byte 0xe9 at line 2, column 14)"),
+    Case("check-from-executable", ["check", "--from", "{tmp}/elf"], 2, "elf: is an ELF executable"),
+    Case("check-from-deep-tf-config-in-snapshot", ["check", "--from", "{tmp}/deep-cluster.json"], 1, "checks:"),
+    Case("fleet-deep-tf-config-in-snapshot", ["fleet", "{tmp}/deep-cluster.json", SNAPSHOT], 1,
+         "TF_CONFIG cluster"),
+    # --- acknowledge and matrix files ---------------------------------------------------------
+    Case("ack-deep-toml", ["check", "--from", SNAPSHOT, "--ack", "{tmp}/deep.toml"], 2,
+         "deep.toml: nested too deeply to read"),
+    Case("ack-utf16", ["check", "--from", SNAPSHOT, "--ack", "{tmp}/utf16.toml"], 2, "utf16.toml: is UTF-16 text"),
+    Case("ack-5000-digit-number", ["check", "--from", SNAPSHOT, "--ack", "{tmp}/bigint.toml"], 2,
+         "bigint.toml: holds a number too long to read", absent="set_int_max_str_digits"),
+    Case("ack-executable", ["check", "--from", SNAPSHOT, "--ack", "{tmp}/elf"], 2, "is an ELF executable"),
+    Case("matrix-validate-binary-toml", ["matrix", "validate", "{tmp}/matrix"], 2, "1 problem(s) in 1 file(s)"),
+    Case("check-matrix-binary-toml", ["check", "--from", SNAPSHOT, "--matrix", "{tmp}/matrix", "-v"], 1,
+         "is an ELF executable or library, not a TOML file"),
+    # --- options --------------------------------------------------------------------------------
+    Case("checks-minus-skip-is-nothing", ["check", "--from", SNAPSHOT, "--checks", "gpus", "--skip", "gpus"], 2,
+         "no checks left to run"),
+    Case("checks-empty", ["check", "--from", SNAPSHOT, "--checks", ","], 2, "--checks names no check"),
+    Case("require-gpus-5000-digits", ["check", "--from", SNAPSHOT, "--require-gpus", BIG], 2,
+         "--require-gpus wants a number of GPUs, got '999"),
+    Case("python-empty", ["check", "--quick", "--python", ""], 2, "--python is empty"),
+    Case("stall-timeout-nan", ["smoke", "--stall-timeout", "nan"], 2, "--stall-timeout must be a number of seconds"),
+    Case("stall-timeout-inf", ["smoke", "--stall-timeout", "inf"], 2, "got inf"),
+    Case("stall-timeout-negative", ["check", "--no-smoke", "--quick", "--stall-timeout", "-1"], 2, "got -1"),
+    Case("virtual-devices-1", ["smoke", "--virtual-devices", "1"], 2, "--virtual-devices must be from 2 to"),
+    Case("virtual-devices-checked-without-smoke", ["check", "--quick", "--virtual-devices", "1"], 2,
+         "--virtual-devices must be"),
+    Case("gpus-more-than-nvml-finds", ["smoke", "--gpus", "1,999"], 2, "--gpus asks for 999 GPUs but NVML finds",
+         absent="TensorFlow: counting"),
+    Case("gpus-zero", ["smoke", "--gpus", "0"], 2, "--gpus takes numbers from 1 to 1024"),
+    Case("batch-sizes-huge", ["smoke", "--batch-sizes", "99999999999"], 2, "--batch-sizes takes numbers from 1 to"),
+    Case("layers-empty", ["smoke", "--layers", ","], 2, "--layers names no layer"),
+    Case("workers-too-many", ["smoke", "--workers", "100000"], 2, "--workers takes a number from 2 to 32"),
+    Case("matrix-query-5000-digit-gpus", ["matrix", "query", f"gpus={BIG}"], 2, "is not a number of GPUs"),
+    Case("matrix-query-5000-digit-driver", ["matrix", "query", f"driver=={BIG}"], 2,
+         "is not a version", absent="set_int_max_str_digits"),
+    # --- TF_CONFIG ------------------------------------------------------------------------------
+    Case("tf-config-binary-file", ["smoke", "--tf-config", "@{tmp}/elf"], 2,
+         "--tf-config: {tmp}/elf: is an ELF executable"),
+    Case("tf-config-dev-zero", ["smoke", "--tf-config", "@/dev/zero"], 2, "larger than 64 MiB"),
+    Case("tf-config-deep", ["smoke", "--tf-config", _deep(5000)], 2, "--tf-config: JSON nested more than"),
+    Case("tf-config-empty", ["smoke", "--tf-config", ""], 2, "--tf-config is empty"),
+    Case("tf-config-directory", ["smoke", "--tf-config", "@{tmp}"], 2, "Is a directory"),
+    Case("tf-config-unbalanced-ipv6", ["smoke", "--tf-config", "@{tmp}/v6.json"], 2,
+         "cluster.worker[0] '[::1:12345': unbalanced brackets"),
+    Case("tf-config-env-unbalanced-ipv6", ["smoke"], 2, "unbalanced brackets",
+         env={"TF_CONFIG": json.dumps({"cluster": {"worker": ["[::1:12345"]}, "task": {"type": "worker", "index": 0}})}),
+    Case("tf-config-env-bare-ipv6", ["smoke"], 2, "an IPv6 address needs brackets ([::1]:2222)",
+         env={"TF_CONFIG": json.dumps({"cluster": {"worker": ["::1:2222"]}, "task": {"type": "worker", "index": 0}})}),
+    Case("tf-config-env-deep", ["smoke"], 2, "JSON nested more than", env={"TF_CONFIG": _deep(1000)}),
+    Case("tf-config-index-5000-digits", ["smoke", "--tf-config", json.dumps(GOOD_TF_CONFIG).replace(
+        '"index": 0', f'"index": {BIG}')], 2, "integer with 5000 digits"),
+    Case("tf-config-password-is-masked", ["smoke", "--tf-config", json.dumps(
+        {"cluster": {"worker": ["alice:s3cr3tPW@10.0.0.1:2222"]}, "task": {"type": "worker", "index": 0}})], 2,
+        "'***@10.0.0.1:2222': TF_CONFIG addresses take no user name or password", absent="s3cr3tPW"),
+    # --- standard streams -----------------------------------------------------------------------
+    Case("stdout-closed", ["check", "--from", SNAPSHOT], 2, "stdout is closed", redirect=">&-"),
+    Case("stdout-full", ["check", "--from", SNAPSHOT, "--format", "json"], 2,
+         "cannot write the output to stdout: No space left on device", redirect=">/dev/full"),
+    Case("report-stdout-full", ["report", "--from", SNAPSHOT], 2, "No space left on device", redirect=">/dev/full"),
+    Case("junit-full", ["check", "--from", SNAPSHOT, "--junit", "/dev/full"], 2,
+         "cannot write /dev/full: No space left on device"),
+    Case("stderr-closed-and-bad-input", ["check", "--from", "{tmp}/deep.json"], 2, "", redirect="2>&-"),
+    Case("stdout-and-stderr-closed", ["check", "--from", SNAPSHOT], 2, "", redirect=">&- 2>&-"),
+]
+
+
+@dataclass(frozen=True)
+class Ran:
+    code: int
+    out: str
+    err: str
+
+
+def _run(case: Case, tmp: Path) -> Ran:
+    argv = [a.replace("{tmp}", str(tmp)) for a in case.argv]
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "MGPU_DOCTOR_DEBUG")}
+    env.update(case.env)
+    out, err = tmp / f"{case.name}.out", tmp / f"{case.name}.err"
+    # The doctor's own streams redirected as the case says, ours read back from files.
+    command = " ".join(_quote(a) for a in [sys.executable, "-m", "mgpu_doctor", *argv])
+    shell = f"{{ {command} {case.redirect} ; }} >{_quote(str(out))} 2>{_quote(str(err))}"
+    proc = subprocess.Popen(["bash", "-c", shell], env=env, start_new_session=True)
+    try:
+        code = proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:  # a doctor that ran on instead of refusing: this case fails
+        os.killpg(proc.pid, signal.SIGKILL)
+        code = proc.wait()
+    return Ran(code, out.read_text(errors="replace"), err.read_text(errors="replace"))
+
+
+def _quote(word: str) -> str:
+    return "'" + word.replace("'", "'\\''") + "'"
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> dict[str, Ran]:
+    tmp = tmp_path_factory.mktemp("bad-input")
+    for name, content in FILES.items():
+        path = tmp / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        ran = dict(zip([c.name for c in CASES], pool.map(lambda c: _run(c, tmp), CASES), strict=True))
+    return {name: Ran(r.code, r.out.replace(str(tmp), "{tmp}"), r.err.replace(str(tmp), "{tmp}"))
+            for name, r in ran.items()}
+
+
+def test_cases_have_distinct_names():
+    assert len({c.name for c in CASES}) == len(CASES) >= 50
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_bad_input(results, case):
+    ran = results[case.name]
+    assert "Traceback" not in ran.out + ran.err and "internal error" not in ran.err, ran
+    assert ran.code == case.code, ran
+    if case.code == 2 and case.phrase:
+        assert ran.err.startswith("mgpu-doctor: error: ") and ran.err.count("\n") == 1, ran
+        assert case.phrase in ran.err, ran
+    elif case.phrase:
+        assert case.phrase in ran.out, ran
+    if case.absent:
+        assert case.absent not in ran.out + ran.err
