@@ -5,6 +5,7 @@ through :func:`read_text`, every outside JSON document (those files, ``TF_CONFIG
 :func:`parse_json`. What they refuse, and why:
 
 - more than :data:`MAX_INPUT_BYTES` (a snapshot is well under 1 MiB; ``/dev/zero`` never ends);
+- a named pipe that no one writes to within :data:`FIFO_WAIT_S` (a plain open would block forever);
 - text that is not UTF-8: UTF-16/32 (a Windows editor's "Unicode"), binary files, other encodings;
 - JSON nested deeper than :data:`MAX_JSON_DEPTH` (Python's parser would exhaust its stack);
 - integers longer than :data:`MAX_INT_DIGITS` digits (no fact needs them; Python refuses to
@@ -20,13 +21,18 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
 import re
+import select
+import stat
+import time
 from pathlib import Path
 from typing import Any, NoReturn
 
 MAX_INPUT_BYTES = 64 * 2**20
 MAX_JSON_DEPTH = 200
 MAX_INT_DIGITS = 64
+FIFO_WAIT_S = 30.0  # how long a named pipe may stay without a writer
 
 _BOMS = (
     (codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
@@ -46,12 +52,48 @@ class InputError(ValueError):
 
 def read_text(path: Path, what: str = "a text file", limit: int = MAX_INPUT_BYTES) -> str:
     """The file as text, read at most ``limit`` bytes of it. Raises OSError or :class:`InputError`."""
-    with path.open("rb") as fh:
-        data = fh.read(limit + 1)
+    if stat.S_ISFIFO(path.stat().st_mode):
+        data = _read_fifo(path, limit + 1)
+    else:
+        with path.open("rb") as fh:
+            data = fh.read(limit + 1)
     if len(data) > limit:
         raise InputError(f"{path}: larger than {limit // 2**20} MiB, the most mgpu-doctor reads: "
                          f"not {what}")
     return decode(data, str(path), what)
+
+
+def _read_fifo(path: Path, limit: int, wait_s: float | None = None) -> bytes:
+    """A named pipe (``--from <(mgpu-doctor snapshot)``): wait at most ``wait_s`` for a writer, where
+    a plain open would block forever when nothing ever writes to it."""
+    wait_s = FIFO_WAIT_S if wait_s is None else wait_s
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    chunks: list[bytes] = []
+    size, started = 0, False
+    deadline = time.monotonic() + wait_s
+    try:
+        while size < limit:
+            left = deadline - time.monotonic()
+            if not started and left <= 0:
+                raise InputError(f"{path}: a named pipe nothing wrote to within {wait_s:g} s")
+            ready, _, _ = select.select([fd], [], [], max(0.0, min(left, 0.2)) if not started else None)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(fd, min(1 << 20, limit - size))
+            except BlockingIOError:
+                continue
+            if chunk:
+                started = True
+                chunks.append(chunk)
+                size += len(chunk)
+            elif started:
+                break  # the writer closed it: end of the input
+            else:
+                time.sleep(0.05)  # no writer yet: a non-blocking read says end of file
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
 
 
 def decode(data: bytes, source: str, what: str = "a text file") -> str:

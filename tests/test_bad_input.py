@@ -216,3 +216,24 @@ def test_bad_input(results, case):
         assert case.phrase in ran.out, ran
     if case.absent:
         assert case.absent not in ran.out + ran.err
+
+
+def test_a_named_pipe_nothing_writes_to_is_an_error_not_a_hang(tmp_path, monkeypatch):
+    import threading
+
+    from mgpu_doctor import inputs
+
+    pipe = tmp_path / "snap.fifo"
+    os.mkfifo(pipe)
+    monkeypatch.setattr(inputs, "FIFO_WAIT_S", 0.3)
+    with pytest.raises(inputs.InputError, match="a named pipe nothing wrote to within 0.3 s"):
+        inputs.read_text(pipe)
+
+    def write() -> None:
+        with open(pipe, "w") as fh:
+            fh.write('{"a": 1}')
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    assert inputs.read_text(pipe) == '{"a": 1}'
+    writer.join()
