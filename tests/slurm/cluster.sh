@@ -24,9 +24,9 @@ die() { echo "cluster.sh: $*" >&2; exit 1; }
 
 holder() { cat "$D/ns-$1.pid"; }
 
-in_ns() {  # in_ns NS CMD...: CMD inside namespace NS (nsenter execs: same pid when backgrounded)
-    local ns=$1; shift
-    nsenter -t "$(holder "$ns")" -m -n -u -- "$@"
+in_ns() {  # in_ns NS CMD...: CMD inside namespace NS, in this directory (nsenter execs: the
+    local ns=$1; shift  # same pid when backgrounded)
+    nsenter -t "$(holder "$ns")" -m -n -u --wd="$PWD" -- "$@"
 }
 
 check() {
@@ -127,8 +127,8 @@ start_network() {
 
 start_daemon() {  # start_daemon NS NAME CMD...: CMD in the foreground, in the background
     local ns=$1 name=$2; shift 2
-    in_ns "$ns" "$@" </dev/null >>"$D/log/$name.out" 2>&1 &
-    echo "$!" >>"$D/daemons.pid"
+    nsenter -t "$(holder "$ns")" -m -n -u --wd="$D" -- "$@" </dev/null >>"$D/log/$name.out" 2>&1 &
+    echo "$!" >>"$D/daemons.pid"  # the daemon's own pid: nsenter execs it
 }
 
 wait_idle() {
@@ -145,8 +145,9 @@ wait_idle() {
 
 up() {
     check
-    mkdir -p "$D/munge" "$D/state" "$D/spool" "$D/log"
+    mkdir -p "$D/munge" "$D/state" "$D/log" "${NODES[@]/#/$D/spool/}"
     chmod 700 "$D" "$D/munge"
+    cd "$D"  # the daemons' working directory
     write_config
     start_munge
     local ns
