@@ -81,6 +81,24 @@ def test_port_in_use_is_reported():
             check_addresses(cfg)
 
 
+def test_port_of_a_finished_run_is_free_again():
+    """The server side of a closed connection stays in TIME_WAIT for a minute: the next run on
+    that port (the README's Slurm recipe run twice) must not be refused, as TensorFlow is not."""
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC's server does
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            served, _ = listener.accept()
+            served.close()  # the server closes first: its end, on `port`, goes to TIME_WAIT
+            client.recv(1)
+    with socket.socket() as probe:  # what the check saw before: that port still taken
+        with pytest.raises(OSError):
+            probe.bind(("127.0.0.1", port))
+    check_addresses(TfConfig({"worker": [f"127.0.0.1:{port}"]}, "worker", 0))
+
+
 def test_address_of_another_machine_is_reported():
     cfg = TfConfig({"worker": ["192.0.2.10:2222", "127.0.0.1:2223"]}, "worker", 0)  # TEST-NET-1
     with pytest.raises(TfConfigError, match="192.0.2.10 is not an address of this machine"):

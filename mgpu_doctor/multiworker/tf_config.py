@@ -140,6 +140,9 @@ def check_addresses(config: TfConfig, resolver: Resolver = resolve) -> None:
     for ip in resolver(host):
         family = socket.AF_INET6 if ":" in ip else socket.AF_INET
         with socket.socket(family, socket.SOCK_STREAM) as sock:
+            # As TensorFlow's gRPC server binds: connections of a finished run (TIME_WAIT, a
+            # minute) do not block the port; a process still listening on it does.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 sock.bind((ip, port))
             except OSError as exc:
