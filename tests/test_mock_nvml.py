@@ -125,7 +125,9 @@ def test_a_gpu_lost_mid_enumeration_leaves_the_others_listed(mock, tmp_path):
 def test_driver_470_with_the_newest_binding_falls_back_to_the_old_entry_points(mock, tmp_path):
     facts = nvml_facts(mock, "driver-470", tmp_path)
     gpu = facts.gpus[0]
-    assert gpu.processes == [] and gpu.throttle_reasons == ["gpu_idle"]
+    assert [(p.pid, p.used_memory_bytes, p.kind) for p in gpu.processes[:1]] == [(4242, 2**30, "compute")]
+    assert gpu.processes[1].used_memory_bytes.cause == ""  # type: ignore[union-attr]  # not reported
+    assert gpu.throttle_reasons == ["gpu_idle"]
     assert facts.cuda_driver_version == "11.4"
 
 

@@ -249,7 +249,8 @@ def check_cuda_visible_devices(snapshot: Snapshot) -> list[Finding]:
             f"CUDA_VISIBLE_DEVICES names {1 + len(vis.ignored_mig_entries)} MIG devices, but a CUDA "
             f"process uses only the first ({vis.mig_device})",
             evidence,
-            fix="Run one single-device job per MIG device, each with its own CUDA_VISIBLE_DEVICES=MIG-<uuid>.",
+            fix="Run one single-device job per MIG device, each with its own "
+            "CUDA_VISIBLE_DEVICES=MIG-<uuid>.",
             links=["https://docs.nvidia.com/datacenter/tesla/mig-user-guide/#cuda-device-enumeration"],
         ))
     if not findings:

@@ -7,11 +7,13 @@ while every line here still runs. Each per-GPU field that the GPU does not suppo
 
 from __future__ import annotations
 
+import ctypes
 import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import combinations
+from types import SimpleNamespace
 from typing import Any, TypeVar
 
 from mgpu_doctor.facts import Unavailable, absent, failed
@@ -267,17 +269,56 @@ def _function_not_found(nvml: Any, cause: BaseException) -> BaseException:
 
 def _processes(nvml: Any, h: Any) -> list[GpuProcess]:
     found = []
-    for kind, names in (
-        ("compute", ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2")),
-        ("graphics", ("nvmlDeviceGetGraphicsRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses_v2")),
-    ):
-        for proc in _first_present(nvml, names, h):
+    for kind, stem in (("compute", "nvmlDeviceGetComputeRunningProcesses"),
+                       ("graphics", "nvmlDeviceGetGraphicsRunningProcesses")):
+        try:
+            procs = _first_present(nvml, (stem, f"{stem}_v2"), h)
+        except nvml.NVMLError as exc:
+            if getattr(exc, "value", None) != FUNCTION_NOT_FOUND:
+                raise
+            # Bindings 11.515-12.x call only _v3 (R510+) and wrap no _v2: ask the driver's
+            # _v2 entry point (R470 has it) through the binding's own library handle.
+            procs = _processes_v2(nvml, h, f"{stem}_v2")
+        for proc in procs:
             used = getattr(proc, "usedGpuMemory", None)
             memory: int | Unavailable = (
                 int(used) if used is not None else absent("not reported (no permission?)")
             )
             found.append(GpuProcess(pid=int(proc.pid), used_memory_bytes=memory, kind=kind))
     return found
+
+
+class _ProcessInfoV2(ctypes.Structure):
+    """nvmlProcessInfo_v2_t (nvml.h)."""
+
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong),
+                ("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint)]
+
+
+NVML_VALUE_NOT_AVAILABLE = 2**64 - 1
+INSUFFICIENT_SIZE = 7
+
+
+def _processes_v2(nvml: Any, h: Any, symbol: str) -> list[Any]:
+    # The `pynvml` 11.x wrapper keeps the binding in pynvml.nvml and exports no private names.
+    getter = getattr(nvml, "_nvmlGetFunctionPointer", None) or \
+        getattr(getattr(nvml, "nvml", None), "_nvmlGetFunctionPointer", None)
+    if getter is None:
+        raise nvml.NVMLError(FUNCTION_NOT_FOUND)
+    fn = getter(symbol)  # raises FunctionNotFound when the driver lacks it
+    count = ctypes.c_uint(0)
+    ret = fn(h, ctypes.byref(count), None)
+    if ret == 0:
+        return []
+    if ret != INSUFFICIENT_SIZE:
+        raise nvml.NVMLError(ret)
+    count.value = count.value * 2 + 5  # room for processes started since
+    infos = (_ProcessInfoV2 * count.value)()
+    ret = fn(h, ctypes.byref(count), infos)
+    if ret != 0:
+        raise nvml.NVMLError(ret)
+    return [SimpleNamespace(pid=i.pid, usedGpuMemory=None if i.usedGpuMemory == NVML_VALUE_NOT_AVAILABLE
+                            else i.usedGpuMemory) for i in infos[:count.value]]
 
 
 def _links(nvml: Any, gpus: list[GpuFacts], handles: list[Any]) -> list[GpuLink]:
