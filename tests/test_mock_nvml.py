@@ -30,6 +30,8 @@ def mock(tmp_path_factory) -> MockBuilder:
     try:
         builder.library_dir([])
     except MockUnavailable as exc:
+        if os.environ.get("CI"):  # CI has a compiler and the header: it must run these
+            raise
         pytest.skip(f"cannot build the mock NVML library: {exc}")
     return builder
 
