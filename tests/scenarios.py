@@ -6,6 +6,7 @@ files still load and match what this module builds.
 
 from __future__ import annotations
 
+import site
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -280,3 +281,11 @@ def with_env(snap: Snapshot, **env: str) -> Snapshot:
 if __name__ == "__main__":
     write_all()
     print(f"wrote {len(SCENARIOS)} snapshots to {DATA}")
+
+def real_cudart() -> Path | None:
+    """The real libcudart.so.12 of the nvidia-cuda-runtime-cu12 wheel (test extra), if installed."""
+    for base in site.getsitepackages():
+        lib = Path(base) / "nvidia/cuda_runtime/lib/libcudart.so.12"
+        if lib.exists():
+            return lib
+    return None

@@ -25,7 +25,15 @@ from mgpu_doctor.probes.interpreter import Interpreter
 from mgpu_doctor.probes.libraries import LibraryProbeInput, gather_libraries, load_library_versions
 from mgpu_doctor.snapshot import LibraryCopy, load_snapshot, snapshot_from_data
 from tests.checking import judge
-from tests.scenarios import AND_CUDA, TF_REQUIRES, libcuda_copy, packages, path_of, pip_cuda_libraries
+from tests.scenarios import (
+    AND_CUDA,
+    TF_REQUIRES,
+    libcuda_copy,
+    packages,
+    path_of,
+    pip_cuda_libraries,
+    real_cudart,
+)
 
 BY_NAME = {c.name: c for c in CHECKS}
 
@@ -133,14 +141,6 @@ def test_garbage_file_named_like_a_library_fails_to_load_clearly(scenario, tmp_p
     found, outcome = codes(replace(scenario("healthy-8gpu-nvlink"), libraries=libs), "library-copies")
     assert found == {"libraries.load-failed": Severity.ERROR}
     assert outcome.findings[0].title == f"{garbage} fails to load"
-
-
-def real_cudart() -> Path | None:
-    for base in site.getsitepackages():
-        lib = Path(base) / "nvidia/cuda_runtime/lib/libcudart.so.12"
-        if lib.exists():
-            return lib
-    return None
 
 
 @pytest.mark.skipif(real_cudart() is None, reason="nvidia-cuda-runtime-cu12 (test extra) is not installed")

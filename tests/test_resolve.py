@@ -4,7 +4,6 @@ versions are known (a machine's snapshot and a `matrix query` tell the same stor
 from __future__ import annotations
 
 import json
-import site
 import subprocess
 import sys
 from dataclasses import replace
@@ -23,7 +22,16 @@ from mgpu_doctor.matrix.match import environment_from_resolved
 from mgpu_doctor.probes.libraries import LibraryProbeInput, gather_libraries
 from mgpu_doctor.resolve import KerasFamily, Origin, reading, resolve, resolved, same_release
 from mgpu_doctor.snapshot import LibraryCopy, LibraryFacts, load_snapshot
-from tests.scenarios import HOST, libcuda_copy, packages, path_of, pip_cuda_libraries, ptxas_copy, tf_view
+from tests.scenarios import (
+    HOST,
+    libcuda_copy,
+    packages,
+    path_of,
+    pip_cuda_libraries,
+    ptxas_copy,
+    real_cudart,
+    tf_view,
+)
 
 REPORT_SCHEMA = json.loads((Path(__file__).parents[1] / "mgpu_doctor/schemas/report.schema.json").read_text())
 
@@ -131,14 +139,6 @@ def test_cudnn_8_first_on_the_path_is_not_in_use_by_a_tensorflow_built_for_cudnn
     path = tmp_path / "snap.json"
     path.write_text(snap.to_json())
     assert main(["libs", "--from", str(path), "--format", "json", "--no-redact"]) in (0, 1)
-
-
-def real_cudart() -> Path | None:
-    for base in site.getsitepackages():
-        lib = Path(base) / "nvidia/cuda_runtime/lib/libcudart.so.12"
-        if lib.exists():
-            return lib
-    return None
 
 
 @pytest.mark.skipif(real_cudart() is None, reason="nvidia-cuda-runtime-cu12 (test extra) is not installed")

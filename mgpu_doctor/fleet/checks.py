@@ -11,7 +11,7 @@ from mgpu_doctor.checks.facts_access import gib
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import Finding, Severity
 from mgpu_doctor.fleet.collective import MUST_MATCH, check_fleet_host_setup, check_fleet_nccl_tuning
-from mgpu_doctor.fleet.compare import FactRow, Fleet, describe, list_nodes
+from mgpu_doctor.fleet.compare import FactRow, Fleet, describe, list_nodes, row_evidence
 from mgpu_doctor.fleet.facts import tf_config_of
 from mgpu_doctor.matrix.versions import parse_version
 from mgpu_doctor.report import Report, new_report
@@ -27,11 +27,6 @@ NCCL_TRANSPORT_VARS = frozenset({"NCCL_IB_DISABLE", "NCCL_NET"})
 NCCL_LOGGING_VARS = frozenset({"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"})
 # Other environment variables that change what TensorFlow or CUDA do on a node.
 TRAINING_ENV_PREFIXES = ("TF_", "XLA_", "KERAS_", "CUDA_", "LD_")
-
-
-def row_evidence(row: FactRow) -> list[str]:
-    """'label: value on node-a, node-b' lines, the most common value first."""
-    return [f"{row.label}: {describe(value)} on {list_nodes(nodes)}" for value, nodes in row.groups()]
 
 
 def _differing(fleet: Fleet, key: str) -> FactRow | None:

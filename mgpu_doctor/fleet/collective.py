@@ -16,7 +16,15 @@ from mgpu_doctor.checks.shm import SHM_RECOMMENDED
 from mgpu_doctor.collective_facts import CollectiveFacts, NetworkFacts, ShmFacts
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.fleet.compare import Fact, FactFamily, FactRow, Fleet, Value, describe, list_nodes
+from mgpu_doctor.fleet.compare import (
+    Fact,
+    FactFamily,
+    FactRow,
+    Fleet,
+    Value,
+    list_nodes,
+    row_evidence,
+)
 from mgpu_doctor.pcie_paths import redirecting_bridges
 from mgpu_doctor.resolve import ResolvedEnvironment
 
@@ -100,7 +108,7 @@ def check_fleet_host_setup(fleet: Fleet) -> list[Finding]:
         findings.append(Finding(
             "fleet.shm-differs", Severity.WARNING,
             f"/dev/shm is small on {list_nodes(small)}: NCCL fails at init there, and the whole job with it",
-            _evidence(row),
+            row_evidence(row),
             fix=f"Give every node's job the same /dev/shm of at least 1 GiB (docker --shm-size=1g, a "
             f"Kubernetes emptyDir with medium: Memory); `mgpu-doctor check --from` on {list_nodes(small)} "
             "shows how there.",
@@ -115,7 +123,7 @@ def check_fleet_host_setup(fleet: Fleet) -> list[Finding]:
             "The IOMMU or PCIe ACS is set up differently on some nodes: GPU peer-to-peer traffic is "
             f"redirected on {list_nodes(odd) if odd else 'some of them'}, where NCCL can hang or slow "
             "every rank down",
-            [line for r in (iommu, acs) if r is not None for line in _evidence(r)],
+            [line for r in (iommu, acs) if r is not None for line in row_evidence(r)],
             fix="Set the nodes up alike (BIOS VT-d / ACS settings, iommu=pt on the kernel command line); "
             "`mgpu-doctor check --from FILE` on the odd nodes names the bridges and the fix.",
             links=[NCCL_ACS_DOC],
@@ -125,7 +133,7 @@ def check_fleet_host_setup(fleet: Fleet) -> list[Finding]:
             "fleet.memlock-differs", Severity.WARNING,
             "The locked-memory limit differs between nodes: where it is low, InfiniBand / GPUDirect RDMA "
             "cannot register NCCL's buffers and that node fails or falls back to sockets",
-            _evidence(row),
+            row_evidence(row),
             fix="Give every node the same `ulimit -l unlimited` (limits.conf, LimitMEMLOCK=infinity for "
             "slurmd or the container runtime, docker --ulimit memlock=-1).",
             links=["https://github.com/NVIDIA/nccl-tests/issues/206"],
@@ -135,7 +143,7 @@ def check_fleet_host_setup(fleet: Fleet) -> list[Finding]:
             "fleet.container-differs", Severity.INFO,
             "Some nodes run the job in a container and others do not (or in different ones): libraries, "
             "/dev/shm and limits differ by construction",
-            _evidence(row),
+            row_evidence(row),
             fix="Run every worker from the same container image with the same options.",
             links=["https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/"
                    "docker-specialized.html"],
@@ -171,7 +179,7 @@ def check_fleet_nccl_tuning(fleet: Fleet) -> list[Finding]:
             "fleet.nccl-conf-differs", Severity.WARNING,
             "/etc/nccl.conf sets NCCL differently on some nodes: NCCL reads it on every rank, under the "
             "job's own environment",
-            [line for r in conf_rows for line in _evidence(r)],
+            [line for r in conf_rows for line in row_evidence(r)],
             fix="Make /etc/nccl.conf the same on every node (or empty), and set NCCL_* for the job itself.",
             links=[NCCL_ENV_DOC],
         ))
@@ -192,8 +200,3 @@ def _network(facts: CollectiveFacts | Unavailable) -> NetworkFacts | Unavailable
 
 def _differs(row: FactRow | None) -> FactRow | None:
     return row if row is not None and row.status == "differs" else None
-
-
-def _evidence(row: FactRow) -> list[str]:
-    return [f"{row.label}: {describe(value)} on {list_nodes(nodes)}" for value, nodes in row.groups()]
-

@@ -191,3 +191,8 @@ def _safe(extract: Callable[[ResolvedEnvironment], T], env: ResolvedEnvironment)
 
 def _file_name(source: str) -> str:
     return source.rsplit("/", 1)[-1]
+
+
+def row_evidence(row: FactRow) -> list[str]:
+    """'label: value on node-a, node-b' lines, the most common value first."""
+    return [f"{row.label}: {describe(value)} on {list_nodes(nodes)}" for value, nodes in row.groups()]
