@@ -68,6 +68,15 @@ class GpuProcess:
 
 
 @dataclass(frozen=True)
+class MigDevice:
+    """A MIG device of a GPU in MIG mode: what CUDA_VISIBLE_DEVICES=MIG-<uuid> names."""
+
+    index: int  # NVML's MIG device slot on its GPU
+    uuid: str  # MIG-<uuid>
+    memory_total_bytes: int | Unavailable
+
+
+@dataclass(frozen=True)
 class GpuFacts:
     index: int
     name: str
@@ -88,6 +97,7 @@ class GpuFacts:
     pcie_width_current: int | Unavailable
     pcie_width_max: int | Unavailable
     processes: list[GpuProcess] | Unavailable
+    mig_devices: list[MigDevice] | Unavailable = field(default_factory=not_in_snapshot)
 
 
 @dataclass(frozen=True)

@@ -135,6 +135,10 @@ class FakeNvml:
         mig = self._opt(self._gpu(h, "mig").mig)
         return (mig, mig)
 
+    def nvmlDeviceGetMaxMigDeviceCount(self, h: int) -> int:
+        self._gpu(h, "mig_count")
+        return 0  # MIG devices are the C mock's business (tests/mock_nvml)
+
     def nvmlDeviceGetEccMode(self, h: int) -> tuple[int, int]:
         ecc = self._opt(self._gpu(h, "ecc").ecc)
         return (ecc, ecc)

@@ -291,12 +291,14 @@ def check_gpu_interconnect(snapshot: Snapshot) -> list[Finding]:
             fix="Fine for small models; for large ones expect all-reduce to limit scaling "
             "(measure it with `mgpu-doctor smoke`).",
         ))
-    cross_socket = [lk for lk in nvml.links if lk.topology == "system"]
+    # Pairs joined by NVLink (directly or through NVSwitches) do not send their traffic over
+    # the inter-socket link, wherever their PCIe slots are.
+    cross_socket = [lk for lk in nvml.links if lk.topology == "system" and lk not in nvlinked]
     if cross_socket:
         findings.append(Finding(
             "gpus.cross-socket", Severity.INFO,
-            f"{len(cross_socket)} GPU pair(s) sit on different CPU sockets (traffic crosses the "
-            "inter-socket link)",
+            f"{len(cross_socket)} GPU pair(s) without NVLink sit on different CPU sockets: their "
+            "traffic crosses the inter-socket link",
             [f"GPU {lk.a} <-> GPU {lk.b}: system" for lk in cross_socket[:12]],
             fix="Prefer GPUs under the same socket for one job (`nvidia-smi topo -m`).",
         ))

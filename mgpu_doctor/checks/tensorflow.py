@@ -224,6 +224,8 @@ def check_cuda_visible_devices(snapshot: Snapshot) -> list[Finding]:
     findings = []
     evidence = [f"CUDA_VISIBLE_DEVICES={cvd!r}", f"NVML: {len(nvml.gpus)} GPU(s)",
                 f"visible NVML indices: {vis.visible}"]
+    if vis.mig_device:
+        evidence.append(f"MIG device {vis.mig_device} (on GPU {vis.visible[0]})")
     if vis.invalid_entry:
         lost = f"; {','.join(vis.ignored_after_invalid)} after it are ignored too" \
             if vis.ignored_after_invalid else ""
@@ -240,6 +242,16 @@ def check_cuda_visible_devices(snapshot: Snapshot) -> list[Finding]:
             "cuda-visible-devices.duplicate", Severity.WARNING,
             f"CUDA_VISIBLE_DEVICES lists a GPU twice ({', '.join(vis.duplicate_entries)})",
             evidence, fix="List each GPU once.",
+        ))
+    if vis.ignored_mig_entries:
+        findings.append(Finding(
+            "cuda-visible-devices.several-mig", Severity.WARNING,
+            f"CUDA_VISIBLE_DEVICES names {1 + len(vis.ignored_mig_entries)} MIG devices, but a CUDA "
+            f"process uses only the first ({vis.mig_device})",
+            evidence,
+            fix="Run one single-device job per MIG device, each with its own "
+            "CUDA_VISIBLE_DEVICES=MIG-<uuid>.",
+            links=["https://docs.nvidia.com/datacenter/tesla/mig-user-guide/#cuda-device-enumeration"],
         ))
     if not findings:
         findings.append(Finding("cuda-visible-devices.ok", Severity.INFO,

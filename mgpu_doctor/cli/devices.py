@@ -45,4 +45,6 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
     cells = [device_cells(r) for r in rows]
     print(tabulate([[c[k] for k in DEVICE_HEADERS] for c in cells],
                    headers=list(DEVICE_HEADERS.values()), disable_numparse=True))
+    if nvml.partial_error:
+        print(f"Incomplete: {nvml.partial_error}")
     return 0

@@ -7,13 +7,17 @@ while every line here still runs. Each per-GPU field that the GPU does not suppo
 
 from __future__ import annotations
 
+import ctypes
 import threading
+import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from itertools import combinations
+from types import SimpleNamespace
 from typing import Any, TypeVar
 
 from mgpu_doctor.facts import Unavailable, absent, failed
-from mgpu_doctor.snapshot import GpuFacts, GpuLink, GpuProcess, NvmlFacts
+from mgpu_doctor.snapshot import GpuFacts, GpuLink, GpuProcess, MigDevice, NvmlFacts
 
 T = TypeVar("T")
 
@@ -36,16 +40,26 @@ THROTTLE_REASONS = (
 # NVML error codes (nvml.h) that mean "this GPU or driver does not offer that".
 NOT_SUPPORTED_CODES = {2, 3, 13}  # invalid argument, not supported, function not found
 LIBRARY_NOT_FOUND, DRIVER_NOT_LOADED, NO_PERMISSION, GPU_IS_LOST = 12, 9, 4, 15
+NOT_FOUND, FUNCTION_NOT_FOUND, LIB_RM_VERSION_MISMATCH = 6, 13, 18
+NVLINK_DEVICE_TYPE_SWITCH = 2  # nvmlIntNvLinkDeviceType_t: GPU 0, IBM NPU 1, switch 2
 
 
 class _Stopped(Exception):
     """NVML failed in a way that ends the gathering (GPU lost, driver gone)."""
 
 
+class _GpuLost(_Stopped):
+    """One GPU fell off the bus (NVML_ERROR_GPU_IS_LOST); the others may still answer."""
+
+
 def load_pynvml() -> Any:
     """Import pynvml (from ``nvidia-ml-py``) or explain why not."""
     try:
-        import pynvml
+        # The `pynvml` wrapper distribution (13.x) warns on import that it is deprecated; the
+        # binding underneath is nvidia-ml-py's and works, so the warning is noise in a report.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            import pynvml
     except ImportError as exc:
         raise ImportError(
             f"cannot import pynvml ({exc}); install nvidia-ml-py: pip install nvidia-ml-py"
@@ -110,6 +124,12 @@ def _init_failure(nvml: Any, exc: Exception) -> Unavailable:
         )
     if code == NO_PERMISSION:
         return failed(f"no permission to use NVML: {exc}", cause="no-permission")
+    if code == LIB_RM_VERSION_MISMATCH:
+        return failed(
+            "driver/library version mismatch: the NVIDIA driver was upgraded but the old kernel "
+            "module is still loaded (reboot, or unload and reload the nvidia modules)",
+            cause="driver-library-mismatch",
+        )
     return failed(f"nvmlInit failed: {exc}", cause=f"nvml-error:{code}")
 
 
@@ -120,19 +140,29 @@ def _gather_initialised(nvml: Any) -> NvmlFacts:
     gpus: list[GpuFacts] = []
     links: list[GpuLink] = []
     handles: list[Any] = []
+    lost: list[str] = []
     partial = ""
     try:
         count = nvml.nvmlDeviceGetCount()
         for index in range(count):
-            handle = _call(nvml, _bind(nvml.nvmlDeviceGetHandleByIndex, index))
+            try:
+                handle = _call(nvml, _bind(nvml.nvmlDeviceGetHandleByIndex, index))
+                gpu = _gpu(nvml, index, handle)
+            except _GpuLost as exc:  # the other GPUs still answer: keep enumerating
+                lost.append(f"GPU {index} ({exc})")
+                continue
             handles.append(handle)
-            gpus.append(_gpu(nvml, index, handle))
+            gpus.append(gpu)
         links = _links(nvml, gpus, handles)
     except (_Stopped, nvml.NVMLError) as exc:
         partial = (
             f"NVML stopped answering after {len(gpus)} GPU(s): {exc}; "
             "the facts below are incomplete"
         )
+    if lost:
+        partial = "; ".join(filter(None, [
+            f"NVML lost {', '.join(lost)} part-way through; the other GPUs are listed", partial,
+        ]))
     return NvmlFacts(
         driver_version=driver, cuda_driver_version=cuda, nvml_version=nvml_version,
         gpus=gpus, links=links, partial_error=partial,
@@ -167,24 +197,89 @@ def _gpu(nvml: Any, index: int, h: Any) -> GpuFacts:
         pcie_width_current=_optional(nvml, lambda: int(nvml.nvmlDeviceGetCurrPcieLinkWidth(h))),
         pcie_width_max=_optional(nvml, lambda: int(nvml.nvmlDeviceGetMaxPcieLinkWidth(h))),
         processes=_optional(nvml, lambda: _processes(nvml, h)),
+        mig_devices=_optional(nvml, lambda: _mig_devices(nvml, h)),
     )
 
 
+def _mig_devices(nvml: Any, h: Any) -> list[MigDevice]:
+    """The MIG devices of a GPU in MIG mode (empty when MIG is off)."""
+    current, _pending = nvml.nvmlDeviceGetMigMode(h)
+    if not current:
+        return []
+    found = []
+    for slot in range(int(nvml.nvmlDeviceGetMaxMigDeviceCount(h))):
+        try:
+            mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(h, slot)
+        except nvml.NVMLError as exc:
+            if getattr(exc, "value", None) == NOT_FOUND:  # an empty slot
+                continue
+            raise
+        memory = _optional(nvml, _bind(_memory_total, nvml, mig))
+        found.append(MigDevice(index=slot, uuid=_text(nvml.nvmlDeviceGetUUID(mig)),
+                               memory_total_bytes=memory))
+    return found
+
+
+def _memory_total(nvml: Any, h: Any) -> int:
+    return int(nvml.nvmlDeviceGetMemoryInfo(h).total)
+
+
 def _throttle_reasons(nvml: Any, h: Any) -> list[str]:
-    getter = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
-    if getter is None:
-        getter = nvml.nvmlDeviceGetCurrentClocksThrottleReasons
-    mask = int(getter(h))
+    # "Event" replaced "Throttle" in R535; drivers before it only have the old name.
+    mask = int(_first_present(nvml, ("nvmlDeviceGetCurrentClocksEventReasons",
+                                     "nvmlDeviceGetCurrentClocksThrottleReasons"), h))
     return [name for bit, name in THROTTLE_REASONS if mask & bit]
+
+
+def _first_present(nvml: Any, names: tuple[str, ...], *args: Any) -> Any:
+    """Call the first of ``names`` that both the binding and the driver have.
+
+    A binding newer than the driver calls entry points the driver lacks (the ``_v3`` process
+    lists on R470): NVML says FunctionNotFound, or the binding raises NVMLLibraryMismatchError
+    for an unversioned name it maps to a newer version.
+    """
+    mismatch = getattr(nvml, "NVMLLibraryMismatchError", None)
+    missing: tuple[type[BaseException], ...] = (mismatch,) if isinstance(mismatch, type) else ()
+    last: BaseException | None = None
+    for name in names:
+        fn = getattr(nvml, name, None)
+        if fn is None:
+            continue
+        try:
+            return fn(*args)
+        except nvml.NVMLError as exc:
+            if getattr(exc, "value", None) != FUNCTION_NOT_FOUND:
+                raise
+            last = exc
+        except missing as exc:
+            last = exc
+    if isinstance(last, nvml.NVMLError):
+        raise last
+    raise nvml.NVMLError(FUNCTION_NOT_FOUND) if last is None else _function_not_found(nvml, last)
+
+
+def _function_not_found(nvml: Any, cause: BaseException) -> BaseException:
+    try:
+        exc = nvml.NVMLError(FUNCTION_NOT_FOUND)
+    except Exception:  # a binding whose NVMLError cannot be built from a code
+        return cause
+    exc.__cause__ = cause
+    return exc
 
 
 def _processes(nvml: Any, h: Any) -> list[GpuProcess]:
     found = []
-    for kind, getter in (
-        ("compute", nvml.nvmlDeviceGetComputeRunningProcesses),
-        ("graphics", nvml.nvmlDeviceGetGraphicsRunningProcesses),
-    ):
-        for proc in getter(h):
+    for kind, stem in (("compute", "nvmlDeviceGetComputeRunningProcesses"),
+                       ("graphics", "nvmlDeviceGetGraphicsRunningProcesses")):
+        try:
+            procs = _first_present(nvml, (stem, f"{stem}_v2"), h)
+        except nvml.NVMLError as exc:
+            if getattr(exc, "value", None) != FUNCTION_NOT_FOUND:
+                raise
+            # Bindings 11.515-12.x call only _v3 (R510+) and wrap no _v2: ask the driver's
+            # _v2 entry point (R470 has it) through the binding's own library handle.
+            procs = _processes_v2(nvml, h, f"{stem}_v2")
+        for proc in procs:
             used = getattr(proc, "usedGpuMemory", None)
             memory: int | Unavailable = (
                 int(used) if used is not None else absent("not reported (no permission?)")
@@ -193,17 +288,48 @@ def _processes(nvml: Any, h: Any) -> list[GpuProcess]:
     return found
 
 
+class _ProcessInfoV2(ctypes.Structure):
+    """nvmlProcessInfo_v2_t (nvml.h)."""
+
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong),
+                ("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint)]
+
+
+NVML_VALUE_NOT_AVAILABLE = 2**64 - 1
+INSUFFICIENT_SIZE = 7
+
+
+def _processes_v2(nvml: Any, h: Any, symbol: str) -> list[Any]:
+    # The `pynvml` 11.x wrapper keeps the binding in pynvml.nvml and exports no private names.
+    getter = getattr(nvml, "_nvmlGetFunctionPointer", None) or \
+        getattr(getattr(nvml, "nvml", None), "_nvmlGetFunctionPointer", None)
+    if getter is None:
+        raise nvml.NVMLError(FUNCTION_NOT_FOUND)
+    fn = getter(symbol)  # raises FunctionNotFound when the driver lacks it
+    count = ctypes.c_uint(0)
+    ret = fn(h, ctypes.byref(count), None)
+    if ret == 0:
+        return []
+    if ret != INSUFFICIENT_SIZE:
+        raise nvml.NVMLError(ret)
+    count.value = count.value * 2 + 5  # room for processes started since
+    infos = (_ProcessInfoV2 * count.value)()
+    ret = fn(h, ctypes.byref(count), infos)
+    if ret != 0:
+        raise nvml.NVMLError(ret)
+    return [SimpleNamespace(pid=i.pid, usedGpuMemory=None if i.usedGpuMemory == NVML_VALUE_NOT_AVAILABLE
+                            else i.usedGpuMemory) for i in infos[:count.value]]
+
+
 def _links(nvml: Any, gpus: list[GpuFacts], handles: list[Any]) -> list[GpuLink]:
     by_bus = {_bus_key(g.pci_bus_id): g.index for g in gpus}
-    nvlinks = {g.index: _nvlink_peers(nvml, h, by_bus) for g, h in zip(gpus, handles, strict=True)}
+    ends = {g.index: _nvlink_ends(nvml, h, by_bus) for g, h in zip(gpus, handles, strict=True)}
     links = []
-    for a, b in combinations(range(len(gpus)), 2):
-        ha, hb = handles[a], handles[b]
-        peers = nvlinks[a]
+    for (ga, ha), (gb, hb) in combinations(zip(gpus, handles, strict=True), 2):
         links.append(GpuLink(
-            a=a, b=b,
+            a=ga.index, b=gb.index,
             topology=_optional(nvml, _bind(_topology, nvml, ha, hb)),
-            nvlink_links=peers.get(b, 0) if not isinstance(peers, Unavailable) else peers,
+            nvlink_links=_nvlink_count(ends[ga.index], ends[gb.index], gb.index),
             p2p_read=_optional(nvml, _bind(_p2p_read, nvml, ha, hb)),
         ))
     return links
@@ -221,9 +347,33 @@ def _bind(fn: Callable[..., T], *args: Any) -> Callable[[], T]:
     return lambda: fn(*args)
 
 
-def _nvlink_peers(nvml: Any, h: Any, by_bus: dict[str, int]) -> dict[int, int] | Unavailable:
-    """Active NVLink links of one GPU, counted per peer GPU index."""
+@dataclass(frozen=True)
+class _NvlinkEnds:
+    """Where one GPU's active NVLinks go: straight to peer GPUs, or into NVSwitches."""
+
+    gpus: dict[int, int]  # peer NVML index -> links
+    switches: dict[str, int]  # switch PCI bus id -> links
+
+
+def _nvlink_count(
+    a: _NvlinkEnds | Unavailable, b: _NvlinkEnds | Unavailable, b_index: int
+) -> int | Unavailable:
+    """NVLinks from a that reach b: direct links, plus through each NVSwitch both are wired to.
+
+    Through NVSwitches (DGX A100: 2 links from every GPU to each of 6 switches) every GPU
+    reaches every other with all its switch links; `nvidia-smi topo -m` shows NV12 there.
+    """
+    if isinstance(a, Unavailable):
+        return a
+    if isinstance(b, Unavailable):
+        return b
+    through = sum(min(n, b.switches[s]) for s, n in a.switches.items() if s in b.switches)
+    return a.gpus.get(b_index, 0) + through
+
+
+def _nvlink_ends(nvml: Any, h: Any, by_bus: dict[str, int]) -> _NvlinkEnds | Unavailable:
     peers: dict[int, int] = {}
+    switches: dict[str, int] = {}
     for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
         try:
             if not nvml.nvmlDeviceGetNvLinkState(h, link):
@@ -231,15 +381,26 @@ def _nvlink_peers(nvml: Any, h: Any, by_bus: dict[str, int]) -> dict[int, int] |
             remote = _bus_key(_text(nvml.nvmlDeviceGetNvLinkRemotePciInfo(h, link).busId))
         except nvml.NVMLError as exc:
             if getattr(exc, "value", None) in NOT_SUPPORTED_CODES:
-                if link == 0:
-                    return {}  # no NVLink on this GPU
-                break
+                break  # no NVLink on this GPU, or no more links
             if getattr(exc, "value", None) == GPU_IS_LOST:
-                raise _Stopped(str(exc)) from exc
+                raise _GpuLost(str(exc)) from exc
             return failed(f"NVLink query failed: {exc}")
         if remote in by_bus:
             peers[by_bus[remote]] = peers.get(by_bus[remote], 0) + 1
-    return peers
+        elif _is_switch(nvml, h, link):
+            switches[remote] = switches.get(remote, 0) + 1
+    return _NvlinkEnds(peers, switches)
+
+
+def _is_switch(nvml: Any, h: Any, link: int) -> bool:
+    """Whether a link whose far end is no GPU of ours ends in an NVSwitch."""
+    get_type = getattr(nvml, "nvmlDeviceGetNvLinkRemoteDeviceType", None)
+    if get_type is None:  # bindings before 11.460: a non-GPU far end on x86 is an NVSwitch
+        return True
+    try:
+        return bool(get_type(h, link) == NVLINK_DEVICE_TYPE_SWITCH)
+    except nvml.NVMLError:
+        return True
 
 
 def _call(nvml: Any, fn: Callable[[], T]) -> T:
@@ -247,6 +408,8 @@ def _call(nvml: Any, fn: Callable[[], T]) -> T:
     try:
         return fn()
     except nvml.NVMLError as exc:
+        if getattr(exc, "value", None) == GPU_IS_LOST:
+            raise _GpuLost(str(exc)) from exc
         raise _Stopped(str(exc)) from exc
 
 
@@ -257,7 +420,7 @@ def _optional(nvml: Any, fn: Callable[[], T]) -> T | Unavailable:
     except nvml.NVMLError as exc:
         code = getattr(exc, "value", None)
         if code == GPU_IS_LOST:
-            raise _Stopped(str(exc)) from exc
+            raise _GpuLost(str(exc)) from exc
         if code in NOT_SUPPORTED_CODES:
             return absent("not supported by this GPU or driver", cause="not-supported")
         return failed(str(exc), cause=f"nvml-error:{code}")
