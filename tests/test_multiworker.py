@@ -93,9 +93,8 @@ def test_port_of_a_finished_run_is_free_again():
             served, _ = listener.accept()
             served.close()  # the server closes first: its end, on `port`, goes to TIME_WAIT
             client.recv(1)
-    with socket.socket() as probe:  # what the check saw before: that port still taken
-        with pytest.raises(OSError):
-            probe.bind(("127.0.0.1", port))
+    with socket.socket() as probe, pytest.raises(OSError):  # what the check saw before: taken
+        probe.bind(("127.0.0.1", port))
     check_addresses(TfConfig({"worker": [f"127.0.0.1:{port}"]}, "worker", 0))
 
 
