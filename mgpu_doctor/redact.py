@@ -52,6 +52,11 @@ class Identity:
         return cls((socket.gethostname(),), user, os.path.expanduser("~").rstrip("/"))
 
 
+def host_hash(name: str) -> str:
+    """The redacted form of a host name (``host-1a2b3c4d5e``); a hashed one is left as it is."""
+    return name if _HOST_HASH_RE.match(name) else f"host-{stable_hash(name.lower())[:10]}"
+
+
 def stable_hash(value: str) -> str:
     return hashlib.sha256(value.encode("utf-8")).hexdigest()
 
@@ -73,7 +78,7 @@ class Redactor:
         self.user = user
 
     def host(self, name: str) -> str:
-        return name if _HOST_HASH_RE.match(name) else f"host-{stable_hash(name.lower())[:10]}"
+        return host_hash(name)
 
     def gpu_id(self, value: str) -> str:
         """A UUID, a UUID prefix (as CUDA_VISIBLE_DEVICES allows) or a serial, hashed stably."""

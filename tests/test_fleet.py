@@ -188,6 +188,26 @@ def test_each_compared_fact_alike_is_no_difference(name, odd, others, key, expec
     assert set(codes(report)) <= allowed
 
 
+def test_redacted_snapshots_of_one_tf_config_cluster_agree():
+    """Redaction hashes only the node's own name, so each node writes the cluster differently;
+    fleet compares the host names as redaction writes them (a real Slurm run showed the error)."""
+    from mgpu_doctor.redact import host_hash
+
+    cluster = ["node1:23456", "node2:23456"]
+
+    def written_by(me: int):
+        own = [host_hash(a.split(":")[0]) + ":23456" if i == me else a for i, a in enumerate(cluster)]
+        return env(TF_CONFIG=json.dumps({"cluster": {"worker": own}, "task": {"type": "worker", "index": me}}))
+
+    report = report_of(node("host-a", written_by(0)(HEALTHY)), node("host-b", written_by(1)(HEALTHY)))
+    assert report.fleet.row("tf_config.cluster").status != "differs"
+    assert "fleet.tf-config-cluster-differs" not in codes(report)
+    # a cluster that really differs still does
+    other = env(TF_CONFIG='{"cluster": {"worker": ["node1:23456", "node3:23456"]}, "task": {"type": "worker", "index": 1}}')
+    report = report_of(node("host-a", written_by(0)(HEALTHY)), node("host-b", other(HEALTHY)))
+    assert "fleet.tf-config-cluster-differs" in codes(report)
+
+
 def test_identical_snapshots_give_no_finding():
     report = report_of(node("gpu-node-01"), node("gpu-node-02"), node("gpu-node-03"))
     assert report.findings == [] and report.fleet.differences == []

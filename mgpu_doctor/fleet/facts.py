@@ -16,6 +16,7 @@ from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.fleet.collective import COLLECTIVE_FACTS
 from mgpu_doctor.fleet.compare import Fact, FactFamily, Value
 from mgpu_doctor.inputs import InputError, parse_json
+from mgpu_doctor.redact import host_hash
 from mgpu_doctor.resolve import ResolvedEnvironment, ResolvedVersion
 from mgpu_doctor.snapshot import NvmlFacts, Snapshot, TensorFlowFacts
 
@@ -157,12 +158,28 @@ def tf_config_of(snapshot: Snapshot) -> dict[str, object] | None | str:
 
 
 def _tf_config_cluster(snapshot: Snapshot) -> str:
+    """The cluster, host names as redaction writes them: a redacted snapshot hashes only its own
+    node's name, so node1 lists ``host-…:23456, node2:23456`` and node2 ``node1:23456, host-…``
+    for one and the same cluster."""
     config = tf_config_of(snapshot)
     if config is None:
         return NOT_SET
     if isinstance(config, str):
         return config
-    return json.dumps(config.get("cluster"), sort_keys=True)
+    cluster = config.get("cluster")
+    if isinstance(cluster, dict):
+        cluster = {role: [_hashed_address(a) for a in tasks] if isinstance(tasks, list) else tasks
+                   for role, tasks in cluster.items()}
+    return json.dumps(cluster, sort_keys=True)
+
+
+def _hashed_address(address: object) -> object:
+    if not isinstance(address, str) or ":" not in address or address.startswith("["):
+        return address  # not host:port, or an IPv6 literal: compared as written
+    host, port = address.rsplit(":", 1)
+    if not host or all(c.isdigit() or c == "." for c in host):
+        return address  # an IPv4 address is not redacted
+    return f"{host_hash(host.split('.')[0])}:{port}"
 
 
 COMPARED_FACTS: tuple[Fact | FactFamily, ...] = (
