@@ -377,3 +377,17 @@ def test_legacy_keras_without_tf_keras_is_named_as_check_names_it_and_nothing_ru
                            stdin=subprocess.DEVNULL)
     codes = {f["code"] for c in json.loads(quick.stdout)["checks"] for f in c["findings"]}
     assert finding["code"] in codes  # the same finding as `check --quick`
+
+
+def test_a_worker_that_lost_its_peer_is_told_to_look_at_the_peer():
+    lost = WorkerOutcome(0, "error", "raised UnavailableError", phase="fit",
+                         error_message="UnavailableError: Collective ops is aborted by: failed to connect to "
+                         "all addresses ... /job:worker/replica:0/task:1 connection reset by peer")
+    crashed = WorkerOutcome(1, "crash", "crashed with SIGKILL", signal="SIGKILL")
+    run = MultiWorkerRun("dense", "", 2, "tf-config", "tf-keras", "error", [lost, crashed])
+    [outcome] = multiworker_outcomes([run])
+    by_code = {f.code: f for f in outcome.findings}
+    assert "multiworker.dense.lost-peer" in by_code and "multiworker.dense.crash" in by_code
+    lost_finding = by_code["multiworker.dense.lost-peer"]
+    assert "/job:worker/replica:0/task:1" in lost_finding.title
+    assert "other worker first" in lost_finding.fix and "versions" not in lost_finding.fix

@@ -20,6 +20,10 @@ KERAS3_MWMS_ENTRY = "keras-20585-mwms-model-fit"  # the matrix entry with the sa
 STACK_LINES = 40
 # TensorFlow's C++ info/warning log lines (I0000 00:00:... file.cc:12]) say nothing about a failure.
 CPP_CHATTER = re.compile(r"^[IW]\d{4} ")
+# How gRPC and the collectives say a peer is gone (the worker that is left raises this, not a hang).
+LOST_PEER = re.compile(r"UnavailableError|connection reset by peer|Socket closed|failed to connect to all "
+                       r"addresses|peer.*(?:down|unavailable)|Connection refused", re.IGNORECASE)
+PEER_TASK = re.compile(r"/job:\w+/replica:\d+/task:\d+|\btask:\d+")
 KERAS_LABELS = {"env": "", "default": "TensorFlow's default Keras",
                 "tf-keras": "tf-keras (TF_USE_LEGACY_KERAS=1)"}
 
@@ -151,6 +155,20 @@ def _failure(run: MultiWorkerRun, worker: WorkerOutcome, stopped: list[WorkerOut
             evidence + [f"loss per epoch: {_losses(worker)}"],
             fix="Scale the learning rate with the global batch (it grows with the number of workers) "
             "and check that the loss is reduced over the global batch.",
+        )
+    text = f"{worker.summary}\n{worker.error_message}"
+    if worker.status == "error" and LOST_PEER.search(text):
+        peers = sorted(set(PEER_TASK.findall(text)))
+        return Finding(
+            f"multiworker.{run.layer}.lost-peer", Severity.ERROR,
+            f"{label}: worker {worker.task_index} lost its connection to "
+            + (", ".join(peers) if peers else "another worker")
+            + ": that worker stopped, crashed or became unreachable",
+            evidence + _last_error_lines(worker.error_message or worker.stderr_tail),
+            fix="Look at the other worker first (its own finding, or its log under the scheduler): a "
+            "crash, an out-of-memory kill, a preempted node or a scancel there ends the collective "
+            "here. If it is still running, check that every worker can reach every TF_CONFIG address.",
+            links=[MWMS_GUIDE],
         )
     return Finding(
         code, Severity.ERROR,
