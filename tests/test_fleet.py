@@ -208,6 +208,13 @@ def test_redacted_snapshots_of_one_tf_config_cluster_agree():
     assert "fleet.tf-config-cluster-differs" in codes(report)
 
 
+def test_a_tf_keras_tie_is_resolved_by_tensorflows_minor_not_by_sort_order():
+    # one node each on tf-keras 2.20.1 and 2.21.0 with TensorFlow 2.21 on both (the Slurm run)
+    report = report_of(node("n1", pkgs(tf_keras="2.20.1")(HEALTHY)), node("n2", pkgs(tf_keras="2.21.0")(HEALTHY)))
+    finding = next(f for f in report.findings if f.code == "fleet.keras-version-differs")
+    assert "pip install 'tf-keras~=2.21.0'" in finding.fix
+
+
 def test_identical_snapshots_give_no_finding():
     report = report_of(node("gpu-node-01"), node("gpu-node-02"), node("gpu-node-03"))
     assert report.findings == [] and report.fleet.differences == []

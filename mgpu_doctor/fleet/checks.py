@@ -97,9 +97,20 @@ def check_tensorflow(fleet: Fleet) -> list[Finding]:
             "The nodes have different Keras / tf-keras versions installed",
             [line for r in packages for line in row_evidence(r)],
             fix="Install the same versions everywhere: "
-            + " ".join(f"pip install {r.key.split('.', 1)[1]}=={r.majority()}" for r in packages) + ".",
+            + " ".join(f"pip install {_keras_pin(fleet, r)}" for r in packages) + ".",
         ))
     return findings
+
+
+def _keras_pin(fleet: Fleet, row: FactRow) -> str:
+    """What to install on every node: tf-keras of TensorFlow's minor (they are released in lockstep)
+    when every node runs one TensorFlow, else the most common version."""
+    name = row.key.split(".", 1)[1]
+    tf = fleet.row("tensorflow.version")
+    version = parse_version(tf.majority() or "") if tf is not None and tf.status != "differs" else None
+    if name == "tf-keras" and version is not None:
+        return f"'tf-keras~={version.major}.{version.minor}.0'"
+    return f"{name}=={row.majority()}"
 
 
 def check_nccl(fleet: Fleet) -> list[Finding]:
