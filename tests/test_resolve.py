@@ -230,7 +230,8 @@ def serious_codes(data) -> set[str]:
 
 def query_terms(versions) -> list[str]:
     terms = [f"{k.replace('tf_keras', 'tf-keras')}=={v}" for k, v in versions.items() if v] + GPU_TERMS
-    return terms
+    # the machine's NumPy and protobuf (scenarios.packages), which TensorFlow's pins judge on both sides
+    return terms + [f"{name}=={BASE.packages.versions[name]}" for name in ("numpy", "protobuf")]
 
 
 @pytest.mark.parametrize("versions", VERSION_SETS, ids=lambda v: "-".join(x for x in v.values() if x))

@@ -22,6 +22,7 @@ from mgpu_doctor.checks import (
     pcie_p2p,
     shm,
     tensorflow,
+    tensorflow_requires,
 )
 from mgpu_doctor.checks.base import Check, CheckSkipped, Scope, run_check
 from mgpu_doctor.checks.facts_access import need_machine
@@ -62,6 +63,8 @@ CHECKS: tuple[Check[ResolvedEnvironment], ...] = (
     machine_env("versions-agree", "Installed and imported versions agree", agreement.check_versions_agree),
     versions("keras", "Keras matches TensorFlow", packages.check_keras),
     versions("python", "Python is one TensorFlow is built for", packages.check_python_for_tensorflow),
+    versions(tensorflow_requires.NAME, tensorflow_requires.TITLE,
+             tensorflow_requires.check_tensorflow_requires),
     machine("cuda-visible-devices", "CUDA_VISIBLE_DEVICES names real GPUs",
             tensorflow.check_cuda_visible_devices),
     machine("tensorflow-gpus", "TensorFlow sees the GPUs NVML sees", tensorflow.check_tensorflow_gpus),
