@@ -342,7 +342,9 @@ def check_driver_for_cuda(env: ResolvedEnvironment) -> list[Finding]:
     if snapshot is not None:
         need_gpus(snapshot)
     if not env.driver.known:
-        raise CheckSkipped(f"driver {env.driver.describe()}")
+        missing = env.driver.missing
+        raise CheckSkipped(missing.detail if missing is not None and missing.detail
+                           else "driver version not known")
     runtime = env.cuda
     if not runtime.known:
         raise CheckSkipped("no CUDA runtime found and TensorFlow's build is unknown")
