@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as _dt
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from mgpu_doctor import __version__
 from mgpu_doctor.acks import DEFAULT_FILE, AckFileError, apply_acks, load_ack_file, unused_entries
@@ -35,8 +35,11 @@ from mgpu_doctor.report import Report, new_report
 from mgpu_doctor.requirements import Requirements, layer_outcomes, requirement_checks
 from mgpu_doctor.resolve import ResolvedEnvironment, resolve
 from mgpu_doctor.smoke.model import SmokeRun, runs_from_report
-from mgpu_doctor.smoke.section import SmokeRequest, SmokeSection, replayed_section, run_requested
+from mgpu_doctor.smoke.request import SmokeRequest
 from mgpu_doctor.snapshot import Snapshot, SnapshotLoadError, load_document
+
+if TYPE_CHECKING:
+    from mgpu_doctor.smoke.section import SmokeSection
 
 EnvCheck = Check[ResolvedEnvironment]
 
@@ -148,10 +151,15 @@ def obtain_facts(options: DiagnoseOptions, progress: Progress | None = None) -> 
 
 def smoke_section(options: DiagnoseOptions, facts: Facts, stream: TextIO | None) -> SmokeSection | None:
     """Run the smoke trainings (not with --quick or --from), or replay the ones a file recorded."""
+    # The smoke engine is imported only where it runs: `check --quick` never needs it.
     if options.smoke is not None and not options.quick and options.from_file is None:
+        from mgpu_doctor.smoke.section import run_requested
+
         return run_requested(facts.snapshot, options.smoke, options.interpreter or Interpreter.current(),
                              options.matrix_dirs, stream)
     if facts.smoke_runs:
+        from mgpu_doctor.smoke.section import replayed_section
+
         return replayed_section(facts.smoke_runs, facts.snapshot, options.matrix_dirs)
     return None
 

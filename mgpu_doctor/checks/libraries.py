@@ -10,7 +10,6 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from mgpu_doctor.checks.base import CheckSkipped
@@ -218,6 +217,8 @@ def _compare(name: str, expected: str, found: str, evidence: list[str], built: B
 
 def check_and_cuda_wheels(env: ResolvedEnvironment) -> list[Finding]:
     """The `tensorflow[and-cuda]` pins of TensorFlow against the nvidia-* wheels installed (or named)."""
+    from packaging.utils import canonicalize_name  # slow to import (packaging.tags); needed here only
+
     if env.snapshot is not None:
         need_some_gpu(env.snapshot)
     if not env.tensorflow.known:

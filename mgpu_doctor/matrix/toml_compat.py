@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from mgpu_doctor.inputs import InputError, read_text
+from mgpu_doctor.matrix.parse_cache import cached_parse
 
 if sys.version_info >= (3, 11):
     import tomllib as _toml
@@ -16,15 +17,16 @@ else:  # pragma: no cover - exercised only on Python 3.10
 TOMLDecodeError = _toml.TOMLDecodeError
 
 
-def load_toml(path: Path) -> dict[str, Any]:
-    """Parse one TOML file within the input limits (:mod:`mgpu_doctor.inputs`).
+def load_toml(path: Path, cached: bool = False) -> dict[str, Any]:
+    """Parse one TOML file within the input limits (:mod:`mgpu_doctor.inputs`); ``cached``: a
+    text parsed before comes from :mod:`~mgpu_doctor.matrix.parse_cache`.
 
     Raises OSError, TOMLDecodeError, or :class:`~mgpu_doctor.inputs.InputError` (not UTF-8,
     too large, nested too deeply, an integer too long to convert).
     """
     text = read_text(path, "a TOML file")
     try:
-        return _toml.loads(text)
+        return cached_parse(text, _toml.loads) if cached else _toml.loads(text)
     except RecursionError:
         raise InputError(f"{path}: nested too deeply to read (edited or corrupted?)") from None
     except TOMLDecodeError:
@@ -45,7 +47,7 @@ class DataFileError(Exception):
 def read_versioned(path: Path, schema_version: int) -> dict[str, Any]:
     """A TOML data file whose ``schema_version`` must be the one this mgpu-doctor reads."""
     try:
-        data = load_toml(path)
+        data = load_toml(path, cached=True)
     except FileNotFoundError:
         raise DataFileError("no such file") from None
     except TOMLDecodeError as exc:
