@@ -217,8 +217,6 @@ def _compare(name: str, expected: str, found: str, evidence: list[str], built: B
 
 def check_and_cuda_wheels(env: ResolvedEnvironment) -> list[Finding]:
     """The `tensorflow[and-cuda]` pins of TensorFlow against the nvidia-* wheels installed (or named)."""
-    from packaging.utils import canonicalize_name  # slow to import (packaging.tags); needed here only
-
     if env.snapshot is not None:
         need_some_gpu(env.snapshot)
     if not env.tensorflow.known:
@@ -229,6 +227,8 @@ def check_and_cuda_wheels(env: ResolvedEnvironment) -> list[Finding]:
     if not pins:
         raise CheckSkipped(f"{tf_name} {tf_version} declares no [and-cuda] extra"
                            + ("" if env.snapshot is not None else " in the pins table"))
+    from packaging.utils import canonicalize_name  # slow to import (packaging.tags); needed here only
+
     installed = {canonicalize_name(r.name): env.wheels.get(canonicalize_name(r.name)) for r in pins}
     if not any(installed.values()):
         raise CheckSkipped("no nvidia-* wheel of tensorflow[and-cuda] is installed (system CUDA is used)"

@@ -9,12 +9,21 @@ from typing import Any
 from mgpu_doctor.inputs import InputError, read_text
 from mgpu_doctor.matrix.parse_cache import cached_parse
 
-if sys.version_info >= (3, 11):
-    import tomllib as _toml
-else:  # pragma: no cover - exercised only on Python 3.10
-    import tomli as _toml
 
-TOMLDecodeError = _toml.TOMLDecodeError
+class TOMLDecodeError(ValueError):
+    """Not valid TOML; the message is the parser's."""
+
+
+def _loads(text: str) -> dict[str, Any]:
+    # The parser is imported on first use: a file the parse cache knows needs none.
+    if sys.version_info >= (3, 11):
+        import tomllib as toml
+    else:  # pragma: no cover - exercised only on Python 3.10
+        import tomli as toml
+    try:
+        return toml.loads(text)
+    except toml.TOMLDecodeError as exc:
+        raise TOMLDecodeError(str(exc)) from None
 
 
 def load_toml(path: Path, cached: bool = False) -> dict[str, Any]:
@@ -26,7 +35,7 @@ def load_toml(path: Path, cached: bool = False) -> dict[str, Any]:
     """
     text = read_text(path, "a TOML file")
     try:
-        return cached_parse(text, _toml.loads) if cached else _toml.loads(text)
+        return cached_parse(text, _loads) if cached else _loads(text)
     except RecursionError:
         raise InputError(f"{path}: nested too deeply to read (edited or corrupted?)") from None
     except TOMLDecodeError:
