@@ -29,7 +29,6 @@ from mgpu_doctor.matrix.known_issues import VERSION_KEYS
 from mgpu_doctor.matrix.match import BadEnvironment
 from mgpu_doctor.probes.gather import GatherOptions, Progress, gather_snapshot
 from mgpu_doctor.probes.interpreter import Interpreter
-from mgpu_doctor.query import resolve_query
 from mgpu_doctor.redact import Identity, mask_snapshot, redact_report
 from mgpu_doctor.report import Report, new_report
 from mgpu_doctor.requirements import Requirements, layer_outcomes, requirement_checks
@@ -187,6 +186,8 @@ def acknowledge(report: Report, options: DiagnoseOptions) -> Report:
 def query(terms: list[str], matrix_dirs: tuple[Path, ...] = ()) -> Report:
     """`matrix query`: every rule over versions (compatibility tables and known issues) applied to
     the versions and conditions named, with the codes and severities `check` gives a machine."""
+    from mgpu_doctor.query import resolve_query  # `matrix query` only
+
     load_tables()
     try:
         env, given = resolve_query(terms)
