@@ -23,7 +23,6 @@ from mgpu_doctor.devices import device_rows
 from mgpu_doctor.errors import BadInput
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import CheckOutcome
-from mgpu_doctor.library_view import library_view
 from mgpu_doctor.matrix.compat import CompatTableError, bundled_cuda_driver_table, load_bundled_tables
 from mgpu_doctor.matrix.known_issues import VERSION_KEYS
 from mgpu_doctor.matrix.match import BadEnvironment
@@ -38,6 +37,7 @@ from mgpu_doctor.smoke.request import SmokeRequest
 from mgpu_doctor.snapshot import Snapshot, SnapshotLoadError, load_document
 
 if TYPE_CHECKING:
+    from mgpu_doctor.library_view import LibrariesView
     from mgpu_doctor.smoke.section import SmokeSection
 
 EnvCheck = Check[ResolvedEnvironment]
@@ -92,7 +92,7 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
     gates = requirement_checks(options.requirements,
                                layer_outcomes(section.runs if section is not None else None))
     outcomes += (section.outcomes if section is not None else []) + [run_check(c, env) for c in gates]
-    view = library_view(env, bundled_cuda_driver_table()) if options.libraries_view else None
+    view = libraries_table(env) if options.libraries_view else None
     notes = list(section.notes) if section is not None else []
     if isinstance(view, Unavailable):
         notes.append(f"No library facts in {facts.source}: {view}")
@@ -108,6 +108,12 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
     if options.redact:
         report = redact_report(report, original, Identity.current())
     return Diagnosis(report, section is not None and section.interrupted)
+
+
+def libraries_table(env: ResolvedEnvironment) -> LibrariesView | Unavailable:
+    from mgpu_doctor.library_view import library_view  # `libs` only
+
+    return library_view(env, bundled_cuda_driver_table())
 
 
 def judge_snapshot(snapshot: Snapshot, checks: tuple[EnvCheck, ...], *, command: str, source: str,

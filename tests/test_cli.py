@@ -230,6 +230,7 @@ NOT_FOR_THE_QUICK_CHECK = (
     "mgpu_doctor.smoke.runner", "mgpu_doctor.smoke.rules", "mgpu_doctor.smoke.measure",
     "mgpu_doctor.multiworker.launcher", "mgpu_doctor.reporters.junit", "mgpu_doctor.reporters.markdown",
     "mgpu_doctor.reporters.json_report", "mgpu_doctor.reporters.support", "mgpu_doctor.query",
+    "mgpu_doctor.fleet.compare", "mgpu_doctor.multiworker.model", "mgpu_doctor.library_view",
     "xml.etree.ElementTree", "statistics", "traceback", "email",
     "tomllib",  # the parse cache answers for the matrices
 )

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity
-from mgpu_doctor.library_view import LibrariesView
 from mgpu_doctor.report import Report
 from mgpu_doctor.reporters import RenderOptions
 from mgpu_doctor.reporters.common import (
@@ -19,6 +18,9 @@ from mgpu_doctor.reporters.common import (
     fleet_heading,
     summary_line,
 )
+
+if TYPE_CHECKING:
+    from mgpu_doctor.library_view import LibrariesView
 
 GLYPHS = {
     CheckStatus.PASSED: ("✓", "+"), CheckStatus.INFO: ("i", "i"),
