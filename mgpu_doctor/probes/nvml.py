@@ -114,7 +114,9 @@ def _gather(nvml: Any) -> NvmlFacts | Unavailable:
 
 
 def _binding_installed() -> bool:
-    return importlib.util.find_spec("pynvml") is not None
+    with warnings.catch_warnings():  # the `pynvml` wrapper warns when merely looked for (as in load_pynvml)
+        warnings.simplefilter("ignore", FutureWarning)
+        return importlib.util.find_spec("pynvml") is not None
 
 
 def _library_loads() -> bool:
