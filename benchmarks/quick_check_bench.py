@@ -42,6 +42,7 @@ ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 @dataclass(frozen=True)
 class Run:
     wall_s: float
+    cpu_s: float  # user + system, its waited-for children included: what other load inflates least
     peak_rss_mib: float
     returncode: int
 
@@ -53,6 +54,7 @@ class Figures:
     quick: list[Run]
     pitfall: list[Run]
     quick_cold: Run  # with an empty parsed-matrix cache
+    load: float  # the 1-minute load average when the runs ended: the targets assume an idle machine
 
     @property
     def quick_s(self) -> float:
@@ -61,6 +63,14 @@ class Figures:
     @property
     def pitfall_s(self) -> float:
         return statistics.median(r.wall_s for r in self.pitfall)
+
+    @property
+    def quick_cpu_s(self) -> float:
+        return statistics.median(r.cpu_s for r in self.quick)
+
+    @property
+    def pitfall_cpu_s(self) -> float:
+        return statistics.median(r.cpu_s for r in self.pitfall)
 
     @property
     def ratio(self) -> float:
@@ -89,7 +99,8 @@ def run_once(cmd: Sequence[str], env: dict[str, str] | None = None) -> Run:
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
-    return Run(wall, usage.ru_maxrss / 1024, proc.returncode)  # Linux: ru_maxrss is in KiB
+    return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024,  # Linux: KiB
+               proc.returncode)
 
 
 def measure(runs: int) -> Figures:
@@ -101,22 +112,29 @@ def measure(runs: int) -> Figures:
         pitfall.append(run_once(PITFALL))
     with tempfile.TemporaryDirectory(prefix="mgpu-bench-cache-") as empty:
         cold = run_once(QUICK, {**ENV, "MGPU_DOCTOR_CACHE_DIR": empty})
-    return Figures(quick, pitfall, cold)
+    return Figures(quick, pitfall, cold, os.getloadavg()[0])
 
 
 def report(figures: Figures) -> str:
     def runs(rs: list[Run]) -> str:
         return ", ".join(f"{r.wall_s:.3f}" for r in rs)
 
+    def row(name: str, rs: list[Run], wall: float, cpu: float, rss: float) -> str:
+        return (f"{name:33}median {wall:.3f} s  CPU {cpu:.3f} s  peak RSS {rss:6.1f} MiB  "
+                f"(runs: {runs(rs)})")
+
     lines = [
-        f"mgpu-doctor check --quick        median {figures.quick_s:.3f} s  peak RSS "
-        f"{figures.quick_rss_mib:6.1f} MiB  (runs: {runs(figures.quick)})",
-        f"device_lib.list_local_devices()  median {figures.pitfall_s:.3f} s  peak RSS "
-        f"{figures.pitfall_rss_mib:6.1f} MiB  (runs: {runs(figures.pitfall)})",
+        row("mgpu-doctor check --quick", figures.quick, figures.quick_s, figures.quick_cpu_s,
+            figures.quick_rss_mib),
+        row("device_lib.list_local_devices()", figures.pitfall, figures.pitfall_s, figures.pitfall_cpu_s,
+            figures.pitfall_rss_mib),
         f"ratio: the quick check is {figures.ratio:.1f}x faster",
         f"quick check with an empty parse cache (first run after an install): "
-        f"{figures.quick_cold.wall_s:.3f} s",
+        f"{figures.quick_cold.wall_s:.3f} s, CPU {figures.quick_cold.cpu_s:.3f} s",
     ]
+    if figures.load > 0.5 * (os.cpu_count() or 1):
+        lines.append(f"note: load average {figures.load:.1f} on {os.cpu_count()} CPUs: the machine was "
+                     "busy, the wall times are inflated (the CPU times much less)")
     failed = [r.returncode for r in figures.quick + figures.pitfall if r.returncode not in (0, 1)]
     if failed:
         lines.append(f"warning: runs exited with {sorted(set(failed))}: the figures may mean nothing")
