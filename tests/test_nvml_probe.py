@@ -87,7 +87,18 @@ def test_a_hanging_driver_becomes_a_timeout_fact():
 
 
 def test_missing_pynvml_module(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # what Python answers for a module not installed
+    facts = gather_nvml()
+    assert isinstance(facts, Unavailable) and facts.cause == "no-pynvml"
+    assert "pip install nvidia-ml-py" in facts.detail
+
+
+def test_a_pynvml_that_does_not_import_where_the_driver_library_is(monkeypatch):
     import builtins
+
+    from mgpu_doctor.probes import nvml as probe
 
     real_import = builtins.__import__
 
@@ -96,6 +107,7 @@ def test_missing_pynvml_module(monkeypatch):
             raise ImportError("No module named 'pynvml'")
         return real_import(name, *args, **kwargs)
 
+    monkeypatch.setattr(probe, "_library_loads", lambda: True)  # this machine may have no driver
     monkeypatch.setattr(builtins, "__import__", no_pynvml)
     facts = gather_nvml()
     assert isinstance(facts, Unavailable) and facts.cause == "no-pynvml"
