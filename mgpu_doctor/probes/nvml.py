@@ -56,12 +56,20 @@ class _GpuLost(_Stopped):
 
 
 def load_pynvml() -> Any:
-    """Import pynvml (from ``nvidia-ml-py``) or explain why not."""
+    """Import pynvml (from ``nvidia-ml-py``) or explain why not.
+
+    None where pynvml is installed but the driver library it opens is not: what nvmlInit would
+    answer, known without importing the binding (a large module: a few percent of `check --quick`
+    on a machine without a driver).
+    """
     try:
-        # The `pynvml` wrapper distribution (13.x) warns on import that it is deprecated; the
-        # binding underneath is nvidia-ml-py's and works, so the warning is noise in a report.
+        # The `pynvml` wrapper distribution (13.x) warns on import, and already when looked for,
+        # that it is deprecated; the binding underneath is nvidia-ml-py's and works, so the
+        # warning is noise in a report.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
+            if importlib.util.find_spec("pynvml") is not None and not _library_loads():
+                return None
             import pynvml
     except ImportError as exc:
         raise ImportError(
@@ -73,12 +81,12 @@ def load_pynvml() -> Any:
 def gather_nvml(nvml: Any | None = None, timeout_s: float = NVML_TIMEOUT_S) -> NvmlFacts | Unavailable:
     """Gather NVML facts in a helper thread; a driver that never answers becomes a fact."""
     if nvml is None:
-        if _binding_installed() and not _library_loads():
-            return _library_not_found()  # what nvmlInit would say, without importing the binding
         try:
             nvml = load_pynvml()
         except ImportError as exc:
             return absent(str(exc), cause="no-pynvml")
+        if nvml is None:
+            return _library_not_found()
     box: list[NvmlFacts | Unavailable] = []
 
     def work() -> None:
@@ -113,15 +121,8 @@ def _gather(nvml: Any) -> NvmlFacts | Unavailable:
             pass
 
 
-def _binding_installed() -> bool:
-    with warnings.catch_warnings():  # the `pynvml` wrapper warns when merely looked for (as in load_pynvml)
-        warnings.simplefilter("ignore", FutureWarning)
-        return importlib.util.find_spec("pynvml") is not None
-
-
 def _library_loads() -> bool:
-    """Whether the library pynvml opens on Linux loads: on a machine without a driver, the
-    answer before importing pynvml (a large module: a few percent of `check --quick`)."""
+    """Whether the library pynvml opens on Linux loads."""
     if not sys.platform.startswith("linux"):
         return True  # pynvml looks elsewhere on other systems: let it
     try:
