@@ -69,7 +69,7 @@ def _write(entry: Path, digest: str, value: dict[str, Any]) -> None:
         return
     temporary = entry.with_name(f".{entry.name}.{os.getpid()}.tmp")
     try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
+        entry.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a team's own matrix may be private
         temporary.write_text(text, encoding="utf-8")
         os.replace(temporary, entry)  # another doctor reading at the same time sees all or nothing
         _prune(entry.parent)
