@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as _dt
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from mgpu_doctor import __version__
 from mgpu_doctor.acks import DEFAULT_FILE, AckFileError, apply_acks, load_ack_file, unused_entries
@@ -23,20 +23,22 @@ from mgpu_doctor.devices import device_rows
 from mgpu_doctor.errors import BadInput
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import CheckOutcome
-from mgpu_doctor.library_view import library_view
 from mgpu_doctor.matrix.compat import CompatTableError, bundled_cuda_driver_table, load_bundled_tables
 from mgpu_doctor.matrix.known_issues import VERSION_KEYS
 from mgpu_doctor.matrix.match import BadEnvironment
 from mgpu_doctor.probes.gather import GatherOptions, Progress, gather_snapshot
 from mgpu_doctor.probes.interpreter import Interpreter
-from mgpu_doctor.query import resolve_query
 from mgpu_doctor.redact import Identity, mask_snapshot, redact_report
 from mgpu_doctor.report import Report, new_report
 from mgpu_doctor.requirements import Requirements, layer_outcomes, requirement_checks
 from mgpu_doctor.resolve import ResolvedEnvironment, resolve
 from mgpu_doctor.smoke.model import SmokeRun, runs_from_report
-from mgpu_doctor.smoke.section import SmokeRequest, SmokeSection, replayed_section, run_requested
+from mgpu_doctor.smoke.request import SmokeRequest
 from mgpu_doctor.snapshot import Snapshot, SnapshotLoadError, load_document
+
+if TYPE_CHECKING:
+    from mgpu_doctor.library_view import LibrariesView
+    from mgpu_doctor.smoke.section import SmokeSection
 
 EnvCheck = Check[ResolvedEnvironment]
 
@@ -90,7 +92,7 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
     gates = requirement_checks(options.requirements,
                                layer_outcomes(section.runs if section is not None else None))
     outcomes += (section.outcomes if section is not None else []) + [run_check(c, env) for c in gates]
-    view = library_view(env, bundled_cuda_driver_table()) if options.libraries_view else None
+    view = libraries_table(env) if options.libraries_view else None
     notes = list(section.notes) if section is not None else []
     if isinstance(view, Unavailable):
         notes.append(f"No library facts in {facts.source}: {view}")
@@ -106,6 +108,12 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
     if options.redact:
         report = redact_report(report, original, Identity.current())
     return Diagnosis(report, section is not None and section.interrupted)
+
+
+def libraries_table(env: ResolvedEnvironment) -> LibrariesView | Unavailable:
+    from mgpu_doctor.library_view import library_view  # `libs` only
+
+    return library_view(env, bundled_cuda_driver_table())
 
 
 def judge_snapshot(snapshot: Snapshot, checks: tuple[EnvCheck, ...], *, command: str, source: str,
@@ -148,10 +156,15 @@ def obtain_facts(options: DiagnoseOptions, progress: Progress | None = None) -> 
 
 def smoke_section(options: DiagnoseOptions, facts: Facts, stream: TextIO | None) -> SmokeSection | None:
     """Run the smoke trainings (not with --quick or --from), or replay the ones a file recorded."""
+    # The smoke engine is imported only where it runs: `check --quick` never needs it.
     if options.smoke is not None and not options.quick and options.from_file is None:
+        from mgpu_doctor.smoke.section import run_requested
+
         return run_requested(facts.snapshot, options.smoke, options.interpreter or Interpreter.current(),
                              options.matrix_dirs, stream)
     if facts.smoke_runs:
+        from mgpu_doctor.smoke.section import replayed_section
+
         return replayed_section(facts.smoke_runs, facts.snapshot, options.matrix_dirs)
     return None
 
@@ -179,6 +192,8 @@ def acknowledge(report: Report, options: DiagnoseOptions) -> Report:
 def query(terms: list[str], matrix_dirs: tuple[Path, ...] = ()) -> Report:
     """`matrix query`: every rule over versions (compatibility tables and known issues) applied to
     the versions and conditions named, with the codes and severities `check` gives a machine."""
+    from mgpu_doctor.query import resolve_query  # `matrix query` only
+
     load_tables()
     try:
         env, given = resolve_query(terms)

@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from mgpu_doctor.devices import DeviceRow
 from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity
-from mgpu_doctor.fleet.compare import Fleet
-from mgpu_doctor.library_view import LibrariesView
-from mgpu_doctor.multiworker.model import MultiWorkerRun
 from mgpu_doctor.serde import to_jsonable
 from mgpu_doctor.smoke.model import SmokeRun
 from mgpu_doctor.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from mgpu_doctor.fleet.compare import Fleet
+    from mgpu_doctor.library_view import LibrariesView
+    from mgpu_doctor.multiworker.model import MultiWorkerRun
+
+# Sections only `fleet`, `libs` and a multi-worker smoke fill: their types are imported when a
+# report is decoded (serde finds them through __getattr__), not on every run (`check --quick`).
+LAZY_TYPES = {"Fleet": "mgpu_doctor.fleet.compare", "LibrariesView": "mgpu_doctor.library_view",
+              "MultiWorkerRun": "mgpu_doctor.multiworker.model"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in LAZY_TYPES:
+        return getattr(importlib.import_module(LAZY_TYPES[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 REPORT_SCHEMA_VERSION = 1
 REPORT_KIND = "mgpu-doctor-report"

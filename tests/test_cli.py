@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -219,3 +220,36 @@ def test_a_command_imports_only_its_own_module():
             "print(sorted(m for m in ('fleet', 'libs', 'report', 'devices') if f'mgpu_doctor.cli.{m}' in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+# Heavy modules the quick check on this machine must leave alone (issue 16): the smoke engine,
+# the reporters it does not print with, TensorFlow and friends, and the standard library that
+# only an error path or another command needs.
+NOT_FOR_THE_QUICK_CHECK = (
+    "tensorflow", "keras", "numpy", "jsonschema", "mgpu_doctor.smoke.section",
+    "mgpu_doctor.smoke.runner", "mgpu_doctor.smoke.rules", "mgpu_doctor.smoke.measure",
+    "mgpu_doctor.multiworker.launcher", "mgpu_doctor.reporters.junit", "mgpu_doctor.reporters.markdown",
+    "mgpu_doctor.reporters.json_report", "mgpu_doctor.reporters.support", "mgpu_doctor.query",
+    "mgpu_doctor.fleet.compare", "mgpu_doctor.multiworker.model", "mgpu_doctor.library_view",
+    "xml.etree.ElementTree", "statistics", "traceback", "email",
+    "tomllib",  # the parse cache answers for the matrices
+)
+# Needed only to draw the GPU table or to judge the [and-cuda] wheels, which need a GPU.
+ONLY_WITH_A_GPU = ("tabulate", "importlib.metadata", "packaging.requirements")
+
+
+def test_the_quick_check_imports_nothing_it_does_not_use(tmp_path):
+    """The real quick path in a fresh interpreter, the second time (the parse cache is warm)."""
+    code = ("import json, sys\n"
+            "from mgpu_doctor.cli import main\n"
+            "code = main(['check', '--quick'])\n"
+            "with open(sys.argv[1], 'w') as fh: json.dump([code, sorted(sys.modules)], fh)\n")
+    env = {**os.environ, "MGPU_DOCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "modules.json")], env=env,
+                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    status, modules = json.loads((tmp_path / "modules.json").read_text())
+    assert status in (0, 1), done.stderr
+    assert "mgpu_doctor.checks.known_issues" in modules  # it did run the checks
+    unwanted = NOT_FOR_THE_QUICK_CHECK + (() if "GPUs (NVML index" in done.stdout else ONLY_WITH_A_GPU)
+    assert not [m for m in modules if m in unwanted or m.split(".")[0] in ("tensorflow", "keras")]

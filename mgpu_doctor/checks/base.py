@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -62,6 +61,8 @@ def run_check(check: Check[S], subject: S) -> CheckOutcome:
         return CheckOutcome(check.name, check.title, CheckStatus.SKIPPED, skip_reason=str(exc),
                             fact_failed=exc.fact_failed)
     except Exception as exc:  # a broken check is a finding, never a traceback for the user
+        import traceback  # only here: `check --quick` pays for every import on every run
+
         crash = Finding(
             code=f"{check.name}.crashed",
             severity=Severity.CRASH,

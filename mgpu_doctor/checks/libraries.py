@@ -10,7 +10,6 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from mgpu_doctor.checks.base import CheckSkipped
@@ -228,6 +227,8 @@ def check_and_cuda_wheels(env: ResolvedEnvironment) -> list[Finding]:
     if not pins:
         raise CheckSkipped(f"{tf_name} {tf_version} declares no [and-cuda] extra"
                            + ("" if env.snapshot is not None else " in the pins table"))
+    from packaging.utils import canonicalize_name  # slow to import (packaging.tags); needed here only
+
     installed = {canonicalize_name(r.name): env.wheels.get(canonicalize_name(r.name)) for r in pins}
     if not any(installed.values()):
         raise CheckSkipped("no nvidia-* wheel of tensorflow[and-cuda] is installed (system CUDA is used)"

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from packaging.requirements import Requirement
 from packaging.version import Version
 
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.matrix.versions import Tri, version_in
+from mgpu_doctor.matrix.versions import Pin, Tri, parse_pin, version_in
 from mgpu_doctor.resolve import ResolvedEnvironment, ResolvedVersion
 
 NAME = "tensorflow-requires"
@@ -74,25 +73,18 @@ def check_tensorflow_requires(env: ResolvedEnvironment) -> list[Finding]:
                     + [f"pins from {env.tensorflow_requires_source or 'TensorFlow metadata'}"])]
 
 
-def applicable_pins(requires: tuple[Requirement, ...], python: ResolvedVersion
-                    ) -> dict[str, list[Requirement]]:
+def applicable_pins(requires: tuple[str, ...], python: ResolvedVersion) -> dict[str, list[Pin]]:
     """The pins by package; a pin marked for some Pythons only counts for the diagnosed Python
     (all of them count when the Python is not known: any one admitting the version is enough)."""
-    by_name: dict[str, list[Requirement]] = defaultdict(list)
-    for req in requires:
-        if req.marker is not None and python.version is not None:
-            v = python.version
-            try:
-                if not req.marker.evaluate({"python_version": f"{v.major}.{v.minor}",
-                                            "python_full_version": str(v), "extra": ""}):
-                    continue
-            except Exception:  # a marker this interpreter cannot evaluate: keep the pin
-                pass
-        by_name[req.name.lower().replace("_", "-")].append(req)
+    by_name: dict[str, list[Pin]] = defaultdict(list)
+    for line in requires:
+        pin = parse_pin(line)
+        if pin is not None and pin.applies(python.version):
+            by_name[pin.name].append(pin)
     return dict(by_name)
 
 
-def same_line_allowed(version: Version, reqs: list[Requirement]) -> bool:
+def same_line_allowed(version: Version, reqs: list[Pin]) -> bool:
     """Does some pin admit a release of the version's own line (its major; major.minor for 0.x)?
     Out of range within the line is untested; on another line it is a different ABI."""
     zero = version.major == 0
@@ -101,7 +93,7 @@ def same_line_allowed(version: Version, reqs: list[Requirement]) -> bool:
     return any(r.specifier.contains(c, prereleases=True) for r in reqs for c in candidates)
 
 
-def _outside(name: str, version: ResolvedVersion, reqs: list[Requirement], tf: str, source: str) -> Finding:
+def _outside(name: str, version: ResolvedVersion, reqs: list[Pin], tf: str, source: str) -> Finding:
     assert version.version is not None
     if name in BREAKS and not same_line_allowed(version.version, reqs):
         severity, (consequence, link) = Severity.ERROR, BREAKS[name]
@@ -111,7 +103,7 @@ def _outside(name: str, version: ResolvedVersion, reqs: list[Requirement], tf: s
     return Finding(
         f"{NAME}.out-of-range", severity,
         f"{name} {version.text} is outside the range {tf} requires ({wanted}): {consequence}",
-        [f"{tf} requires: {r}{source}" for r in reqs]
+        [f"{tf} requires: {r.line}{source}" for r in reqs]
         + [f"{name} {version.describe()}"],
         fix=f'pip install "{name}{wanted}" (pip then keeps {tf}\'s range; if another package '
             f"needs {name} {version.text}, give it its own environment or move to a TensorFlow "

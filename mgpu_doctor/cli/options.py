@@ -35,8 +35,7 @@ from mgpu_doctor.smoke.plan import (
     parse_counts,
 )
 from mgpu_doctor.smoke.plan import parse_layers as parse_smoke_layers
-from mgpu_doctor.smoke.runner import DEFAULT_STALL_TIMEOUT_S
-from mgpu_doctor.smoke.section import SmokeRequest
+from mgpu_doctor.smoke.request import DEFAULT_STALL_TIMEOUT_S, SmokeRequest
 
 FAIL_ON_CHOICES = ("info", "warning", "error")
 MAX_STALL_TIMEOUT_S = 86400.0

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import textwrap
-
-from tabulate import tabulate
+from typing import TYPE_CHECKING, Any
 
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity
-from mgpu_doctor.library_view import LibrariesView
 from mgpu_doctor.report import Report
 from mgpu_doctor.reporters import RenderOptions
 from mgpu_doctor.reporters.common import (
@@ -20,6 +18,9 @@ from mgpu_doctor.reporters.common import (
     fleet_heading,
     summary_line,
 )
+
+if TYPE_CHECKING:
+    from mgpu_doctor.library_view import LibrariesView
 
 GLYPHS = {
     CheckStatus.PASSED: ("✓", "+"), CheckStatus.INFO: ("i", "i"),
@@ -52,16 +53,13 @@ def render(report: Report, options: RenderOptions) -> str:
     rows = device_table_rows(report)
     if rows:
         out += ["", "GPUs (NVML index, CUDA ordinal, TensorFlow device):"]
-        table = tabulate([[r[k] for k in DEVICE_HEADERS] for r in rows],
-                         headers=list(DEVICE_HEADERS.values()), tablefmt="simple",
-                         disable_numparse=True)
+        table = _table([[r[k] for k in DEVICE_HEADERS] for r in rows], list(DEVICE_HEADERS.values()))
         out += ["  " + line for line in table.splitlines()]
     if report.fleet is not None:
         out += ["", fleet_heading(report)]
         differences = fleet_difference_rows(report, max_nodes=8)
         if differences:
-            table = tabulate(differences, headers=FLEET_HEADERS, tablefmt="simple",
-                             disable_numparse=True, maxcolwidths=[30, 40, 40])
+            table = _table(differences, FLEET_HEADERS, maxcolwidths=[30, 40, 40])
             out += ["  " + line for line in table.splitlines()]
     out += ["", summary_line(report)]
     if report.quick:
@@ -73,6 +71,15 @@ def render(report: Report, options: RenderOptions) -> str:
         out.append("Run with -v for the informational details.")
     text = "\n".join(out) + "\n"
     return text if options.unicode else to_ascii(text)
+
+
+def _table(rows: list[list[Any]], headers: list[str], **options: Any) -> str:
+    # Imported only when there is a table to draw: tabulate reads its own version through
+    # importlib.metadata (and email), tens of milliseconds of `check --quick` on a machine
+    # without GPUs.
+    from tabulate import tabulate
+
+    return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True, **options)
 
 
 def libraries_lines(view: LibrariesView, source: str) -> list[str]:
@@ -95,8 +102,7 @@ def libraries_lines(view: LibrariesView, source: str) -> list[str]:
               (f"{r.in_use_version or '?'}  {r.in_use}" if r.in_use else "not found"),
               r.found_how or "-", r.driver_supports or "-"]
              for r in view.rows if r.copies or r.built_for]
-    out += tabulate(table, headers=["Library", "Built for", "In use", "Found how", "Driver supports"],
-                    disable_numparse=True).splitlines()
+    out += _table(table, ["Library", "Built for", "In use", "Found how", "Driver supports"]).splitlines()
     out += ["", "Every copy found, in search order (* = the loader's first pick for its soname):"]
     for r in view.rows:
         if not r.copies:

@@ -28,19 +28,10 @@ from mgpu_doctor.resolve import resolve
 from mgpu_doctor.serde import to_jsonable
 from mgpu_doctor.smoke.model import SmokeRun, SmokeSpec
 from mgpu_doctor.smoke.plan import PlanError, SmokeOptions, batch_splits, check_device_counts, plan_runs
+from mgpu_doctor.smoke.request import SmokeRequest
 from mgpu_doctor.smoke.rules import batch_split_outcomes, compare_with_single, smoke_outcomes
 from mgpu_doctor.smoke.runner import run_suite
 from mgpu_doctor.snapshot import Snapshot
-
-
-@dataclass(frozen=True)
-class SmokeRequest:
-    """The smoke trainings asked for: what to train, when to call a hang, where to log runs."""
-
-    options: SmokeOptions
-    stall_timeout_s: float
-    results_path: Path | None = None
-    redact: bool = True  # the results file as every output: identities redacted, credentials masked
 
 
 @dataclass
