@@ -83,3 +83,25 @@ def test_skipped_checks_with_one_reason_share_a_line_unless_verbose(scenario):
     assert "[-] 9 checks skipped (NVML absent:" in short
     verbose = OutputFormat.HUMAN.renderer()(report, RenderOptions(unicode=False, verbose=True))
     assert "9 checks skipped" not in verbose and "[-] GPU memory is free (skipped: NVML absent" in verbose
+
+
+class _WideCharsWcwidth:
+    """Stands in for the optional ``wcwidth`` package: emoji and East Asian wide characters
+    count as two columns, as the real one counts them."""
+
+    @staticmethod
+    def wcswidth(text: str) -> int:
+        import unicodedata
+        return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+    wcwidth = wcswidth
+
+
+def test_goldens_do_not_depend_on_wcwidth_being_installed(scenario, monkeypatch):
+    """tabulate pads columns by wcwidth's widths when that optional package is importable: the
+    markdown status column (✅) would then differ between a clean checkout and a machine with it."""
+    import tabulate
+    monkeypatch.setattr(tabulate, "wcwidth", _WideCharsWcwidth(), raising=False)
+    monkeypatch.setattr(tabulate, "WIDE_CHARS_MODE", True)
+    report = report_for(scenario("mixed-models"), "mixed-models")
+    assert OutputFormat.MARKDOWN.renderer()(report, RenderOptions()) == (GOLDEN / "mixed-models.md").read_text()

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import textwrap
 
-from tabulate import tabulate
-
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity
 from mgpu_doctor.library_view import LibrariesView
@@ -20,6 +18,7 @@ from mgpu_doctor.reporters.common import (
     fleet_heading,
     summary_line,
 )
+from mgpu_doctor.reporters.tables import table
 
 GLYPHS = {
     CheckStatus.PASSED: ("✓", "+"), CheckStatus.INFO: ("i", "i"),
@@ -52,17 +51,14 @@ def render(report: Report, options: RenderOptions) -> str:
     rows = device_table_rows(report)
     if rows:
         out += ["", "GPUs (NVML index, CUDA ordinal, TensorFlow device):"]
-        table = tabulate([[r[k] for k in DEVICE_HEADERS] for r in rows],
-                         headers=list(DEVICE_HEADERS.values()), tablefmt="simple",
-                         disable_numparse=True)
-        out += ["  " + line for line in table.splitlines()]
+        devices = table([[r[k] for k in DEVICE_HEADERS] for r in rows], list(DEVICE_HEADERS.values()))
+        out += ["  " + line for line in devices.splitlines()]
     if report.fleet is not None:
         out += ["", fleet_heading(report)]
         differences = fleet_difference_rows(report, max_nodes=8)
         if differences:
-            table = tabulate(differences, headers=FLEET_HEADERS, tablefmt="simple",
-                             disable_numparse=True, maxcolwidths=[30, 40, 40])
-            out += ["  " + line for line in table.splitlines()]
+            table_text = table(differences, FLEET_HEADERS, maxcolwidths=[30, 40, 40])
+            out += ["  " + line for line in table_text.splitlines()]
     out += ["", summary_line(report)]
     if report.quick:
         out.append("Quick check: TensorFlow was not imported. Run `mgpu-doctor check` for "
@@ -91,12 +87,11 @@ def libraries_lines(view: LibrariesView, source: str) -> list[str]:
         out.append("Versions from file names and metadata only (nothing was loaded: --quick, or the "
                    "diagnosed Python does not work).")
     out.append("")
-    table = [[r.name, r.built_for or "-",
-              (f"{r.in_use_version or '?'}  {r.in_use}" if r.in_use else "not found"),
-              r.found_how or "-", r.driver_supports or "-"]
-             for r in view.rows if r.copies or r.built_for]
-    out += tabulate(table, headers=["Library", "Built for", "In use", "Found how", "Driver supports"],
-                    disable_numparse=True).splitlines()
+    rows = [[r.name, r.built_for or "-",
+             (f"{r.in_use_version or '?'}  {r.in_use}" if r.in_use else "not found"),
+             r.found_how or "-", r.driver_supports or "-"]
+            for r in view.rows if r.copies or r.built_for]
+    out += table(rows, ["Library", "Built for", "In use", "Found how", "Driver supports"]).splitlines()
     out += ["", "Every copy found, in search order (* = the loader's first pick for its soname):"]
     for r in view.rows:
         if not r.copies:

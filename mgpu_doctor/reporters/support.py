@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from tabulate import tabulate
-
 from mgpu_doctor.embedded import MARKER, json_block
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import Severity
@@ -21,6 +19,7 @@ from mgpu_doctor.reporters.common import (
     summary_line,
 )
 from mgpu_doctor.reporters.markdown import STATUS_WORDS, finding_lines
+from mgpu_doctor.reporters.tables import table
 from mgpu_doctor.serde import to_jsonable
 
 KNOWN_ISSUES_CHECK = "known-issues"
@@ -158,7 +157,7 @@ def _environment(report: Report) -> list[str]:
 
 def _table(rows: list[list[str]], headers: list[str]) -> str:
     cells = [[_cell(c) for c in row] for row in rows]
-    return tabulate(cells, headers=headers, tablefmt="github", disable_numparse=True)
+    return table(cells, headers, "github")
 
 
 def _cell(text: Any) -> str:
