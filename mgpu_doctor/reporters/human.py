@@ -1,11 +1,12 @@
-"""The terminal report, doctor style: one line per check, details and fix indented below."""
+"""The terminal report, doctor style: checks grouped in sections, one line per check, details and
+fix indented below."""
 
 from __future__ import annotations
 
 import textwrap
 
 from mgpu_doctor.facts import Unavailable
-from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity
+from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Section, Severity
 from mgpu_doctor.library_view import LibrariesView
 from mgpu_doctor.report import Report
 from mgpu_doctor.reporters import RenderOptions
@@ -40,14 +41,7 @@ def render(report: Report, options: RenderOptions) -> str:
     out = [_header(report), ""]
     if report.libraries is not None:
         out += libraries_lines(report.libraries, report.source) + [""]
-    for group in _group_skips(report.checks, options.verbose):
-        if len(group) == 1:
-            out.extend(_check_lines(group[0], options))
-        else:
-            glyph = _paint(GLYPHS[CheckStatus.SKIPPED][0 if options.unicode else 1],
-                           CheckStatus.SKIPPED, options)
-            out += _wrap(f"[{glyph}] {len(group)} checks skipped ({group[0].skip_reason}): "
-                         + ", ".join(o.name for o in group), 0, hanging=4)
+    out += _sections(report.checks, options)
     rows = device_table_rows(report)
     if rows:
         out += ["", "GPUs (NVML index, CUDA ordinal, TensorFlow device):"]
@@ -116,6 +110,31 @@ ASCII_FALLBACKS = str.maketrans({"…": "...", "×": "x", "°": "deg", "→": "-
 def to_ascii(text: str) -> str:
     """Plain output off a terminal: known symbols spelled out, anything else as '?'."""
     return text.translate(ASCII_FALLBACKS).encode("ascii", "replace").decode("ascii")
+
+
+def _sections(checks: list[CheckOutcome], options: RenderOptions) -> list[str]:
+    """The checks under their section headings (in the order of ``Section``), as `flutter doctor`
+    groups its validators; checks of no section (a fleet, a smoke run) come first, unheaded."""
+    out = _outcome_lines([c for c in checks if c.section is None], options)
+    for section in Section:
+        members = [c for c in checks if c.section is section]
+        if members:
+            heading = f"\x1b[1m{section.title}\x1b[0m" if options.color else section.title
+            out += ([""] if out else []) + [heading] + _outcome_lines(members, options)
+    return out
+
+
+def _outcome_lines(checks: list[CheckOutcome], options: RenderOptions) -> list[str]:
+    out: list[str] = []
+    for group in _group_skips(checks, options.verbose):
+        if len(group) == 1:
+            out.extend(_check_lines(group[0], options))
+        else:
+            glyph = _paint(GLYPHS[CheckStatus.SKIPPED][0 if options.unicode else 1],
+                           CheckStatus.SKIPPED, options)
+            out += _wrap(f"[{glyph}] {len(group)} checks skipped ({group[0].skip_reason}): "
+                         + ", ".join(o.name for o in group), 0, hanging=4)
+    return out
 
 
 def _group_skips(checks: list[CheckOutcome], verbose: bool) -> list[list[CheckOutcome]]:
