@@ -180,7 +180,7 @@ def _check_lines(outcome: CheckOutcome, options: RenderOptions) -> list[str]:
                 lines += _indent(finding.evidence, 4)
             continue
         if finding.severity is Severity.INFO and not options.verbose:
-            lines.append(f"    {_sev_glyph(finding, options)} {finding.title}")
+            lines += _wrap(f"{_sev_glyph(finding, options)} {finding.title}", 4)
             continue
         lines.extend(_finding_lines(finding, options))
     return lines
