@@ -23,6 +23,7 @@ from mgpu_doctor.checks import (
     pcie_p2p,
     shm,
     tensorflow,
+    tf_log_level,
 )
 from mgpu_doctor.checks.base import Check, CheckSkipped, Scope, run_check
 from mgpu_doctor.checks.facts_access import need_machine
@@ -90,6 +91,8 @@ CHECKS: tuple[Check[ResolvedEnvironment], ...] = (
              TENSORFLOW, packages.PYTHON_CODES),
     machine("tensorflow-gpus", "TensorFlow sees the GPUs NVML sees", tensorflow.check_tensorflow_gpus,
             TENSORFLOW, tensorflow.GPUS_CODES),
+    machine("tensorflow-log-level", "TensorFlow's log shows why a CUDA library did not load",
+            tf_log_level.check_tensorflow_log_level, TENSORFLOW, tf_log_level.CODES),
     versions("cuda-libraries", "CUDA and cuDNN libraries fit TensorFlow's build",
              libraries.check_tensorflow_build_libraries, LIBRARIES, libraries.BUILD_CODES),
     versions("and-cuda-wheels", "nvidia-* wheels fit tensorflow[and-cuda]", libraries.check_and_cuda_wheels,
