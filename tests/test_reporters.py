@@ -121,3 +121,16 @@ def test_goldens_do_not_depend_on_wcwidth_being_installed(scenario, monkeypatch)
     monkeypatch.setattr(tabulate, "WIDE_CHARS_MODE", True)
     report = report_for(scenario("mixed-models"), "mixed-models")
     assert OutputFormat.MARKDOWN.renderer()(report, RenderOptions()) == (GOLDEN / "mixed-models.md").read_text()
+
+
+def test_the_schema_names_every_section():
+    from importlib import resources
+    schema = json.loads(resources.files("mgpu_doctor").joinpath("schemas/report.schema.json").read_text())
+    assert schema["$defs"]["check"]["properties"]["section"]["enum"] == [s.value for s in Section] + [None]
+
+
+def test_sections_come_in_their_order_with_a_heading_each(scenario):
+    report = report_for(scenario("sick-box"), "sick-box")
+    lines = OutputFormat.HUMAN.renderer()(report, RenderOptions(unicode=False)).splitlines()
+    present = [s for s in Section if any(c.section is s for c in report.checks)]
+    assert [line for line in lines if line in {s.title for s in Section}] == [s.title for s in present]
