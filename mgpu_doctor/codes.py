@@ -28,6 +28,7 @@ AREAS: dict[str, str] = {
     "tensorflow": "TensorFlow's import and its view of the GPUs",
     "packages": "the installed distributions",
     "versions": "installed against imported versions",
+    "tensorflow-requires": "NumPy, protobuf, ml-dtypes and h5py against TensorFlow's own pins",
     "keras": "Keras against TensorFlow",
     "python": "the Python version against TensorFlow's builds",
     "libraries": "the CUDA libraries TensorFlow loads",

@@ -27,8 +27,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from mgpu_doctor.distributions import TF_COMPANIONS as COMPANIONS
 from mgpu_doctor.distributions import TF_DISTRIBUTIONS
 from mgpu_doctor.facts import Unavailable, absent, failed, skipped
 from mgpu_doctor.inputs import parse_json
@@ -37,6 +39,7 @@ from mgpu_doctor.matrix.compat import (
     TfBuild,
     bundled_and_cuda_table,
     bundled_arch_table,
+    bundled_tensorflow_requires_table,
     bundled_tensorflow_table,
 )
 from mgpu_doctor.matrix.versions import parse_version
@@ -253,6 +256,9 @@ class ResolvedEnvironment:
     wheels: dict[str, str]  # nvidia-* distributions -> version (installed, or named in a query)
     and_cuda_pins: tuple[Requirement, ...]  # the [and-cuda] extra of this TensorFlow
     and_cuda_source: str
+    companions: dict[str, ResolvedVersion]  # by COMPANIONS: installed, or named in a query
+    tensorflow_requires: tuple[Requirement, ...]  # TensorFlow's own pins on the companions
+    tensorflow_requires_source: str
     compiled_archs: str  # cuda_compute_capabilities, as the build info prints it
     compiled_archs_source: str
     machine: MachineFacts
@@ -263,7 +269,7 @@ class ResolvedEnvironment:
         """By the matrix's version keys."""
         return {"tensorflow": self.tensorflow, "keras": self.keras, "tf-keras": self.tf_keras,
                 "python": self.python, "cuda": self.cuda, "cudnn": self.cudnn, "nccl": self.nccl,
-                "cublas": self.cublas, "driver": self.driver}
+                "cublas": self.cublas, "driver": self.driver, **self.companions}
 
 
 # --- from versions named in a query ----------------------------------------------------------
@@ -298,6 +304,7 @@ def resolve_terms(versions: Mapping[str, str], wheels: Mapping[str, str], machin
         return resolved(key, readings, skipped(f"{key} not named in the query", "not-named"))
 
     pins, pins_source = _and_cuda_pins(None, tensorflow)
+    requires, requires_source = _tensorflow_requires(None, tensorflow)
     archs, archs_source = _compiled_archs(None, tensorflow)
     return ResolvedEnvironment(
         tensorflow=tensorflow, tensorflow_distribution="tensorflow" if tensorflow.known else "",
@@ -308,8 +315,9 @@ def resolve_terms(versions: Mapping[str, str], wheels: Mapping[str, str], machin
         cuda=library("cuda", "cudart", built_cuda), cudnn=library("cudnn", "cudnn", built_cudnn),
         nccl=library("nccl", "nccl", None), cublas=library("cublas", "cublas", None),
         libraries={}, wheels=wheel_map, and_cuda_pins=pins, and_cuda_source=pins_source,
-        compiled_archs=archs, compiled_archs_source=archs_source, machine=machine, usage=usage,
-        snapshot=None,
+        companions={key: named(key) for key in COMPANIONS}, tensorflow_requires=requires,
+        tensorflow_requires_source=requires_source, compiled_archs=archs,
+        compiled_archs_source=archs_source, machine=machine, usage=usage, snapshot=None,
     )
 
 
@@ -364,6 +372,7 @@ def resolve(snapshot: Snapshot) -> ResolvedEnvironment:
     requires = None if isinstance(packages, Unavailable) else packages.requires.get(distribution)
     declared = (requires, f"{distribution}'s Requires-Dist") if requires else None
     pins, pins_source = _and_cuda_pins(declared, tensorflow)
+    tf_requires, tf_requires_source = _tensorflow_requires(declared, tensorflow)
     # the architectures table was read from the `tensorflow` wheels: no answer for other distributions
     archs, archs_source = _compiled_archs(imported.build_info if imported is not None else None, tensorflow,
                                           table=distribution == "tensorflow")
@@ -377,6 +386,8 @@ def resolve(snapshot: Snapshot) -> ResolvedEnvironment:
         nccl=_library_version("nccl", "nccl", libraries, wheels, None),
         cublas=_library_version("cublas", "cublas", libraries, wheels, None),
         libraries=libraries, wheels=wheels, and_cuda_pins=pins, and_cuda_source=pins_source,
+        companions=_companions(packages), tensorflow_requires=tf_requires,
+        tensorflow_requires_source=tf_requires_source,
         compiled_archs=archs, compiled_archs_source=archs_source, machine=machine_facts(snapshot),
         snapshot=snapshot,
     )
@@ -564,6 +575,15 @@ def _wheels(packages: PackageFacts | Unavailable) -> dict[str, str]:
     return {n: v for n, v in packages.versions.items() if n.startswith("nvidia-")}
 
 
+def _companions(packages: PackageFacts | Unavailable) -> dict[str, ResolvedVersion]:
+    if isinstance(packages, Unavailable):
+        return {n: ResolvedVersion(n, missing=packages) for n in COMPANIONS}
+    return {n: resolved(n, [reading(packages.versions[n], Origin.INSTALLED,
+                                    f"{n} in {packages.locations.get(n, '?')}")]
+                        if n in packages.versions else [], absent(f"{n} is not installed"))
+            for n in COMPANIONS}
+
+
 def _library_version(key: str, name: str, libraries: Mapping[str, LibraryInUse], wheels: Mapping[str, str],
                      built: ResolvedVersion | None) -> ResolvedVersion:
     """A library's version: the copy in use, its wheel, or (as a prediction) the build's."""
@@ -599,6 +619,31 @@ def _and_cuda_pins(declared: tuple[list[str], str] | None, tensorflow: ResolvedV
     if row is None:
         return (), ""
     return and_cuda_requirements(row.requires, marker=False), row.source
+
+
+def _tensorflow_requires(declared: tuple[list[str], str] | None, tensorflow: ResolvedVersion
+                         ) -> tuple[tuple[Requirement, ...], str]:
+    """TensorFlow's pins on the companion packages: the installed TensorFlow's Requires-Dist (lines,
+    where from), else the table's row for its version."""
+    if declared is not None:
+        lines, source = declared
+    elif tensorflow.version is None:
+        return (), ""
+    else:
+        row = bundled_tensorflow_requires_table().pins_for(tensorflow.text)
+        if row is None:
+            return (), ""
+        lines, source = list(row.requires), row.source
+    pins = []
+    for line in lines:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        # pins for one Python only stay (the check picks those of the diagnosed Python); extras go
+        if canonicalize_name(req.name) in COMPANIONS and "extra" not in str(req.marker or ""):
+            pins.append(req)
+    return tuple(pins), source
 
 
 def and_cuda_requirements(lines: list[str] | tuple[str, ...], marker: bool = True) -> tuple[Requirement, ...]:

@@ -63,7 +63,10 @@ AND_CUDA = {
     "nvidia-nccl-cu12": (">=2.27.7,<3.0", "2.27.7"),
     "nvidia-nvjitlink-cu12": (">=12.5.82,<13.0", "12.5.82"),
 }
-TF_REQUIRES = [f'{name}{spec}; extra == "and-cuda"' for name, (spec, _) in AND_CUDA.items()]
+# tensorflow 2.21.0's Requires-Dist: the packages it imports (matrices/compat/tensorflow-requires.toml)
+# and the [and-cuda] extra.
+TF_REQUIRES = ["protobuf<8.0.0,>=6.31.1", "numpy>=1.26.0", "h5py<3.15.0,>=3.11.0", "ml_dtypes<1.0.0,>=0.5.1",
+               *(f'{name}{spec}; extra == "and-cuda"' for name, (spec, _) in AND_CUDA.items())]
 # (library, wheel, soname, ctypes version) of a `pip install tensorflow[and-cuda]==2.21.0`.
 WHEEL_LIBS = (
     ("cudart", "nvidia-cuda-runtime-cu12", "libcudart.so.12", "12.5"),
@@ -130,7 +133,7 @@ def no_cuda_libraries() -> LibraryFacts:
 
 
 def packages(**versions: str) -> PackageFacts:
-    base = {"tensorflow": "2.21.0", "keras": "3.15.1", "numpy": "2.1.3", "protobuf": "5.29.4"}
+    base = {"tensorflow": "2.21.0", "keras": "3.15.1", "numpy": "2.1.3", "protobuf": "6.31.1"}
     base.update({name: version for name, (_, version) in AND_CUDA.items()})
     base.update(versions)
     base = {k: v for k, v in base.items() if v}

@@ -24,7 +24,7 @@ def tool(name: str) -> str:
 
 
 def test_ruff():
-    done = subprocess.run([tool("ruff"), "check", "mgpu_doctor", "tests", "benchmarks"],
+    done = subprocess.run([tool("ruff"), "check", "mgpu_doctor", "tests", "benchmarks", "tools"],
                           cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
 

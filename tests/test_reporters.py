@@ -25,7 +25,8 @@ GOLDEN = Path(__file__).parent / "data" / "golden"
 GOLDEN_CHECK_NAMES = (
     "gpus", "cuda-visible-devices", "gpu-memory-in-use", "gpu-ecc", "gpu-throttling", "gpu-compute-mode",
     "gpu-mig", "gpu-pcie-link", "gpu-uniformity", "cuda-device-order", "interpreter", "tensorflow-import",
-    "tensorflow-distributions", "versions-agree", "keras", "python", "tensorflow-gpus", "cuda-libraries",
+    "tensorflow-distributions", "versions-agree", "keras", "python", "tensorflow-requires",
+    "tensorflow-gpus", "cuda-libraries",
     "and-cuda-wheels", "library-copies", "driver-cuda", "gpu-architecture", "ptxas", "cuda-environment",
     "gpu-interconnect", "pcie-p2p", "shared-memory", "cpu-affinity", "nccl-environment", "container-gpus",
 )

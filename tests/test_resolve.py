@@ -230,7 +230,8 @@ def serious_codes(data) -> set[str]:
 
 def query_terms(versions) -> list[str]:
     terms = [f"{k.replace('tf_keras', 'tf-keras')}=={v}" for k, v in versions.items() if v] + GPU_TERMS
-    return terms
+    # the machine's NumPy and protobuf (scenarios.packages), which TensorFlow's pins judge on both sides
+    return terms + [f"{name}=={BASE.packages.versions[name]}" for name in ("numpy", "protobuf")]
 
 
 @pytest.mark.parametrize("versions", VERSION_SETS, ids=lambda v: "-".join(x for x in v.values() if x))
@@ -273,6 +274,10 @@ def test_matrix_query_applies_the_compatibility_rules(capsys, terms, code):
     (["tensorflow==2.15.0", "keras==3.3.3"], "keras.keras3-with-tf-before-216", "warning"),
     (["tensorflow==2.10.0", "keras==2.12.0"], "keras.keras2-minor-mismatch", "warning"),
     (["tensorflow==2.10.1", "keras==2.10.0"], "keras.in-use", "info"),
+    # a driver written without its patch level, at the patch-level threshold: cannot tell
+    (["tensorflow==2.4.1", "cuda==11.0", "driver==450.51"], "driver.version-too-short", "info"),
+    (["tensorflow==2.4.1", "cuda==11.0", "driver==450.36"], "driver.too-old", "error"),
+    (["tensorflow==2.4.1", "cuda==11.0", "driver==450.57"], "driver.ok", "ok"),
 ])
 def test_python_and_keras_against_what_tensorflow_was_released_with(capsys, terms, code, severity):
     main(["matrix", "query", *terms, "--format", "json"])

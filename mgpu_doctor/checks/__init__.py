@@ -23,6 +23,7 @@ from mgpu_doctor.checks import (
     pcie_p2p,
     shm,
     tensorflow,
+    tensorflow_requires,
     tf_log_level,
 )
 from mgpu_doctor.checks.base import Check, CheckSkipped, Scope, run_check
@@ -89,6 +90,8 @@ CHECKS: tuple[Check[ResolvedEnvironment], ...] = (
     versions("keras", "Keras matches TensorFlow", packages.check_keras, TENSORFLOW, packages.KERAS_CODES),
     versions("python", "Python is one TensorFlow is built for", packages.check_python_for_tensorflow,
              TENSORFLOW, packages.PYTHON_CODES),
+    versions(tensorflow_requires.NAME, tensorflow_requires.TITLE,
+             tensorflow_requires.check_tensorflow_requires, TENSORFLOW, tensorflow_requires.CODES),
     machine("tensorflow-gpus", "TensorFlow sees the GPUs NVML sees", tensorflow.check_tensorflow_gpus,
             TENSORFLOW, tensorflow.GPUS_CODES),
     machine("tensorflow-log-level", "TensorFlow's log shows why a CUDA library did not load",

@@ -362,6 +362,7 @@ DRIVER_CODES = (
     "driver.too-old",
     "driver.cuda-not-in-table",
     "driver.libcuda-mismatch",
+    "driver.version-too-short",
 )
 
 
@@ -371,7 +372,9 @@ def check_driver_for_cuda(env: ResolvedEnvironment) -> list[Finding]:
     if snapshot is not None:
         need_gpus(snapshot)
     if not env.driver.known:
-        raise CheckSkipped(f"driver {env.driver.describe()}")
+        missing = env.driver.missing
+        raise CheckSkipped(missing.detail if missing is not None and missing.detail
+                           else "driver version not known")
     runtime = env.cuda
     if not runtime.known:
         raise CheckSkipped("no CUDA runtime found and TensorFlow's build is unknown")
@@ -403,7 +406,19 @@ def check_driver_for_cuda(env: ResolvedEnvironment) -> list[Finding]:
                         f"{need_driver.compat_driver}")
     links = list(dict.fromkeys(u for u in (need_driver.full_source, *need_driver.compat_sources)
                                if u.startswith("https://")))
-    if full is not None and driver >= full:
+    short = next((text for t, text in ((full, need_driver.full_driver), (compat, need_driver.compat_driver))
+                  if t is not None and _names_less_than(driver, t)), None)
+    if short is not None and not (full is not None and driver > full):
+        findings.append(Finding(
+            "driver.version-too-short", Severity.INFO,
+            f"Driver {driver_text} names no patch level: cannot tell whether it reaches "
+            f"{short} for CUDA {cuda}",
+            evidence + [f"{driver_text}.x is below {short} for some x and not for others"],
+            fix=f"Read the full version with `nvidia-smi --query-gpu=driver_version --format=csv`: "
+            f"below {short}, upgrade the driver.",
+            links=links or [CUDA_COMPAT_DOC],
+        ))
+    elif full is not None and driver >= full:
         findings.append(Finding("driver.ok", Severity.OK,
                                 f"driver {driver_text}, CUDA {cuda}", evidence))
     elif full is None and compat is not None and driver >= compat:
@@ -440,6 +455,12 @@ def check_driver_for_cuda(env: ResolvedEnvironment) -> list[Finding]:
             links=links or [CUDA_COMPAT_DOC],
         ))
     return findings
+
+
+def _names_less_than(driver: Version, threshold: Version) -> bool:
+    """A driver written shorter than the threshold it is the start of ("450.51" for 450.51.05)."""
+    n = len(driver.release)
+    return n < len(threshold.release) and driver.release == threshold.release[:n]
 
 
 def _libcuda_mismatch(libs: LibraryFacts, driver: str) -> list[Finding]:

@@ -3,7 +3,10 @@
 Usage: library_versions.py JOBS.json, where JOBS.json is a list of {"path": ..., "name": ...}
 (name: cudart, cudnn, nccl, cublas, ...). Writes {"results": {path: {"version"|"error": ...}}}
 to $MGPU_DOCTOR_RESULT after *each* library, so when a load hangs or crashes the parent knows
-which one it was. Python 3.6+, standard library only.
+which one it was; before a version function runs, the entry says {"calling": SYMBOL}, so the
+parent can tell a crash in the call (cuDNN aborts when its sub-library is missing) from one in
+the load. Each file is opened by the path the loader finds it under, not its resolved target:
+``$ORIGIN`` in its RUNPATH is that path's directory. Python 3.6+, standard library only.
 """
 
 import ctypes
@@ -54,42 +57,51 @@ def _cuda_code(code):
 
 
 def _cudnn_code(code):
-    # cuDNN 9: major*10000 + minor*100 + patch; cuDNN <= 8: major*1000 + minor*100 + patch.
+    # CUDNN_VERSION in cudnn_version.h: cuDNN 9 major*10000 + minor*100 + patch (9.3.0: 90300);
+    # cuDNN <= 8 major*1000 + minor*100 + patch (8.9.7: 8907).
     if code >= 90000:
-        return "%d.%d.%d" % (code // 10000, (code % 10000) // 100, code % 100)
+        return _code_10000(code)
     return "%d.%d.%d" % (code // 1000, (code % 1000) // 100, code % 100)
 
 
 def _nccl_code(code):
-    # NCCL >= 2.9: major*10000 + minor*100 + patch; before: major*1000 + minor*100 + patch.
+    # NCCL_VERSION(X,Y,Z) in nccl.h: X*1000 + Y*100 + Z up to 2.8, X*10000 + Y*100 + Z from 2.9.
     if code >= 20900:
-        return "%d.%d.%d" % (code // 10000, (code % 10000) // 100, code % 100)
+        return _code_10000(code)
     return "%d.%d.%d" % (code // 1000, (code % 1000) // 100, code % 100)
 
 
+# The function each library is asked: (symbol, how to call it and decode the answer).
+VERSION_FUNCTIONS = {
+    "cudart": ("cudaRuntimeGetVersion", lambda lib, sym: _cuda_code(_int_out(lib, sym))),
+    "cuda": ("cuDriverGetVersion", lambda lib, sym: _cuda_code(_int_out(lib, sym))),
+    "cudnn": ("cudnnGetVersion", lambda lib, sym: _cudnn_code(_size_t_call(lib, sym))),
+    "nccl": ("ncclGetVersion", lambda lib, sym: _nccl_code(_int_out(lib, sym))),
+    # CUBLAS_VERSION in cublas_api.h: major*10000 + minor*100 + patch (cublasLtGetVersion's too).
+    "cublasLt": ("cublasLtGetVersion", lambda lib, sym: _code_10000(_size_t_call(lib, sym))),
+    "nvrtc": ("nvrtcVersion", lambda lib, sym: _two_outs(lib, sym, ctypes.c_int)),
+    "nvJitLink": ("nvJitLinkVersion", lambda lib, sym: _two_outs(lib, sym, ctypes.c_uint)),
+}
+for _name in ("cublas", "cufft", "curand", "cusolver", "cusparse"):
+    VERSION_FUNCTIONS[_name] = (_name + "GetProperty", _property_version)
+
+
+def _size_t_call(lib, symbol):
+    fn = getattr(lib, symbol)
+    fn.restype = ctypes.c_size_t
+    return int(fn())
+
+
+def _code_10000(code):
+    """major*10000 + minor*100 + patch."""
+    return "%d.%d.%d" % (code // 10000, (code % 10000) // 100, code % 100)
+
+
 def version_of(name, lib):
-    if name == "cudart":
-        return _cuda_code(_int_out(lib, "cudaRuntimeGetVersion"))
-    if name == "cuda":
-        return _cuda_code(_int_out(lib, "cuDriverGetVersion"))
-    if name == "cudnn":
-        fn = lib.cudnnGetVersion
-        fn.restype = ctypes.c_size_t
-        return _cudnn_code(int(fn()))
-    if name == "nccl":
-        return _nccl_code(_int_out(lib, "ncclGetVersion"))
-    if name == "cublasLt":
-        fn = lib.cublasLtGetVersion
-        fn.restype = ctypes.c_size_t
-        code = int(fn())
-        return "%d.%d.%d" % (code // 10000, (code % 10000) // 100, code % 100)
-    if name in ("cublas", "cufft", "curand", "cusolver", "cusparse"):
-        return _property_version(lib, name + "GetProperty")
-    if name == "nvrtc":
-        return _two_outs(lib, "nvrtcVersion", ctypes.c_int)
-    if name == "nvJitLink":
-        return _two_outs(lib, "nvJitLinkVersion", ctypes.c_uint)
-    return None  # loadable, but no version function we know
+    if name not in VERSION_FUNCTIONS:
+        return None  # loadable, but no version function we know
+    symbol, call = VERSION_FUNCTIONS[name]
+    return call(lib, symbol)
 
 
 def main():
@@ -105,6 +117,9 @@ def main():
         except OSError as exc:
             entry["error"] = str(exc)
         else:
+            if name in VERSION_FUNCTIONS:
+                results[path] = {"calling": VERSION_FUNCTIONS[name][0]}
+                _mgpu_child.write_result({"results": results})
             try:
                 version = version_of(name, lib)
                 if version:

@@ -23,6 +23,7 @@ SCHEMA_VERSION = 1
 CUDA_DRIVER_FILE = "compat/cuda-driver.toml"
 TENSORFLOW_FILE = "compat/tensorflow.toml"
 AND_CUDA_FILE = "compat/and-cuda.toml"
+TENSORFLOW_REQUIRES_FILE = "compat/tensorflow-requires.toml"
 ARCHS_FILE = "compat/tensorflow-archs.toml"
 CONFIDENCES = ("primary", "secondary")
 
@@ -139,8 +140,9 @@ class TensorFlowTable:
 
 
 @dataclass(frozen=True)
-class AndCudaPins:
-    """What ``tensorflow[and-cuda]`` of one release requires, as its wheel metadata says."""
+class ReleasePins:
+    """What one TensorFlow release requires (its ``[and-cuda]`` extra, or the packages it imports),
+    as its wheel metadata says."""
 
     tensorflow: str  # "2.15.0"
     requires: tuple[str, ...]  # "nvidia-cudnn-cu12==8.9.4.25"
@@ -148,11 +150,11 @@ class AndCudaPins:
 
 
 @dataclass(frozen=True)
-class AndCudaTable:
-    releases: tuple[AndCudaPins, ...]
+class PinsTable:
+    releases: tuple[ReleasePins, ...]
     origin: str
 
-    def pins_for(self, tf_version: str) -> AndCudaPins | None:
+    def pins_for(self, tf_version: str) -> ReleasePins | None:
         """The release's pins; for a version the table has no row of (or a short one, "2.15"),
         the pins every listed release of that minor shares, else None."""
         version = parse_version(tf_version)
@@ -190,7 +192,7 @@ class ArchTable:
         return next((r for r in self.releases if _same_minor(r.tensorflow, version)), None)
 
 
-def load_and_cuda_table(path: Path) -> AndCudaTable:
+def load_pins_table(path: Path) -> PinsTable:
     data = _read(path)
     _no_unknown(path, "", data, ("schema_version", "release"))
     rows = []
@@ -203,8 +205,8 @@ def load_and_cuda_table(path: Path) -> AndCudaTable:
         if not isinstance(requires, list) or not all(isinstance(r, str) and r.strip() for r in requires):
             raise _error(path, f"{where}.requires", "must be a list of requirement strings")
         tensorflow = _version_text(path, where, row, "tensorflow", post=True)
-        rows.append(AndCudaPins(tensorflow, tuple(requires), source))
-    return AndCudaTable(tuple(rows), str(path))
+        rows.append(ReleasePins(tensorflow, tuple(requires), source))
+    return PinsTable(tuple(rows), str(path))
 
 
 def load_arch_table(path: Path) -> ArchTable:
@@ -305,8 +307,13 @@ def bundled_tensorflow_table(directory: Path | None = None) -> TensorFlowTable:
 
 
 @lru_cache(maxsize=4)
-def bundled_and_cuda_table(directory: Path | None = None) -> AndCudaTable:
-    return load_and_cuda_table((directory or bundled_matrix_dir()) / AND_CUDA_FILE)
+def bundled_and_cuda_table(directory: Path | None = None) -> PinsTable:
+    return load_pins_table((directory or bundled_matrix_dir()) / AND_CUDA_FILE)
+
+
+@lru_cache(maxsize=4)
+def bundled_tensorflow_requires_table(directory: Path | None = None) -> PinsTable:
+    return load_pins_table((directory or bundled_matrix_dir()) / TENSORFLOW_REQUIRES_FILE)
 
 
 @lru_cache(maxsize=4)
@@ -319,6 +326,7 @@ def load_bundled_tables() -> None:
     bundled_cuda_driver_table()
     bundled_tensorflow_table()
     bundled_and_cuda_table()
+    bundled_tensorflow_requires_table()
     bundled_arch_table()
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mgpu_doctor.distributions import TF_COMPANIONS
 from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.matrix.toml_compat import DataFileError, read_versioned
 from mgpu_doctor.matrix.versions import parse_specifier
@@ -13,7 +14,8 @@ from mgpu_doctor.matrix.versions import parse_specifier
 SCHEMA_VERSION = 1
 SYMPTOMS = ("hang", "leak", "nan", "crash", "error", "slow")
 CONFIDENCES = ("confirmed", "reported")
-VERSION_KEYS = ("tensorflow", "keras", "tf-keras", "python", "cuda", "cudnn", "nccl", "cublas", "driver")
+VERSION_KEYS = ("tensorflow", "keras", "tf-keras", "python", "cuda", "cudnn", "nccl", "cublas", "driver",
+                *TF_COMPANIONS)
 LAYERS = tuple(vocab.LAYERS)
 ANY_STRATEGY = vocab.ANY_STRATEGY
 STRATEGIES = (*vocab.STRATEGIES, ANY_STRATEGY)

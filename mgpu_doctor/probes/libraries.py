@@ -315,6 +315,8 @@ HEADERS = {
     "cudart": ("cuda_runtime_api.h", ("CUDART_VERSION",)),
     "cudnn": ("cudnn_version.h", ("CUDNN_MAJOR", "CUDNN_MINOR", "CUDNN_PATCHLEVEL")),
     "nccl": ("nccl.h", ("NCCL_MAJOR", "NCCL_MINOR", "NCCL_PATCH")),
+    "cublas": ("cublas_api.h", ("CUBLAS_VER_MAJOR", "CUBLAS_VER_MINOR", "CUBLAS_VER_PATCH")),
+    "cublasLt": ("cublas_api.h", ("CUBLAS_VER_MAJOR", "CUBLAS_VER_MINOR", "CUBLAS_VER_PATCH")),
 }
 
 
@@ -423,6 +425,9 @@ def load_library_versions(copies: list[LibraryCopy], interpreter: Interpreter) -
 
     Each round loads at most one file per soname, so two copies of one library never meet in a
     process. A load that crashes or hangs marks that file and the round goes on in a new child.
+    Each file is opened by ``path``, as the loader finds it, not by its resolved target: a
+    RUNPATH's ``$ORIGIN`` is the directory of the path opened (a ``libcudnn.so.9`` symlinked
+    away from its sub-libraries aborts there, and so it must here).
     """
     pending = [c for c in copies if c.name in LOADABLE]
     results: dict[str, dict[str, str]] = {}
@@ -436,11 +441,11 @@ def load_library_versions(copies: list[LibraryCopy], interpreter: Interpreter) -
         while batch:
             done = _run_batch(batch, interpreter)
             results.update(done)
-            batch = [c for c in batch if c.real_path not in results]
+            batch = [c for c in batch if c.path not in results]
         pending = rest
     out = []
     for copy in copies:
-        entry = results.get(copy.real_path)
+        entry = results.get(copy.path)
         if entry is None:
             out.append(copy)
             continue
@@ -452,7 +457,7 @@ def load_library_versions(copies: list[LibraryCopy], interpreter: Interpreter) -
 
 
 def _run_batch(batch: list[LibraryCopy], interpreter: Interpreter) -> dict[str, dict[str, str]]:
-    jobs = [{"path": c.real_path, "name": c.name} for c in batch]
+    jobs = [{"path": c.path, "name": c.name} for c in batch]
     with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="mgpu-doctor-libs-", delete=False) as fh:
         json.dump(jobs, fh)
         jobs_file = fh.name
@@ -467,8 +472,32 @@ def _run_batch(batch: list[LibraryCopy], interpreter: Interpreter) -> dict[str, 
         if isinstance(entry, dict):
             got[str(path)] = {str(k): str(v) for k, v in entry.items()}
     if not (isinstance(outcome.result, dict) and outcome.result.get("done")):
-        # The first file without a result is the one the child was loading when it died.
-        culprit = next((c for c in batch if c.real_path not in got), None)
+        # The first file without a final result is the one the child was busy with when it died.
+        culprit = next((c for c in batch if c.path not in got or "calling" in got[c.path]), None)
         if culprit is not None:
-            got[culprit.real_path] = {"error": f"loading it {outcome.failure_summary()}"}
-    return got
+            calling = got.get(culprit.path, {}).get("calling", "")
+            doing = f"it loaded, but {calling}()" if calling else "loading it"
+            said = library_said(outcome.stderr)
+            error = f"{doing} {outcome.failure_summary()}" + (f": {said}" if said else "")
+            got[culprit.path] = {"error": error}
+    return {path: entry for path, entry in got.items() if "calling" not in entry}
+
+
+FAULTHANDLER_START = ("Fatal Python error", "Current thread", "Thread 0x")
+SAID_MAX_CHARS = 400
+
+
+def library_said(stderr: str) -> str:
+    """What a library printed before it killed the child, without faulthandler's stack dump.
+
+    cuDNN prints why it aborts ("Unable to load any of {libcudnn_graph.so.9.3.0, ...}") and
+    then calls abort(); those words are the useful part of the error.
+    """
+    lines: list[str] = []
+    for line in stderr.splitlines():
+        if line.startswith(FAULTHANDLER_START):
+            break
+        if line.strip():
+            lines.append(line.strip())
+    text = "; ".join(lines[-2:])
+    return text if len(text) <= SAID_MAX_CHARS else text[:SAID_MAX_CHARS - 3] + "..."
