@@ -41,3 +41,8 @@ def test_it_works_from_a_saved_snapshot(scenario, tmp_path, capsys):
     main(["check", "--from", str(path), "--checks", "tensorflow-log-level", "--format", "json"])
     [check] = json.loads(capsys.readouterr().out)["checks"]
     assert [f["code"] for f in check["findings"]] == ["tensorflow.log-level-hides-loading-errors"]
+
+
+def test_without_tensorflow_it_is_skipped(scenario):
+    outcome = judge(CHECK, with_env(scenario("no-driver-no-tensorflow"), TF_CPP_MIN_LOG_LEVEL="3"))
+    assert outcome.status is CheckStatus.SKIPPED and "TensorFlow is not installed" in outcome.skip_reason
