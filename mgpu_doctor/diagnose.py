@@ -16,13 +16,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from mgpu_doctor import __version__
-from mgpu_doctor.acks import DEFAULT_FILE, AckFileError, apply_acks, load_ack_file, unused_entries
+from mgpu_doctor.acks import (
+    DEFAULT_FILE,
+    AckFileError,
+    apply_acks,
+    load_ack_file,
+    renamed_notes,
+    unused_entries,
+)
 from mgpu_doctor.checks import VERSION_RULES, Check, known_issues, run_check
 from mgpu_doctor.checks.base import mostly_skipped
 from mgpu_doctor.devices import device_rows
 from mgpu_doctor.errors import BadInput
 from mgpu_doctor.facts import Unavailable
-from mgpu_doctor.findings import CheckOutcome
+from mgpu_doctor.findings import CheckOutcome, Section
 from mgpu_doctor.matrix.compat import CompatTableError, bundled_cuda_driver_table, load_bundled_tables
 from mgpu_doctor.matrix.known_issues import VERSION_KEYS
 from mgpu_doctor.matrix.match import BadEnvironment
@@ -91,7 +98,8 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
     section = smoke_section(options, facts, stream)
     gates = requirement_checks(options.requirements,
                                layer_outcomes(section.runs if section is not None else None))
-    outcomes += (section.outcomes if section is not None else []) + [run_check(c, env) for c in gates]
+    outcomes += [replace(o, section=Section.SMOKE) for o in (section.outcomes if section is not None else [])]
+    outcomes += [run_check(c, env) for c in gates]
     view = libraries_table(env) if options.libraries_view else None
     notes = list(section.notes) if section is not None else []
     if isinstance(view, Unavailable):
@@ -185,7 +193,7 @@ def acknowledge(report: Report, options: DiagnoseOptions) -> Report:
         raise BadInput(str(exc)) from None
     checks = apply_acks(report.checks, entries, options.today or today())
     notes = [f"Acknowledge file {e.source} matches no finding: remove it if the problem is gone."
-             for e in unused_entries(checks, entries)]
+             for e in unused_entries(checks, entries)] + renamed_notes(entries)
     return replace(report, checks=checks, notes=report.notes + notes)
 
 

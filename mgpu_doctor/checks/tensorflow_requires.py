@@ -19,6 +19,7 @@ from mgpu_doctor.resolve import ResolvedEnvironment, ResolvedVersion
 
 NAME = "tensorflow-requires"
 TITLE = "NumPy, protobuf, ml-dtypes and h5py fit TensorFlow's pins"
+CODES = (f"{NAME}.ok", f"{NAME}.out-of-range")
 
 # What a version outside TensorFlow's range on another major line (minor line for 0.x) does, and
 # a thread that shows it. Within the same line it is only untested: a warning.
@@ -68,7 +69,7 @@ def check_tensorflow_requires(env: ResolvedEnvironment) -> list[Finding]:
     if not fitting:
         raise CheckSkipped("the versions could not be placed in TensorFlow's ranges")
     return [Finding(f"{NAME}.ok", Severity.OK,
-                    f"{', '.join(short for short, _ in fitting)} within TensorFlow {tf.text}'s pins",
+                    f"{', '.join(short for short, _ in fitting)} (TensorFlow {tf.text})",
                     [line for _, line in fitting]
                     + [f"pins from {env.tensorflow_requires_source or 'TensorFlow metadata'}"])]
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from tabulate import tabulate
-
 from mgpu_doctor.findings import CheckStatus, Finding, Severity
 from mgpu_doctor.report import Report
 from mgpu_doctor.reporters import RenderOptions
@@ -16,6 +14,7 @@ from mgpu_doctor.reporters.common import (
     fleet_heading,
     summary_line,
 )
+from mgpu_doctor.reporters.tables import table
 
 STATUS_WORDS = {
     CheckStatus.PASSED: "✅ passed", CheckStatus.INFO: "ℹ️ info", CheckStatus.WARNING: "⚠️ warning",
@@ -28,8 +27,7 @@ def render(report: Report, options: RenderOptions) -> str:
     rows = [[c.title, f"`{c.name}`", STATUS_WORDS[c.status],
              _cell(c.skip_reason or "; ".join(f.title for f in c.findings))]
             for c in report.checks]
-    out += [tabulate(rows, headers=["Check", "Name", "Status", "Details"], tablefmt="github",
-                     disable_numparse=True), ""]
+    out += [table(rows, ["Check", "Name", "Status", "Details"], "github"), ""]
     problems = [f for f in report.findings if f.severity >= Severity.WARNING or options.verbose]
     if problems:
         out += ["## Findings", ""]
@@ -39,13 +37,12 @@ def render(report: Report, options: RenderOptions) -> str:
         out += ["## Differences between nodes", "", fleet_heading(report), ""]
         differences = fleet_difference_rows(report)
         if differences:
-            out += [tabulate([[_cell(c) for c in r] for r in differences], headers=FLEET_HEADERS,
-                             tablefmt="github", disable_numparse=True), ""]
+            out += [table([[_cell(c) for c in r] for r in differences], FLEET_HEADERS,
+                           "github"), ""]
     devices = device_table_rows(report)
     if devices:
-        out += ["## GPUs", "", tabulate([[r[k] for k in DEVICE_HEADERS] for r in devices],
-                                       headers=list(DEVICE_HEADERS.values()), tablefmt="github",
-                                       disable_numparse=True), ""]
+        out += ["## GPUs", "", table([[r[k] for k in DEVICE_HEADERS] for r in devices],
+                                   list(DEVICE_HEADERS.values()), "github"), ""]
     return "\n".join(out).rstrip() + "\n"
 
 

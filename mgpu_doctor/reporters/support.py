@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from tabulate import tabulate
-
 from mgpu_doctor.embedded import MARKER, json_block
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import Severity
@@ -21,6 +19,7 @@ from mgpu_doctor.reporters.common import (
     summary_line,
 )
 from mgpu_doctor.reporters.markdown import STATUS_WORDS, finding_lines
+from mgpu_doctor.reporters.tables import table
 from mgpu_doctor.serde import to_jsonable
 
 KNOWN_ISSUES_CHECK = "known-issues"
@@ -85,8 +84,9 @@ def _verdict(report: Report) -> str:
 
 
 def _findings(report: Report, options: RenderOptions) -> list[str]:
+    # The matrix's own problems are listed with the known issues.
     problems = [f for f in report.findings if f.severity >= Severity.WARNING
-                and not f.code.startswith(f"{KNOWN_ISSUES_CHECK}.")]
+                and not f.code.startswith("matrix.")]
     out = ["## Findings", ""]
     if not problems:
         return out + ["No warnings or errors.", ""]
@@ -158,7 +158,7 @@ def _environment(report: Report) -> list[str]:
 
 def _table(rows: list[list[str]], headers: list[str]) -> str:
     cells = [[_cell(c) for c in row] for row in rows]
-    return tabulate(cells, headers=headers, tablefmt="github", disable_numparse=True)
+    return table(cells, headers, "github")
 
 
 def _cell(text: Any) -> str:
