@@ -139,7 +139,7 @@ def run_smoke_section(
     finally:
         progress.done()
     runs = compare_with_single(suite.runs)
-    notes = [level_note(options.plan_level, len(specs))]
+    notes = []
     nvml_gpus = 0 if isinstance(snapshot.nvml, Unavailable) else len(snapshot.nvml.gpus)
     if nvml_gpus > visible_gpus(snapshot) and visible_gpus(snapshot) < 2 <= nvml_gpus:
         notes.append(f"NVML sees {nvml_gpus} GPUs but TensorFlow sees {visible_gpus(snapshot)}, so "
@@ -148,6 +148,7 @@ def run_smoke_section(
         notes.append(f"Smoke trainings were simulated on {specs[0].virtual_devices} logical CPU devices "
                      "(fewer than 2 GPUs): correctness results hold, speed figures say nothing about "
                      "GPUs.")
+    notes.append(level_note(options.plan_level, len(specs)))
     if suite.interrupted:
         notes.append(f"Interrupted: {len(runs)} of {len(specs)} smoke runs finished.")
     outcomes = judged_outcomes(runs, snapshot, matrix_dirs, stall) + batch_split_outcomes(splits)
