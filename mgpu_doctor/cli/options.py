@@ -83,7 +83,10 @@ def add_smoke_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> N
                    help=f"declare a hang after S seconds without a finished step "
                         f"(default: {DEFAULT_STALL_TIMEOUT_S:g})")
     p.add_argument("--batch-sizes", metavar="64,256",
-                   help="global batch sizes to compare 1 vs N devices at (default: 64)")
+                   help="global batch sizes to compare 1 vs N devices at; every scenario runs at "
+                        "the first, the others compare speed (default: "
+                        + "; ".join(f"{','.join(map(str, LEVELS[n].batch_sizes))} at {n}"
+                                    for n in SMOKE_LEVELS) + ")")
     p.add_argument("--results", metavar="FILE",
                    help="append each run's result to FILE as a JSON line as soon as it finishes")
 
