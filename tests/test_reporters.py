@@ -61,6 +61,9 @@ def test_the_level_that_ran_heads_the_human_and_markdown_reports(scenario):
     assert human(leveled, RenderOptions()).splitlines()[0].endswith(", level long")
     assert markdown(leveled, RenderOptions()).splitlines()[0].endswith("mixed-models.json (level long)")
     assert json.loads(OutputFormat.JSON.renderer()(leveled, RenderOptions()))["level"] == "long"
+    from mgpu_doctor.reporters import support
+
+    assert f"from {report.source}, level long;" in support.render(leveled, RenderOptions())
 
 
 def test_colour_only_when_asked(scenario):
