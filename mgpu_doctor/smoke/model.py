@@ -20,8 +20,8 @@ SAME_WITHOUT_CUDNN: dict[tuple[str, str], str] = {("lstm", "cudnn"): "generic", 
 SAME_ON_ONE_DEVICE: dict[tuple[str, str], str] = {("batchnorm", "sync"): "plain"}
 # Layers whose training can change when a replica gets no sample in the last batch: batch
 # statistics (BatchNormalization: NaN), and recurrent layers, which build their state from the
-# batch size (a report: https://github.com/tensorflow/tensorflow/issues/58809). What every
-# model shares with an empty replica (the loss, the gradient all-reduce) runs in these too.
+# batch size (the README cites a report). What every model shares with an empty replica (the
+# loss, the gradient all-reduce) runs in these too.
 EMPTY_REPLICA_LAYERS = ("batchnorm", "lstm", "gru")
 STATUSES = ("ok", "hang", "crash", "error", "nan", "diverged", "oom")
 DEVICE_KINDS = ("gpu", "cpu-virtual")
