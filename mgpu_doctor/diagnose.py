@@ -57,6 +57,7 @@ class DiagnoseOptions:
     command: str
     checks: tuple[EnvCheck, ...]
     quick: bool = False
+    level: str = ""  # the --level asked for (`check`, `report`); "" for the callers without levels
     from_file: Path | None = None
     interpreter: Interpreter | None = None  # None: the doctor's own
     smoke: SmokeRequest | None = None  # None: no smoke trainings
@@ -81,6 +82,7 @@ class Facts:
     snapshot: Snapshot
     source: str
     smoke_runs: list[SmokeRun] = field(default_factory=list)
+    level: str = ""  # the level the file's report ran at, where it says
 
 
 def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
@@ -110,7 +112,7 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
         snapshot=original,
         quick=options.quick and options.from_file is None, notes=notes,
         smoke_runs=section.runs if section is not None else [], devices=device_rows(original),
-        libraries=view,
+        libraries=view, level=options.level if options.from_file is None else "",
     )
     report = acknowledge(report, options)
     if options.redact:
@@ -155,7 +157,9 @@ def obtain_facts(options: DiagnoseOptions, progress: Progress | None = None) -> 
         except (SnapshotLoadError, ValueError) as exc:
             raise BadInput(str(exc)) from None
         # Written elsewhere, perhaps by another tool: its credentials are masked, --no-redact or not.
-        return Facts(mask_snapshot(document.snapshot), f"snapshot {options.from_file}", runs)
+        level = (document.report_data or {}).get("level")
+        return Facts(mask_snapshot(document.snapshot), f"snapshot {options.from_file}", runs,
+                     level if isinstance(level, str) else "")
     interpreter = options.interpreter or Interpreter.current()
     snapshot = gather_snapshot(GatherOptions(interpreter, quick=options.quick),
                                progress or (lambda *_a, **_k: None))
@@ -173,7 +177,7 @@ def smoke_section(options: DiagnoseOptions, facts: Facts, stream: TextIO | None)
     if facts.smoke_runs:
         from mgpu_doctor.smoke.section import replayed_section
 
-        return replayed_section(facts.smoke_runs, facts.snapshot, options.matrix_dirs)
+        return replayed_section(facts.smoke_runs, facts.snapshot, options.matrix_dirs, facts.level)
     return None
 
 

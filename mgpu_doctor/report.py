@@ -59,6 +59,8 @@ class Report:
     smoke_runs: list[SmokeRun] = field(default_factory=list)
     # Multi-worker smoke trainings (`smoke --workers K` / `--tf-config`); their findings are in `checks`.
     multiworker_runs: list[MultiWorkerRun] = field(default_factory=list)
+    # The --level that ran (quick, standard, long); "" where none applies (--from, fleet, matrix query).
+    level: str = ""
     # The device table (NVML index, CUDA ordinal, TensorFlow device) of the machine diagnosed.
     devices: list[DeviceRow] = field(default_factory=list)
     # `libs`: every CUDA library, what TensorFlow was built for, what is in use, every copy found.
@@ -103,6 +105,7 @@ def new_report(
     multiworker_runs: list[MultiWorkerRun] | None = None,
     devices: list[DeviceRow] | None = None,
     libraries: LibrariesView | None = None,
+    level: str = "",
 ) -> Report:
     """A report of this schema; a section not given is empty."""
     return Report(
@@ -110,4 +113,5 @@ def new_report(
         command=command, source=source, quick=quick, snapshot=snapshot, checks=checks,
         notes=list(notes or []), query=dict(query or {}), fleet=fleet, smoke_runs=list(smoke_runs or []),
         multiworker_runs=list(multiworker_runs or []), devices=list(devices or []), libraries=libraries,
+        level=level,
     )

@@ -176,6 +176,58 @@ def test_quick_check_on_this_machine(capsys):
     assert code in (0, 1)
     assert "TensorFlow imports (skipped: --quick" in out
     assert "Quick check: TensorFlow was not imported" in out
+    assert out.splitlines()[0].endswith(", level quick")
+    code, out, _ = run(capsys, "check", "--level", "quick", "--format", "json")
+    assert code in (0, 1)
+    data = json.loads(out)
+    assert (data["level"], data["quick"], data["smoke_runs"]) == ("quick", True, [])
+
+
+def parsed(*argv: str):
+    from mgpu_doctor.cli import build_parser
+
+    return build_parser(argv[0]).parse_args(list(argv))
+
+
+@pytest.mark.parametrize("argv, level, quick", [
+    (("check",), "standard", False),
+    (("check", "--level", "standard"), "standard", False),
+    (("check", "--level", "long"), "long", False),
+    (("check", "--quick"), "quick", True),  # the alias
+    (("check", "--level", "quick"), "quick", True),
+    (("check", "--quick", "--level", "quick"), "quick", True),
+    (("report", "--level", "long"), "long", False),
+])
+def test_level_of_check_and_report(argv, level, quick):
+    from mgpu_doctor.cli.options import diagnose_options
+
+    options = diagnose_options(parsed(*argv), argv[0])
+    assert (options.level, options.quick) == (level, quick)
+    if quick:
+        assert options.smoke is None
+    else:
+        assert options.smoke is not None and options.smoke.options.level == level
+
+
+@pytest.mark.parametrize("argv, level", [(("smoke",), "standard"), (("smoke", "--level", "long"), "long")])
+def test_level_of_smoke(argv, level):
+    from mgpu_doctor.cli.options import level_from, smoke_request
+
+    args = parsed(*argv)
+    assert smoke_request(args, level_from(args)).options.level == level
+
+
+@pytest.mark.parametrize("argv, message", [
+    (("check", "--level", "huge"), "argument --level: invalid choice: 'huge'"),
+    (("check", "--quick", "--level", "long"), "--quick is --level quick: it cannot go with --level long"),
+    (("report", "--level", "standard", "--quick"), "it cannot go with --level standard"),
+    (("smoke", "--level", "quick"), "argument --level: invalid choice: 'quick'"),
+    (("smoke", "--workers", "2", "--level", "long"), "--level picks the single-host smoke trainings"),
+])
+def test_a_bad_level_is_one_line_and_exit_2(capsys, argv, message):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert message in err and len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.tensorflow

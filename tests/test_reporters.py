@@ -64,6 +64,21 @@ def test_the_goldens_checks_exist():
     assert len(RENDERED_CHECKS) == len(GOLDEN_CHECK_NAMES)
 
 
+def test_the_level_that_ran_heads_the_human_and_markdown_reports(scenario):
+    from dataclasses import replace
+
+    report = report_for(scenario("mixed-models"), "mixed-models")
+    human, markdown = OutputFormat.HUMAN.renderer(), OutputFormat.MARKDOWN.renderer()
+    assert "level" not in human(report, RenderOptions()).splitlines()[0]  # none ran: --from
+    leveled = replace(report, level="long")
+    assert human(leveled, RenderOptions()).splitlines()[0].endswith(", level long")
+    assert markdown(leveled, RenderOptions()).splitlines()[0].endswith("mixed-models.json (level long)")
+    assert json.loads(OutputFormat.JSON.renderer()(leveled, RenderOptions()))["level"] == "long"
+    from mgpu_doctor.reporters import support
+
+    assert f"from {report.source}, level long;" in support.render(leveled, RenderOptions())
+
+
 def test_colour_only_when_asked(scenario):
     report = report_for(scenario("sick-box"), "sick-box")
     plain = OutputFormat.HUMAN.renderer()(report, RenderOptions(unicode=True, color=False))

@@ -165,7 +165,8 @@ def _header(report: Report) -> str:
     python = snap.python
     who = (f"{python.executable} (Python {python.version})"
            if not isinstance(python, Unavailable) else "Python unknown")
-    return f"mgpu-doctor {report.tool_version}: {report.source}, {who}"
+    level = f", level {report.level}" if report.level else ""
+    return f"mgpu-doctor {report.tool_version}: {report.source}, {who}{level}"
 
 
 def _check_lines(outcome: CheckOutcome, options: RenderOptions) -> list[str]:

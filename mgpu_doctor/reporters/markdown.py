@@ -23,7 +23,9 @@ STATUS_WORDS = {
 
 
 def render(report: Report, options: RenderOptions) -> str:
-    out = [f"# mgpu-doctor {report.tool_version}: {report.source}", "", f"**{summary_line(report)}**", ""]
+    level = f" (level {report.level})" if report.level else ""
+    out = [f"# mgpu-doctor {report.tool_version}: {report.source}{level}", "",
+           f"**{summary_line(report)}**", ""]
     rows = [[c.title, f"`{c.name}`", STATUS_WORDS[c.status],
              _cell(c.skip_reason or "; ".join(f.title for f in c.findings))]
             for c in report.checks]

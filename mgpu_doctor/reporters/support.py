@@ -35,6 +35,7 @@ def render(report: Report, options: RenderOptions, *, redacted: bool = True) -> 
     if snap is None:  # a `matrix query` or a `fleet` report describes no single machine
         raise ValueError(f"a support report needs one machine's facts, not a {report.command} report")
     out += [f"mgpu-doctor {report.tool_version}, facts gathered {snap.created} from {report.source}"
+            + (f", level {report.level}" if report.level else "")
             + (" (quick: TensorFlow not imported)" if report.quick else "")
             + ("; hostname, user, home directory and GPU UUIDs redacted" if redacted
                else "; NOT redacted"), "", f"**{summary_line(report)}**", ""]
