@@ -23,7 +23,7 @@ from mgpu_doctor.findings import Finding, Section, Severity
 from mgpu_doctor.inputs import shorten
 from mgpu_doctor.matrix.versions import Tri, parse_specifier, version_in
 from mgpu_doctor.resolve import Origin, ResolvedEnvironment
-from mgpu_doctor.smoke.model import LAYERS
+from mgpu_doctor.smoke.layers import layer_names
 from mgpu_doctor.visibility import visible_gpus
 
 FULL_CHECK_FIX = "Run `mgpu-doctor check` without --quick (it imports TensorFlow in a child process)."
@@ -82,12 +82,13 @@ def parse_tensorflow_spec(text: str) -> str:
 def parse_layers(value: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
     names = value.split(",") if isinstance(value, str) else list(value)
     layers = tuple(dict.fromkeys(n.strip().lower() for n in names if n.strip()))
+    known = layer_names()
     if not layers:
-        raise RequirementSyntaxError(f"--require-layers wants layer names ({', '.join(LAYERS)})")
-    unknown = [n for n in layers if n not in LAYERS]
+        raise RequirementSyntaxError(f"--require-layers wants layer names ({', '.join(known)})")
+    unknown = [n for n in layers if n not in known]
     if unknown:
         raise RequirementSyntaxError(
-            f"--require-layers: unknown layer {unknown[0]!r}; known layers: {', '.join(LAYERS)}"
+            f"--require-layers: unknown layer {unknown[0]!r}; known layers: {', '.join(known)}"
         )
     return layers
 

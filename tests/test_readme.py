@@ -79,3 +79,8 @@ def _describes_declared(pattern: str, declared: tuple[str, ...]) -> bool:
     parts = [".+" if s.isupper() else re.escape(s) for s in pattern.split(".")]
     return any(s.isupper() for s in pattern.split(".")) and any(
         re.fullmatch(r"\.".join(parts), d) for d in declared)
+
+
+def test_the_smoke_layer_table_is_the_table():
+    from mgpu_doctor.smoke.layers import markdown_table
+    check_block("smoke-layers", markdown_table())

@@ -12,18 +12,13 @@ from mgpu_doctor.findings import CheckStatus, Severity
 from mgpu_doctor.reporters import RenderOptions, junit
 from mgpu_doctor.requirements import LayerOutcome, layer_outcomes
 from mgpu_doctor.serde import from_jsonable, to_jsonable
+from mgpu_doctor.smoke.layers import SMOKE_LAYERS
 from mgpu_doctor.smoke.measure import run_from_child, slope
-from mgpu_doctor.smoke.model import (
-    EMPTY_REPLICA_LAYERS,
-    LAYERS,
-    SAME_WITHOUT_CUDNN,
-    SCENARIOS,
-    VARIANTS,
-    SmokeRun,
-    SmokeSpec,
-)
+from mgpu_doctor.smoke.model import SCENARIOS, SmokeRun, SmokeSpec
 from mgpu_doctor.smoke.plan import LEVELS, PlanError, SmokeOptions, parse_counts, parse_layers, plan_runs
 from mgpu_doctor.smoke.rules import compare_with_single, run_findings, smoke_outcomes
+
+CUDNN_VARIANTS = [(row.name, "cudnn") for row in SMOKE_LAYERS.values() if row.cudnn]
 
 
 def spec(**kw) -> SmokeSpec:
@@ -51,7 +46,7 @@ def test_long_plan_covers_every_layer_variant_device_count_and_scenario_and_swee
     assert sweep, "the long level sweeps the global batch"
     assert {s.device_kind for s in specs} == {"cpu-virtual"}
     assert {s.epochs for s in specs} == {level.epochs} and level.epochs >= 5  # a slope of 4+ points
-    variants = {(layer, v) for layer in LAYERS for v in VARIANTS.get(layer, ("",))}
+    variants = {(row.name, v) for row in SMOKE_LAYERS.values() for v in row.variants}
     assert {(layer, v, d, sc, main) for layer, v in variants for d in (1, 2) for sc in SCENARIOS} <= planned("long")
     assert {(layer, v, d, "even", b) for layer, v in variants for d in (1, 2) for b in sweep} <= planned("long")
     # the sweep compares speed: the empty replica is the same hazard at any batch size
@@ -69,24 +64,24 @@ def test_standard_plan_keeps_every_layer_type_on_one_and_n_devices_and_runs_fewe
     assert LEVELS["standard"].epochs < LEVELS["long"].epochs
     assert standard < long  # the same trainings, a subset of them
     # every layer type is compared 1 vs N devices with batches that split evenly
-    for layer in LAYERS:
+    for layer in SMOKE_LAYERS:
         assert {d for (lay, _, d, sc, _) in standard if lay == layer and sc == "even"} == {1, 2}, layer
     # the uneven final batch runs where an empty replica can break the layer, on N devices only:
     # it is judged against the even run on the same devices
     uneven = {(lay, v, d) for (lay, v, d, sc, _) in standard if sc == "uneven_final_batch"}
-    assert {lay for lay, _, _ in uneven} == set(EMPTY_REPLICA_LAYERS)
+    assert {lay for lay, _, _ in uneven} == {row.name for row in SMOKE_LAYERS.values() if row.empty_replica_sensitive}
     assert ("batchnorm", "plain", 2) in uneven and ("batchnorm", "sync", 2) in uneven
     assert {d for _, _, d in uneven} == {2}
     # trainings that would repeat another: cuDNN variants where there is no cuDNN, the 1-device
     # synchronized BatchNormalization (the plain one is its reference)
-    assert not {(lay, v) for (lay, v, *_) in standard} & set(SAME_WITHOUT_CUDNN)
+    assert not {(lay, v) for (lay, v, *_) in standard} & set(CUDNN_VARIANTS)
     assert ("batchnorm", "sync", 1, "even", 64) not in standard
     assert ("batchnorm", "plain", 1, "even", 64) in standard
 
 
 def test_on_gpus_the_standard_level_keeps_the_cudnn_variants():
     on_gpus = planned("standard", gpus=4)
-    for layer, variant in SAME_WITHOUT_CUDNN:
+    for layer, variant in CUDNN_VARIANTS:
         assert {(d, sc) for (lay, v, d, sc, _) in on_gpus if (lay, v) == (layer, variant)} == {
             (1, "even"), (4, "even"), (4, "uneven_final_batch")}
 

@@ -32,52 +32,92 @@ def recurrent(keras, flavor, kind, variant, units):
     return keras.layers.RNN(cell)  # the plain RNN wrapper never uses cuDNN
 
 
-def build_model(keras, flavor, layer, variant):
+# Each smoke layer's model body: (keras, flavor, variant, input tensor) -> features. The parent's
+# table (mgpu_doctor/smoke/layers.py, SMOKE_LAYERS) lists the same layers with the same data kind;
+# a test holds the two equal, since this module cannot import the package.
+def _dense(keras, flavor, variant, inp):
+    return keras.layers.Dense(32, activation="relu")(inp)
+
+
+def _conv2d(keras, flavor, variant, inp):
+    return keras.layers.Flatten()(keras.layers.Conv2D(4, 3, activation="relu")(inp))
+
+
+def _lstm(keras, flavor, variant, inp):
+    return recurrent(keras, flavor, "lstm", variant, 8)(inp)
+
+
+def _gru(keras, flavor, variant, inp):
+    return recurrent(keras, flavor, "gru", variant, 8)(inp)
+
+
+def _batchnorm(keras, flavor, variant, inp):
     L = keras.layers
-    if layer == "dense":
-        inp = keras.Input((16,))
-        x = L.Dense(32, activation="relu")(inp)
-    elif layer == "conv2d":
-        inp = keras.Input((8, 8, 2))
-        x = L.Conv2D(4, 3, activation="relu")(inp)
-        x = L.Flatten()(x)
-    elif layer in ("lstm", "gru"):
-        inp = keras.Input((6, 4))
-        x = recurrent(keras, flavor, layer, variant, 8)(inp)
-    elif layer == "batchnorm":
-        inp = keras.Input((16,))
-        x = L.Dense(16)(inp)
-        x = L.BatchNormalization(synchronized=(variant == "sync"))(x)
-        x = L.Activation("relu")(x)
-    elif layer == "embedding":
-        inp = keras.Input((6,), dtype="int32")
-        x = L.Embedding(50, 8)(inp)
-        x = L.GlobalAveragePooling1D()(x)
-    elif layer == "attention":
-        inp = keras.Input((6, 8))
-        x = L.MultiHeadAttention(num_heads=2, key_dim=4)(inp, inp)
-        x = L.GlobalAveragePooling1D()(x)
-    else:
+    x = L.BatchNormalization(synchronized=(variant == "sync"))(L.Dense(16)(inp))
+    return L.Activation("relu")(x)
+
+
+def _embedding(keras, flavor, variant, inp):
+    return keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(50, 8)(inp))
+
+
+def _attention(keras, flavor, variant, inp):
+    x = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)(inp, inp)
+    return keras.layers.GlobalAveragePooling1D()(x)
+
+
+# layer -> (data kind, model body)
+MODELS = {
+    "dense": ("vector", _dense),
+    "conv2d": ("image", _conv2d),
+    "lstm": ("sequence", _lstm),
+    "gru": ("sequence", _gru),
+    "batchnorm": ("vector", _batchnorm),
+    "embedding": ("tokens", _embedding),
+    "attention": ("sequence", _attention),
+}
+
+
+def _vector(np, rng, samples):
+    x = rng.randn(samples, 16).astype("float32")
+    return x, np.tanh(x[:, :4].sum(axis=1))
+
+
+def _image(np, rng, samples):
+    x = rng.randn(samples, 8, 8, 2).astype("float32")
+    return x, x.mean(axis=(1, 2, 3))
+
+
+def _sequence(np, rng, samples):
+    x = rng.randn(samples, 6, 4).astype("float32")
+    return x, x[:, :, 0].mean(axis=1) - x[:, -1, 1]
+
+
+def _tokens(np, rng, samples):
+    x = rng.randint(0, 50, size=(samples, 6)).astype("int32")
+    return x, (x % 7).mean(axis=1).astype("float32") / 7.0
+
+
+# data kind -> (input shape, dtype, maker)
+DATA = {
+    "vector": ((16,), "float32", _vector),
+    "image": ((8, 8, 2), "float32", _image),
+    "sequence": ((6, 4), "float32", _sequence),
+    "tokens": ((6,), "int32", _tokens),
+}
+
+
+def build_model(keras, flavor, layer, variant):
+    if layer not in MODELS:
         raise ValueError("unknown layer %r" % layer)
-    out = L.Dense(1)(x)
+    kind, body = MODELS[layer]
+    shape, dtype, _ = DATA[kind]
+    inp = keras.Input(shape, dtype=dtype)
+    out = keras.layers.Dense(1)(body(keras, flavor, variant, inp))
     return keras.Model(inp, out)
 
 
 def make_data(np, layer, samples):
-    rng = np.random.RandomState(1234)
-    if layer == "conv2d":
-        x = rng.randn(samples, 8, 8, 2).astype("float32")
-        y = x.mean(axis=(1, 2, 3))
-    elif layer in ("lstm", "gru"):
-        x = rng.randn(samples, 6, 4).astype("float32")
-        y = x[:, :, 0].mean(axis=1) - x[:, -1, 1]
-    elif layer == "embedding":
-        x = rng.randint(0, 50, size=(samples, 6)).astype("int32")
-        y = (x % 7).mean(axis=1).astype("float32") / 7.0
-    elif layer == "attention":
-        x = rng.randn(samples, 6, 8).astype("float32")
-        y = x[:, :, :2].mean(axis=(1, 2))
-    else:
-        x = rng.randn(samples, 16).astype("float32")
-        y = np.tanh(x[:, :4].sum(axis=1))
+    shape, dtype, maker = DATA[MODELS[layer][0]]
+    x, y = maker(np, np.random.RandomState(1234), samples)
     return x, y.reshape(-1, 1).astype("float32")

@@ -26,6 +26,7 @@ from mgpu_doctor.requirements import (
     parse_layers,
     parse_tensorflow_spec,
 )
+from mgpu_doctor.smoke.layers import layer_names
 from mgpu_doctor.smoke.plan import (
     DEFAULT_LEVEL,
     LEVELS,
@@ -72,8 +73,7 @@ def add_matrix_option(parser: argparse.ArgumentParser) -> None:
 
 def add_smoke_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     p.add_argument("--layers", metavar="A,B",
-                   help="layer types to train (default: dense,conv2d,lstm,gru,batchnorm,embedding,"
-                        "attention)")
+                   help=f"layer types to train (default: {','.join(layer_names())})")
     p.add_argument("--gpus", metavar="1,2,4",
                    help="device counts to compare (default: 1 and every visible GPU)")
     p.add_argument("--virtual-devices", type=int, default=2, metavar="N",

@@ -17,7 +17,7 @@ from mgpu_doctor.findings import CheckOutcome, Finding, Severity, status_for
 from mgpu_doctor.matrix.known_issues import KnownIssue, known_issue_line
 from mgpu_doctor.matrix.match import REPORT_COMMAND, Environment, Verdict, assess
 from mgpu_doctor.matrix.versions import below, parse_specifier
-from mgpu_doctor.matrix.vocabulary import SMOKE_LAYER_TERMS
+from mgpu_doctor.smoke.layers import matrix_terms
 
 # Which symptoms explain a smoke status. A loss that diverges is how the NaN issues first show.
 STATUS_SYMPTOMS: dict[str, tuple[str, ...]] = {
@@ -55,7 +55,7 @@ CODES = ("smoke.known-issue.ID", "smoke.not-in-matrix.RUN")
 
 def run_environment(environment: Environment, run: SmokeRunLike, strategy: str = "mirrored") -> Environment:
     """The machine's environment narrowed to what one run exercised."""
-    layers = SMOKE_LAYER_TERMS.get((run.layer, run.variant), (run.layer,))
+    layers = matrix_terms(run.layer, run.variant)
     # The smoke models train with plain model.fit: none of the ways of training entries depend on.
     env = replace(environment, gpus=run.devices, layers=layers, scenario=run.scenario,
                   strategy=strategy, usage=())

@@ -2,7 +2,7 @@
 
 Each table maps a value to how a finding says it ("if you ..."), so the schema check, the
 query parser, the matcher and the README read the same list. Adding a value = one line here
-(and, for a layer the smoke engine trains, nothing else: see :data:`SMOKE_LAYER_TERMS`).
+(a layer the smoke engine trains names its word here in its row of `smoke/layers.py`).
 """
 
 from __future__ import annotations
@@ -31,11 +31,6 @@ LAYERS: dict[str, str] = {
     "lambda": "Lambda",
     "preprocessing": "preprocessing layers (TextVectorization, StringLookup, Normalization, ...)",
     "custom_layer": "a custom layer (a Layer subclass)",
-}
-
-# What a smoke run's (layer, variant) exercised, in the terms above.
-SMOKE_LAYER_TERMS: dict[tuple[str, str], tuple[str, ...]] = {
-    ("batchnorm", "synchronized"): ("sync_batchnorm",),
 }
 
 # How the model is distributed; `strategy=` in a query.

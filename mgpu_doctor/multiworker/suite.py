@@ -15,7 +15,7 @@ from mgpu_doctor.multiworker.launcher import TIMEOUT_S, run_local_workers, run_w
 from mgpu_doctor.multiworker.model import MultiWorkerRun
 from mgpu_doctor.multiworker.tf_config import TfConfig
 from mgpu_doctor.probes.interpreter import Interpreter
-from mgpu_doctor.smoke.model import VARIANTS
+from mgpu_doctor.smoke.layers import variants
 
 # What TF_USE_LEGACY_KERAS becomes for each --keras choice (None: left as the environment has it).
 LEGACY_KERAS: dict[str, bool | None] = {"env": None, "default": False, "tf-keras": True}
@@ -37,7 +37,7 @@ class MultiWorkerPlan:
 
     def runs(self) -> list[tuple[str, str, str]]:
         """(layer, variant, keras) in the order they run."""
-        return [(layer, variant, keras) for layer in self.layers for variant in VARIANTS.get(layer, ("",))
+        return [(layer, variant, keras) for layer in self.layers for variant in variants(layer)
                 for keras in self.kerases]
 
 

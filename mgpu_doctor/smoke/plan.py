@@ -7,15 +7,8 @@ import math
 from dataclasses import dataclass
 
 from mgpu_doctor.inputs import shorten
-from mgpu_doctor.smoke.model import (
-    EMPTY_REPLICA_LAYERS,
-    LAYERS,
-    SAME_ON_ONE_DEVICE,
-    SAME_WITHOUT_CUDNN,
-    SCENARIOS,
-    VARIANTS,
-    SmokeSpec,
-)
+from mgpu_doctor.smoke.layers import SMOKE_LAYERS, layer_names, same_on_one_device, same_without_cudnn
+from mgpu_doctor.smoke.model import SCENARIOS, SmokeSpec
 
 DEFAULT_GLOBAL_BATCH = 64
 DEFAULT_VIRTUAL_DEVICES = 2
@@ -71,7 +64,7 @@ class PlanError(ValueError):
 
 @dataclass(frozen=True)
 class SmokeOptions:
-    layers: tuple[str, ...] = LAYERS
+    layers: tuple[str, ...] = ()  # (): every layer of the table
     gpus: tuple[int, ...] | None = None  # None: 1 and every visible GPU
     virtual_devices: int = DEFAULT_VIRTUAL_DEVICES
     batch_sizes: tuple[int, ...] | None = None  # None: the level's
@@ -87,21 +80,26 @@ class SmokeOptions:
         return level
 
     @property
+    def planned_layers(self) -> tuple[str, ...]:
+        return self.layers or layer_names()
+
+    @property
     def requested_batches(self) -> tuple[int, ...]:
         return self.batch_sizes or self.plan_level.batch_sizes
 
 
 def parse_layers(value: str | None) -> tuple[str, ...]:
+    known = layer_names()
     if value is None:
-        return LAYERS
+        return known
     names = tuple(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
     if not names:
-        raise PlanError(f"--layers names no layer; known: {', '.join(LAYERS)}")
-    unknown = [n for n in names if n not in LAYERS]
+        raise PlanError(f"--layers names no layer; known: {', '.join(known)}")
+    unknown = [n for n in names if n not in known]
     if unknown:
         more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
         raise PlanError(f"unknown layer {', '.join(shorten(n) for n in unknown[:5])}{more}; "
-                        f"known: {', '.join(LAYERS)}")
+                        f"known: {', '.join(known)}")
     return names
 
 
@@ -182,9 +180,9 @@ def plan_runs(options: SmokeOptions, gpu_count: int) -> list[SmokeSpec]:
     kind, counts = device_plan(options, gpu_count)
     specs: list[SmokeSpec] = []
     batches = tuple(dict.fromkeys(even_batch(b, counts) for b in options.requested_batches))
-    for layer in options.layers:
-        for variant in VARIANTS.get(layer, ("",)):
-            if not level.same_twice and kind != "gpu" and (layer, variant) in SAME_WITHOUT_CUDNN:
+    for layer in options.planned_layers:
+        for variant in SMOKE_LAYERS[layer].variants:
+            if not level.same_twice and kind != "gpu" and same_without_cudnn(layer, variant):
                 continue
             for batch in batches:
                 for scenario in options.scenarios:
@@ -207,10 +205,10 @@ def _scenario_planned(level: Level, layer: str, scenario: str, sweep: bool) -> b
     if scenario == "even":
         return True
     # The sweep compares speed at even splits; an empty replica is the same hazard at any batch.
-    return not sweep and (level.uneven_everywhere or layer in EMPTY_REPLICA_LAYERS)
+    return not sweep and (level.uneven_everywhere or SMOKE_LAYERS[layer].empty_replica_sensitive)
 
 
 def _single_planned(level: Level, layer: str, variant: str, scenario: str) -> bool:
     if scenario != "even" and not level.single_device_uneven:
         return False  # N devices with an uneven batch are judged against their even run
-    return level.same_twice or (layer, variant) not in SAME_ON_ONE_DEVICE
+    return level.same_twice or not same_on_one_device(layer, variant)

@@ -10,7 +10,8 @@ from dataclasses import replace
 
 from mgpu_doctor.findings import CheckOutcome, Finding, Severity, status_for
 from mgpu_doctor.matrix.known_issues import known_issue_line
-from mgpu_doctor.smoke.model import SAME_ON_ONE_DEVICE, SAME_WITHOUT_CUDNN, SmokeRun
+from mgpu_doctor.smoke.layers import SMOKE_LAYERS, same_on_one_device, same_without_cudnn
+from mgpu_doctor.smoke.model import SmokeRun
 from mgpu_doctor.smoke.plan import BatchSplit
 
 LOSS_TOLERANCE = 1e-3  # max relative loss difference 1 vs N without batch statistics
@@ -351,7 +352,8 @@ def _error_fix(run: SmokeRun, runs: list[SmokeRun]) -> str:
 
 
 def _other_variant_fix(run: SmokeRun, runs: list[SmokeRun]) -> str:
-    if run.layer not in ("lstm", "gru"):
+    row = SMOKE_LAYERS.get(run.layer)
+    if row is None or not row.cudnn:
         return ""
     other = "generic" if run.variant == "cudnn" else "cudnn"
     twin = _find(runs, run, variant=other)
@@ -380,10 +382,10 @@ def single_twin(run: SmokeRun, runs: list[SmokeRun]) -> SmokeRun | None:
     """The 1-device run that trained the same model on the same data: of the same variant, else
     of the variant that trains the same there (the plan runs that one once for both)."""
     same = [run.variant]
-    if (run.layer, run.variant) in SAME_ON_ONE_DEVICE:
-        same.append(SAME_ON_ONE_DEVICE[run.layer, run.variant])
-    if run.simulated and (run.layer, run.variant) in SAME_WITHOUT_CUDNN:
-        same.append(SAME_WITHOUT_CUDNN[run.layer, run.variant])
+    if same_on_one_device(run.layer, run.variant):
+        same.append(same_on_one_device(run.layer, run.variant))
+    if run.simulated and same_without_cudnn(run.layer, run.variant):
+        same.append(same_without_cudnn(run.layer, run.variant))
     for variant in same:
         for r in runs:
             if (r.devices == 1 and r.variant == variant and r.layer == run.layer
