@@ -65,25 +65,25 @@ def test_a_synchronized_batchnorm_run_is_looked_up_as_sync_batchnorm():
 
 
 def test_a_new_row_flows_through_the_plan_the_options_the_gate_and_the_matrix(monkeypatch, capsys):
-    monkeypatch.setitem(SMOKE_LAYERS, "layernorm", SmokeLayer("layernorm", data="vector", recurrent=True))
-    assert parse_smoke_layers("layernorm") == ("layernorm",)
-    assert parse_required_layers("layernorm") == ("layernorm",)
-    specs = plan_runs(SmokeOptions(layers=("layernorm",)), gpu_count=0)
+    monkeypatch.setitem(SMOKE_LAYERS, "made_up", SmokeLayer("made_up", data="vector", recurrent=True))
+    assert parse_smoke_layers("made_up") == ("made_up",)
+    assert parse_required_layers("made_up") == ("made_up",)
+    specs = plan_runs(SmokeOptions(layers=("made_up",)), gpu_count=0)
     # recurrent-like: the uneven final batch is planned for it at the standard level
     assert {(s.layer, s.variant, s.scenario) for s in specs} == {
-        ("layernorm", "", "even"), ("layernorm", "", "uneven_final_batch")}
-    assert "layernorm" in {s.layer for s in plan_runs(SmokeOptions(), gpu_count=0)}
-    assert MultiWorkerPlan(2, ("layernorm",)).runs() == [("layernorm", "", "env")]
-    assert run_environment(Environment(versions={}), SmokeRun("layernorm", "", 2, "gpu", "even", "nan")).layers == (
-        "layernorm",)
+        ("made_up", "", "even"), ("made_up", "", "uneven_final_batch")}
+    assert "made_up" in {s.layer for s in plan_runs(SmokeOptions(), gpu_count=0)}
+    assert MultiWorkerPlan(2, ("made_up",)).runs() == [("made_up", "", "env")]
+    assert run_environment(Environment(versions={}), SmokeRun("made_up", "", 2, "gpu", "even", "nan")).layers == (
+        "made_up",)
     with pytest.raises(SystemExit):
         main(["smoke", "--help"])
-    assert "attention,layernorm" in capsys.readouterr().out.replace("\n", "").replace(" ", "")
+    assert "attention,made_up" in capsys.readouterr().out.replace("\n", "").replace(" ", "")
 
 
 def test_a_layer_outside_the_table_is_refused_by_both_layer_options():
-    with pytest.raises(PlanError, match="unknown layer 'layernorm'.*known: dense"):
-        parse_smoke_layers("layernorm")
-    with pytest.raises(RequirementSyntaxError, match="unknown layer 'layernorm'.*known layers: dense"):
-        parse_required_layers("layernorm")
+    with pytest.raises(PlanError, match="unknown layer 'made_up'.*known: dense"):
+        parse_smoke_layers("made_up")
+    with pytest.raises(RequirementSyntaxError, match="unknown layer 'made_up'.*known layers: dense"):
+        parse_required_layers("made_up")
     assert markdown_table().count("\n| `") == len(SMOKE_LAYERS)
