@@ -32,7 +32,6 @@ from packaging.version import Version
 
 from mgpu_doctor.distributions import TF_COMPANIONS as COMPANIONS
 from mgpu_doctor.distributions import TF_DISTRIBUTIONS
-from mgpu_doctor.facts import Unavailable, absent, failed, skipped
 from mgpu_doctor.inputs import parse_json
 from mgpu_doctor.library_model import MAIN_LIBRARIES, best_version, cuda_major_of, soname_major
 from mgpu_doctor.matrix.compat import (
@@ -45,6 +44,7 @@ from mgpu_doctor.matrix.compat import (
 from mgpu_doctor.matrix.versions import parse_version, requirement_name
 from mgpu_doctor.matrix.vocabulary import DEFAULT_BACKEND
 from mgpu_doctor.snapshot import LibraryCopy, LibraryFacts, PackageFacts, Snapshot, TensorFlowFacts
+from mgpu_doctor.unavailable import Unavailable, absent, failed, skipped
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement

@@ -17,7 +17,6 @@ from packaging.version import Version
 
 from mgpu_doctor.checks import CHECKS
 from mgpu_doctor.cli import main
-from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import Severity
 from mgpu_doctor.matrix import compat
 from mgpu_doctor.matrix.compat import CompatTableError, load_cuda_driver_table, load_tensorflow_table
@@ -29,6 +28,7 @@ from mgpu_doctor.probes.libraries import (
     load_library_versions,
 )
 from mgpu_doctor.snapshot import LibraryCopy, load_snapshot, snapshot_from_data
+from mgpu_doctor.unavailable import Unavailable
 from tests.checking import judge
 from tests.scenarios import (
     AND_CUDA,

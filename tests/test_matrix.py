@@ -10,7 +10,6 @@ import pytest
 
 from mgpu_doctor.checks.known_issues import check_known_issues, make_check_function
 from mgpu_doctor.cli import main
-from mgpu_doctor.facts import absent, skipped
 from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity
 from mgpu_doctor.matrix.known_issues import load_known_issue_files, load_matrix
 from mgpu_doctor.matrix.match import (
@@ -27,6 +26,7 @@ from mgpu_doctor.matrix.smoke import smoke_findings, with_known_issues
 from mgpu_doctor.matrix.versions import Tri, parse_specifier, parse_version, version_in
 from mgpu_doctor.resolve import resolve
 from mgpu_doctor.snapshot import Snapshot, load_snapshot
+from mgpu_doctor.unavailable import absent, skipped
 from tests.checking import judge
 
 DATA = Path(__file__).parent / "data"

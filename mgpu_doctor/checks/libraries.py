@@ -14,13 +14,13 @@ from packaging.version import Version
 
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.facts_access import need, need_gpus, need_machine
-from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import Finding, Severity
 from mgpu_doctor.library_model import MAIN_LIBRARIES, best_version, copies_of, cuda_major_of, major_of
 from mgpu_doctor.matrix.compat import bundled_cuda_driver_table
 from mgpu_doctor.matrix.versions import Tri, parse_version, version_in
 from mgpu_doctor.resolve import LibraryInUse, ResolvedEnvironment, ResolvedVersion
 from mgpu_doctor.snapshot import DirKind, LibraryCopy, LibraryFacts, Snapshot
+from mgpu_doctor.unavailable import Unavailable
 
 CUDA_COMPAT_DOC = "https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html"
 TF_SOURCE_DOC = "https://www.tensorflow.org/install/source#gpu"

@@ -26,11 +26,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from mgpu_doctor.childproc import run_tool
-from mgpu_doctor.facts import absent
 from mgpu_doctor.inputs import parse_json, read_text
 from mgpu_doctor.library_model import LIBRARY_FILE, TOOLS
 from mgpu_doctor.probes.interpreter import Interpreter
 from mgpu_doctor.snapshot import XLA_DATA_DIR_LABEL, CudaToolkit, LibraryCopy, LibraryFacts, SearchDir
+from mgpu_doctor.unavailable import absent
 
 LOAD_TIMEOUT_S = 20.0
 LOAD_STALL_S = 10.0

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import IO, TextIO
 
 from mgpu_doctor.errors import BadInput
-from mgpu_doctor.facts import Unavailable, interpreter_broken
 from mgpu_doctor.findings import CheckOutcome, CheckStatus
 from mgpu_doctor.masking import mask_credentials
 from mgpu_doctor.matrix.known_issues import load_matrix
@@ -32,6 +31,7 @@ from mgpu_doctor.smoke.request import SmokeRequest
 from mgpu_doctor.smoke.rules import batch_split_outcomes, compare_with_single, smoke_outcomes
 from mgpu_doctor.smoke.runner import run_suite
 from mgpu_doctor.snapshot import Snapshot
+from mgpu_doctor.unavailable import Unavailable, interpreter_broken
 
 
 @dataclass
