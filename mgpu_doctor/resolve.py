@@ -33,7 +33,7 @@ from packaging.version import Version
 from mgpu_doctor.distributions import TF_COMPANIONS as COMPANIONS
 from mgpu_doctor.distributions import TF_DISTRIBUTIONS
 from mgpu_doctor.inputs import parse_json
-from mgpu_doctor.library_model import MAIN_LIBRARIES, best_version, cuda_major_of, soname_major
+from mgpu_doctor.library_copies import MAIN_LIBRARIES, best_version, cuda_major_of, soname_major
 from mgpu_doctor.matrix.compat import (
     TfBuild,
     bundled_and_cuda_table,
