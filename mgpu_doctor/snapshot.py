@@ -13,8 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from mgpu_doctor.collective_facts import CollectiveFacts, not_in_snapshot
-from mgpu_doctor.embedded import EmbeddedJsonError, extract_json, looks_like_markdown_report, normalise
 from mgpu_doctor.inputs import InputError, parse_json, read_text
+from mgpu_doctor.markdown_json_block import (
+    EmbeddedJsonError,
+    extract_json,
+    looks_like_markdown_report,
+    normalise,
+)
 from mgpu_doctor.serde import SchemaError, from_jsonable, to_jsonable
 from mgpu_doctor.unavailable import Unavailable
 

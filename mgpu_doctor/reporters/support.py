@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mgpu_doctor.embedded import MARKER, json_block
 from mgpu_doctor.findings import Severity
+from mgpu_doctor.markdown_json_block import MARKER, json_block
 from mgpu_doctor.report import Report
 from mgpu_doctor.reporters import RenderOptions
 from mgpu_doctor.reporters.common import (
