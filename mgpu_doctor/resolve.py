@@ -34,7 +34,7 @@ from mgpu_doctor.distributions import TF_COMPANIONS as COMPANIONS
 from mgpu_doctor.distributions import TF_DISTRIBUTIONS
 from mgpu_doctor.inputs import parse_json
 from mgpu_doctor.library_copies import MAIN_LIBRARIES, best_version, cuda_major_of, soname_major
-from mgpu_doctor.matrix.compat import (
+from mgpu_doctor.matrix.compat_tables import (
     TfBuild,
     bundled_and_cuda_table,
     bundled_arch_table,

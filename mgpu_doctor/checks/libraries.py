@@ -16,7 +16,7 @@ from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.facts_access import need, need_gpus, need_machine
 from mgpu_doctor.findings import Finding, Severity
 from mgpu_doctor.library_copies import MAIN_LIBRARIES, best_version, copies_of, cuda_major_of, major_of
-from mgpu_doctor.matrix.compat import bundled_cuda_driver_table
+from mgpu_doctor.matrix.compat_tables import bundled_cuda_driver_table
 from mgpu_doctor.matrix.versions import Tri, parse_version, version_in
 from mgpu_doctor.resolve import LibraryInUse, ResolvedEnvironment, ResolvedVersion
 from mgpu_doctor.snapshot import DirKind, LibraryCopy, LibraryFacts, Snapshot
