@@ -17,7 +17,7 @@ Precedence — what was observed running beats what is predicted from metadata:
   when the build info gives only the major) > the tested-build table for its major.minor.
 - Driver: NVML > query. Python: the diagnosed interpreter > query.
 
-Versions are parsed here, once, with :func:`mgpu_doctor.matrix.versions.parse_version`.
+Versions are parsed here, once, with :func:`mgpu_doctor.versions.parse_version`.
 """
 
 from __future__ import annotations
@@ -41,10 +41,10 @@ from mgpu_doctor.matrix.compat_tables import (
     bundled_tensorflow_requires_table,
     bundled_tensorflow_table,
 )
-from mgpu_doctor.matrix.versions import parse_version, requirement_name
 from mgpu_doctor.matrix.vocabulary import DEFAULT_BACKEND
 from mgpu_doctor.snapshot import LibraryCopy, LibraryFacts, PackageFacts, Snapshot, TensorFlowFacts
 from mgpu_doctor.unavailable import Unavailable, absent, failed, skipped
+from mgpu_doctor.versions import parse_version, requirement_name
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement

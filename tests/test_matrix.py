@@ -23,10 +23,10 @@ from mgpu_doctor.matrix.match import (
 )
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
 from mgpu_doctor.matrix.smoke import smoke_findings, with_known_issues
-from mgpu_doctor.matrix.versions import Tri, parse_specifier, parse_version, version_in
 from mgpu_doctor.resolve import resolve
 from mgpu_doctor.snapshot import Snapshot, load_snapshot
 from mgpu_doctor.unavailable import absent, skipped
+from mgpu_doctor.versions import Tri, parse_specifier, parse_version, version_in
 from tests.checking import judge
 
 DATA = Path(__file__).parent / "data"

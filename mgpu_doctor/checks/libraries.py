@@ -17,10 +17,10 @@ from mgpu_doctor.checks.facts_access import need, need_gpus, need_machine
 from mgpu_doctor.findings import Finding, Severity
 from mgpu_doctor.library_copies import MAIN_LIBRARIES, best_version, copies_of, cuda_major_of, major_of
 from mgpu_doctor.matrix.compat_tables import bundled_cuda_driver_table
-from mgpu_doctor.matrix.versions import Tri, parse_version, version_in
 from mgpu_doctor.resolve import LibraryInUse, ResolvedEnvironment, ResolvedVersion
 from mgpu_doctor.snapshot import DirKind, LibraryCopy, LibraryFacts, Snapshot
 from mgpu_doctor.unavailable import Unavailable
+from mgpu_doctor.versions import Tri, parse_version, version_in
 
 CUDA_COMPAT_DOC = "https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html"
 TF_SOURCE_DOC = "https://www.tensorflow.org/install/source#gpu"

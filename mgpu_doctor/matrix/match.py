@@ -37,8 +37,8 @@ from mgpu_doctor.matrix.known_issues import (
     KnownIssue,
     Problem,
 )
-from mgpu_doctor.matrix.versions import Tri, parse_specifier, parse_version, range_in, version_in
 from mgpu_doctor.resolve import KerasFamily, ResolvedEnvironment
+from mgpu_doctor.versions import Tri, parse_specifier, parse_version, range_in, version_in
 
 REPORT_COMMAND = "mgpu-doctor report -o mgpu-report.md"
 
