@@ -18,9 +18,9 @@ from packaging.version import Version
 from mgpu_doctor.checks import CHECKS
 from mgpu_doctor.cli import main
 from mgpu_doctor.findings import Severity
+from mgpu_doctor.interpreter import Interpreter
 from mgpu_doctor.matrix import compat_tables
 from mgpu_doctor.matrix.compat_tables import CompatTableError, load_cuda_driver_table, load_tensorflow_table
-from mgpu_doctor.probes.interpreter import Interpreter
 from mgpu_doctor.probes.libraries import (
     LibraryProbeInput,
     gather_libraries,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mgpu_doctor.probes.interpreter import CHILD_SCRIPTS, Interpreter
+from mgpu_doctor.interpreter import CHILD_SCRIPTS, Interpreter
 from mgpu_doctor.probes.packages import gather_python_and_packages
 from mgpu_doctor.unavailable import Unavailable
 

@@ -21,8 +21,8 @@ from mgpu_doctor.cli.options import (
     smoke_request,
 )
 from mgpu_doctor.findings import CheckOutcome, CheckStatus
+from mgpu_doctor.interpreter import Interpreter
 from mgpu_doctor.multiworker.model import KERAS_CHOICES
-from mgpu_doctor.probes.interpreter import Interpreter
 from mgpu_doctor.redact import Identity, redact_report
 from mgpu_doctor.report import new_report
 from mgpu_doctor.resolve import resolve

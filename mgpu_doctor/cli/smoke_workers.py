@@ -22,11 +22,11 @@ from mgpu_doctor.cli.errors import UsageError
 from mgpu_doctor.cli.options import OutputOptions
 from mgpu_doctor.findings import CheckOutcome, CheckStatus
 from mgpu_doctor.inputs import InputError, read_text
+from mgpu_doctor.interpreter import Interpreter
 from mgpu_doctor.multiworker.findings import KERAS3_CODE, multiworker_outcomes
 from mgpu_doctor.multiworker.model import MultiWorkerRun
 from mgpu_doctor.multiworker.suite import DEFAULT_LAYERS, MultiWorkerPlan, keras_choices, run_plan
 from mgpu_doctor.multiworker.tf_config import TfConfigError, check_addresses, parse_tf_config
-from mgpu_doctor.probes.interpreter import Interpreter
 from mgpu_doctor.probes.tensorflow import tensorflow_installed
 from mgpu_doctor.redact import Identity, redact_report
 from mgpu_doctor.report import new_report

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from mgpu_doctor import __version__
+from mgpu_doctor.interpreter import Interpreter
 from mgpu_doctor.probes.collective import gather_collective
 from mgpu_doctor.probes.envvars import gather_env
 from mgpu_doctor.probes.host import gather_host
-from mgpu_doctor.probes.interpreter import Interpreter
 from mgpu_doctor.probes.libraries import LibraryProbeInput, gather_libraries
 from mgpu_doctor.probes.nvml import gather_nvml
 from mgpu_doctor.probes.packages import gather_python_and_packages

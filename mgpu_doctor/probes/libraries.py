@@ -27,8 +27,8 @@ from pathlib import Path
 
 from mgpu_doctor.childproc import run_tool
 from mgpu_doctor.inputs import parse_json, read_text
+from mgpu_doctor.interpreter import Interpreter
 from mgpu_doctor.library_copies import LIBRARY_FILE, TOOLS
-from mgpu_doctor.probes.interpreter import Interpreter
 from mgpu_doctor.snapshot import XLA_DATA_DIR_LABEL, CudaToolkit, LibraryCopy, LibraryFacts, SearchDir
 from mgpu_doctor.unavailable import absent
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from mgpu_doctor.childproc import ChildOutcome, run_tool
 from mgpu_doctor.errors import BadInput
-from mgpu_doctor.probes.interpreter import CHILD_SCRIPTS, Interpreter
+from mgpu_doctor.interpreter import CHILD_SCRIPTS, Interpreter
 from mgpu_doctor.snapshot import PackageFacts, PythonFacts
 from mgpu_doctor.unavailable import Unavailable, failed
 

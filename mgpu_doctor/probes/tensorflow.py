@@ -8,7 +8,7 @@ from typing import Any
 
 from mgpu_doctor.childproc import ChildOutcome
 from mgpu_doctor.distributions import TF_DISTRIBUTIONS
-from mgpu_doctor.probes.interpreter import Interpreter
+from mgpu_doctor.interpreter import Interpreter
 from mgpu_doctor.snapshot import PackageFacts, TensorFlowFacts, TfDevice
 from mgpu_doctor.unavailable import Unavailable, absent, failed, interpreter_broken
 

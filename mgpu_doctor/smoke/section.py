@@ -14,13 +14,13 @@ from typing import IO, TextIO
 
 from mgpu_doctor.errors import BadInput
 from mgpu_doctor.findings import CheckOutcome, CheckStatus
+from mgpu_doctor.interpreter import Interpreter
 from mgpu_doctor.masking import mask_credentials
 from mgpu_doctor.matrix.known_issues import load_matrix
 from mgpu_doctor.matrix.match import environment_from_resolved
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
 from mgpu_doctor.matrix.smoke import SmokeRunLike, with_known_issues
 from mgpu_doctor.probes.gather import GatherOptions, Progress, gather_snapshot
-from mgpu_doctor.probes.interpreter import Interpreter
 from mgpu_doctor.probes.tensorflow import gather_tensorflow, tensorflow_installed
 from mgpu_doctor.redact import Identity, Redactor, redactor_for
 from mgpu_doctor.resolve import resolve
