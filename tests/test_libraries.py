@@ -21,12 +21,8 @@ from mgpu_doctor.findings import Severity
 from mgpu_doctor.interpreter import Interpreter
 from mgpu_doctor.matrix import compat_tables
 from mgpu_doctor.matrix.compat_tables import CompatTableError, load_cuda_driver_table, load_tensorflow_table
-from mgpu_doctor.probes.libraries import (
-    LibraryProbeInput,
-    gather_libraries,
-    library_said,
-    load_library_versions,
-)
+from mgpu_doctor.probes.libraries import LibraryProbeInput, gather_libraries
+from mgpu_doctor.probes.library_loading import library_said, load_library_versions
 from mgpu_doctor.snapshot import LibraryCopy, load_snapshot, snapshot_from_data
 from mgpu_doctor.unavailable import Unavailable
 from tests.checking import judge
