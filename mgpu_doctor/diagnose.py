@@ -31,8 +31,8 @@ from mgpu_doctor.errors import BadInput
 from mgpu_doctor.findings import CheckOutcome, Section
 from mgpu_doctor.interpreter import Interpreter
 from mgpu_doctor.matrix.compat_tables import CompatTableError, bundled_cuda_driver_table, load_bundled_tables
+from mgpu_doctor.matrix.environment import BadEnvironment
 from mgpu_doctor.matrix.known_issues import VERSION_KEYS
-from mgpu_doctor.matrix.match import BadEnvironment
 from mgpu_doctor.probes.gather import GatherOptions, Progress, gather_snapshot
 from mgpu_doctor.redact import Identity, mask_snapshot, redact_report
 from mgpu_doctor.report import Report, new_report

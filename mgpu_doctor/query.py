@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from mgpu_doctor.distributions import TF_DISTRIBUTIONS
 from mgpu_doctor.inputs import shorten
-from mgpu_doctor.matrix.match import BadEnvironment, Environment, parse_query
+from mgpu_doctor.matrix.environment import BadEnvironment, Environment, parse_query
 from mgpu_doctor.resolve import MachineFacts, ResolvedEnvironment, UsageFacts, resolve_terms
 from mgpu_doctor.versions import parse_version
 

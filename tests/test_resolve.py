@@ -17,7 +17,7 @@ from mgpu_doctor.cli import main
 from mgpu_doctor.diagnose import judge_snapshot
 from mgpu_doctor.findings import Severity
 from mgpu_doctor.matrix.compat_tables import bundled_cuda_driver_table, bundled_tensorflow_table
-from mgpu_doctor.matrix.match import environment_from_resolved
+from mgpu_doctor.matrix.environment import environment_from_resolved
 from mgpu_doctor.probes.libraries import LibraryProbeInput, gather_libraries
 from mgpu_doctor.resolve import KerasFamily, Origin, reading, resolve, resolved, same_release
 from mgpu_doctor.snapshot import LibraryCopy, LibraryFacts, load_snapshot

@@ -16,8 +16,8 @@ from mgpu_doctor.errors import BadInput
 from mgpu_doctor.findings import CheckOutcome, CheckStatus
 from mgpu_doctor.interpreter import Interpreter
 from mgpu_doctor.masking import mask_credentials
+from mgpu_doctor.matrix.environment import environment_from_resolved
 from mgpu_doctor.matrix.known_issues import load_matrix
-from mgpu_doctor.matrix.match import environment_from_resolved
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
 from mgpu_doctor.matrix.smoke import SmokeRunLike, with_known_issues
 from mgpu_doctor.probes.gather import GatherOptions, Progress, gather_snapshot
