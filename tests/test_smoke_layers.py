@@ -11,7 +11,7 @@ import pytest
 
 from mgpu_doctor.cli import main
 from mgpu_doctor.matrix import vocabulary
-from mgpu_doctor.matrix.match import Environment
+from mgpu_doctor.matrix.environment import Environment
 from mgpu_doctor.matrix.smoke import run_environment
 from mgpu_doctor.multiworker.suite import MultiWorkerPlan
 from mgpu_doctor.requirements import RequirementSyntaxError

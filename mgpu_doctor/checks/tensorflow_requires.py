@@ -14,8 +14,8 @@ from packaging.version import Version
 
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.matrix.versions import Pin, Tri, parse_pin, version_in
 from mgpu_doctor.resolve import ResolvedEnvironment, ResolvedVersion
+from mgpu_doctor.versions import Pin, Tri, parse_pin, version_in
 
 NAME = "tensorflow-requires"
 TITLE = "NumPy, protobuf, ml-dtypes and h5py fit TensorFlow's pins"
@@ -36,6 +36,10 @@ BREAKS = {
                   "https://github.com/onnx/tensorflow-onnx/issues/2245"),
 }
 UNTESTED = "TensorFlow was not built or tested with it, and pip's resolver refuses the pair"
+# TensorFlow's release notes: 2.18 is the first release compiled against NumPy 2. Releases up to
+# 2.14 do not cap numpy below 2 in their pins, yet their compiled modules refuse NumPy 2.
+NUMPY2_FIRST_TF = Version("2.18")
+NUMPY2_NOTE = "https://github.com/tensorflow/tensorflow/releases/tag/v2.18.0"
 H5PY = "saving and loading HDF5 (.h5) models and weights may fail"
 
 
@@ -59,7 +63,9 @@ def check_tensorflow_requires(env: ResolvedEnvironment) -> list[Finding]:
         if not reqs:
             continue
         placed = [version_in(version.text, r.specifier) for r in reqs]
-        if Tri.YES in placed:
+        if _numpy2_before_its_build(name, version, tf):
+            findings.append(_numpy2(version, f"{tf_name} {tf.text}", reqs, source))
+        elif Tri.YES in placed:
             fitting.append((f"{name} {version.text}",
                             f"{name} {version.text}: {' or '.join(str(r.specifier) for r in reqs)}"))
         elif all(p is Tri.NO for p in placed):
@@ -83,6 +89,26 @@ def applicable_pins(requires: tuple[str, ...], python: ResolvedVersion) -> dict[
         if pin is not None and pin.applies(python.version):
             by_name[pin.name].append(pin)
     return dict(by_name)
+
+
+def _numpy2_before_its_build(name: str, version: ResolvedVersion, tf: ResolvedVersion) -> bool:
+    return (name == "numpy" and version.version is not None and version.version.major >= 2
+            and tf.version is not None and tf.version < NUMPY2_FIRST_TF)
+
+
+def _numpy2(version: ResolvedVersion, tf: str, reqs: list[Pin], source: str) -> Finding:
+    consequence, link = BREAKS["numpy"]
+    return Finding(
+        f"{NAME}.out-of-range", Severity.ERROR,
+        f"numpy {version.text} with {tf}, which was compiled against NumPy 1: "
+        + consequence[consequence.index("`import"):],
+        [f"{tf} requires: {r.line}{source}" for r in reqs]
+        + [f"numpy {version.describe()}",
+           f"TensorFlow {NUMPY2_FIRST_TF} is the first release compiled against NumPy 2 (its release "
+           "notes); older pins that allow numpy 2 do so by omission"],
+        fix='pip install "numpy<2" (or upgrade to TensorFlow 2.18 or newer, which also runs NumPy 1.26)',
+        links=[NUMPY2_NOTE, link],
+    )
 
 
 def same_line_allowed(version: Version, reqs: list[Pin]) -> bool:

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mgpu_doctor.embedded import MARKER, json_block
-from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import Severity
+from mgpu_doctor.markdown_json_block import MARKER, json_block
 from mgpu_doctor.report import Report
 from mgpu_doctor.reporters import RenderOptions
 from mgpu_doctor.reporters.common import (
@@ -21,6 +20,7 @@ from mgpu_doctor.reporters.common import (
 from mgpu_doctor.reporters.markdown import STATUS_WORDS, finding_lines
 from mgpu_doctor.reporters.tables import table
 from mgpu_doctor.serde import to_jsonable
+from mgpu_doctor.unavailable import Unavailable
 
 KNOWN_ISSUES_CHECK = "known-issues"
 # GitHub refuses issue bodies over 65536 characters.
