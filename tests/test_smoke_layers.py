@@ -87,3 +87,8 @@ def test_a_layer_outside_the_table_is_refused_by_both_layer_options():
     with pytest.raises(RequirementSyntaxError, match="unknown layer 'made_up'.*known layers: dense"):
         parse_required_layers("made_up")
     assert markdown_table().count("\n| `") == len(SMOKE_LAYERS)
+
+
+def test_both_layer_options_read_names_alike():
+    assert parse_smoke_layers("GRU, Dense") == ("gru", "dense")
+    assert parse_required_layers("GRU, Dense") == ("gru", "dense")

@@ -92,7 +92,7 @@ def parse_layers(value: str | None) -> tuple[str, ...]:
     known = layer_names()
     if value is None:
         return known
-    names = tuple(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
+    names = tuple(dict.fromkeys(n.strip().lower() for n in value.split(",") if n.strip()))
     if not names:
         raise PlanError(f"--layers names no layer; known: {', '.join(known)}")
     unknown = [n for n in names if n not in known]
