@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from mgpu_doctor.findings import CheckOutcome, Finding, Severity, status_for
 from mgpu_doctor.matrix.known_issues import known_issue_line
+from mgpu_doctor.smoke.checkpoint import CHECKPOINT_STATUSES, checkpoint_findings
 from mgpu_doctor.smoke.model import SAME_ON_ONE_DEVICE, SAME_WITHOUT_CUDNN, SmokeRun
 from mgpu_doctor.smoke.plan import BatchSplit
 
@@ -126,6 +127,8 @@ def batch_size_sweep(runs: list[SmokeRun]) -> CheckOutcome | None:
 def run_findings(run: SmokeRun, runs: list[SmokeRun], stall_timeout_s: float | None = None) -> list[Finding]:
     code = f"smoke.{run.layer}"
     label = _label(run)
+    if run.status in CHECKPOINT_STATUSES or (run.status == "ok" and run.checkpoint):
+        return checkpoint_findings(run, label)
     if run.status == "hang":
         waited = f" for {stall_timeout_s:g} s" if stall_timeout_s else ""
         return [Finding(
