@@ -63,6 +63,14 @@ def _error(exc):
 
 # ----------------------------------------------------------------------------- stages
 
+def _beat(keras):
+    """A heartbeat per training step: the parent's stall detection watches it."""
+    class Beat(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            _mgpu_child.heartbeat("step")
+    return Beat()
+
+
 def _strategy(tf, configure_devices, spec, devices):
     spec = dict(spec, devices=devices)
     names = configure_devices(tf, spec)
@@ -87,7 +95,7 @@ def save_stage(tf, configure_devices, spec, directory):
     with strategy.scope():
         model = _compiled(keras, flavor, spec)
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(int(spec["global_batch"]))
-    model.fit(dataset, epochs=int(spec["epochs"]), verbose=0)
+    model.fit(dataset, epochs=int(spec["epochs"]), verbose=0, callbacks=[_beat(keras)])
     _mgpu_child.heartbeat("trained")
     probe = x[:PROBE_SAMPLES]
     out = {"predictions": np.asarray(model.predict(probe, batch_size=PROBE_SAMPLES, verbose=0)).tolist(),
