@@ -29,6 +29,8 @@ SCENARIO_USAGE: dict[str, tuple[str, ...]] = {
     "checkpoint": ("save_model", "load_weights", "checkpoint"),
     "resume": ("checkpoint",),
 }
+SCENARIO_TITLES = {"checkpoint": "saved and reloaded on 1 and N devices",
+                   "resume": "killed in epoch 2 and resumed with BackupAndRestore"}
 FORMAT_LABELS = {
     "keras": 'model.save("model.keras") / keras.models.load_model',
     "weights": "model.save_weights / model.load_weights",

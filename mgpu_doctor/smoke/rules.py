@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from mgpu_doctor.findings import CheckOutcome, Finding, Severity, status_for
 from mgpu_doctor.matrix.known_issues import known_issue_line
-from mgpu_doctor.smoke.checkpoint import CHECKPOINT_STATUSES, checkpoint_findings
+from mgpu_doctor.smoke.checkpoint import CHECKPOINT_STATUSES, SCENARIO_TITLES, checkpoint_findings
 from mgpu_doctor.smoke.model import SAME_ON_ONE_DEVICE, SAME_WITHOUT_CUDNN, SmokeRun
 from mgpu_doctor.smoke.plan import BatchSplit
 
@@ -419,7 +419,8 @@ def _loss_difference(run: SmokeRun, single: SmokeRun) -> float | None:
 
 def _title(run: SmokeRun) -> str:
     where = f"{run.devices} simulated CPU device(s)" if run.simulated else f"{run.devices} GPU(s)"
-    scenario = "uneven final batch" if run.scenario == "uneven_final_batch" else "even batches"
+    titles = {"uneven_final_batch": "uneven final batch", **SCENARIO_TITLES}
+    scenario = titles.get(run.scenario, "even batches")
     return f"Smoke training: {_layer_label(run)} on {where}, {scenario}, global batch {run.global_batch}"
 
 
