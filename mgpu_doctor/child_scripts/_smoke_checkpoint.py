@@ -219,7 +219,13 @@ def in_fresh_process(stage, out_path):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
-    _, status = os.waitpid(pid, 0)
+    # The parent asks for stacks when a stage stalls: those of the stage, not of this wait.
+    signal.signal(signal.SIGUSR1, lambda signum, frame: _forward(pid, signum))
+    try:
+        _, status = os.waitpid(pid, 0)
+    finally:
+        import faulthandler
+        faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
     try:
         with open(out_path) as fh:
             return json.load(fh), None
@@ -228,6 +234,13 @@ def in_fresh_process(stage, out_path):
     if os.WIFSIGNALED(status):
         return None, signal.Signals(os.WTERMSIG(status)).name
     return None, "exit status %s" % (os.WEXITSTATUS(status) if os.WIFEXITED(status) else status)
+
+
+def _forward(pid, signum):
+    try:
+        os.kill(pid, signum)
+    except OSError:
+        pass
 
 
 def _failure(step, how):
