@@ -135,3 +135,14 @@ def test_a_training_killed_in_epoch_2_resumes_from_its_backup_and_ends_with_the_
     assert step.max_abs_diff is not None and step.max_abs_diff <= step.tolerance
     assert forgot.status == "resume-failed" and forgot.checkpoint[0].resumed_at_epoch == 0
     assert suite.workers == 1  # the kill is a stage's, not the run's
+
+
+@pytest.mark.tensorflow
+@pytest.mark.slow
+def test_a_stage_that_hangs_is_a_hang_with_the_stage_s_own_stacks():
+    spec = next(s for s in plan_runs(SmokeOptions(layers=("dense",)), 0) if s.scenario == "checkpoint")
+    suite = run_suite([replace(spec, index=0)], python=PY, stall_timeout_s=8, env=fault_env("dense:hang"))
+    (hung,) = suite.runs
+    assert hung.status == "hang"
+    assert "save_stage" in hung.stacks and "on_train_batch_begin" in hung.stacks  # not the wait above it
+    assert smoke_outcomes([hung])[0].findings[0].code == "smoke.dense.hang"

@@ -13,7 +13,8 @@ runtime (the worker imports TensorFlow but never starts it):
 
 Test-only faults: MGPU_DOCTOR_CHECKPOINT_FAULT="LAYER:FAULT[,...]" with FAULT one of
 unsaveable (saving the .keras file raises), drift (the loaded weights are shifted by 0.01),
-forget (the restart gets an empty backup directory, so it starts again from epoch 0).
+forget (the restart gets an empty backup directory, so it starts again from epoch 0), hang (the
+training before saving blocks forever).
 """
 
 import json
@@ -21,6 +22,7 @@ import os
 import shutil
 import signal
 import sys
+import threading
 import time
 
 import _mgpu_child
@@ -63,9 +65,13 @@ def _error(exc):
 
 # ----------------------------------------------------------------------------- stages
 
-def _beat(keras):
+def _beat(keras, fault=""):
     """A heartbeat per training step: the parent's stall detection watches it."""
     class Beat(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            if fault == "hang" and batch == 1:
+                threading.Event().wait()  # injected: a stage that never finishes
+
         def on_train_batch_end(self, batch, logs=None):
             _mgpu_child.heartbeat("step")
     return Beat()
@@ -95,7 +101,7 @@ def save_stage(tf, configure_devices, spec, directory):
     with strategy.scope():
         model = _compiled(keras, flavor, spec)
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(int(spec["global_batch"]))
-    model.fit(dataset, epochs=int(spec["epochs"]), verbose=0, callbacks=[_beat(keras)])
+    model.fit(dataset, epochs=int(spec["epochs"]), verbose=0, callbacks=[_beat(keras, parse_fault(spec["layer"]))])
     _mgpu_child.heartbeat("trained")
     probe = x[:PROBE_SAMPLES]
     out = {"predictions": np.asarray(model.predict(probe, batch_size=PROBE_SAMPLES, verbose=0)).tolist(),
@@ -205,6 +211,7 @@ def in_fresh_process(stage, out_path):
     pid = os.fork()
     if pid == 0:
         _mgpu_child.die_with_parent(signal.SIGKILL, parent=parent)
+        _stacks_on_usr1()
         code = 0
         try:
             result = stage()
@@ -224,8 +231,7 @@ def in_fresh_process(stage, out_path):
     try:
         _, status = os.waitpid(pid, 0)
     finally:
-        import faulthandler
-        faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
+        _stacks_on_usr1()
     try:
         with open(out_path) as fh:
             return json.load(fh), None
@@ -234,6 +240,14 @@ def in_fresh_process(stage, out_path):
     if os.WIFSIGNALED(status):
         return None, signal.Signals(os.WTERMSIG(status)).name
     return None, "exit status %s" % (os.WEXITSTATUS(status) if os.WIFEXITED(status) else status)
+
+
+def _stacks_on_usr1():
+    """faulthandler dumps the stacks on SIGUSR1 (unregistered first: it skips a signal it thinks it
+    still holds, after signal.signal took it over)."""
+    import faulthandler
+    faulthandler.unregister(signal.SIGUSR1)
+    faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
 
 
 def _forward(pid, signum):
