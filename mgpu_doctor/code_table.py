@@ -24,6 +24,8 @@ SMOKE_CODES = (
     "smoke.LAYER.out-of-memory", "smoke.LAYER.nan", "smoke.LAYER.diverged", "smoke.LAYER.replicas-differ",
     "smoke.LAYER.retried", "smoke.LAYER.intermittent-crash", "smoke.LAYER.loss-mismatch",
     "smoke.LAYER.uneven-final-batch", "smoke.LAYER.memory-growth", "smoke.LAYER.poor-scaling",
+    "smoke.LAYER.save-failed", "smoke.LAYER.load-failed", "smoke.LAYER.reload-differs",
+    "smoke.LAYER.resume-failed",
     "smoke.batchnorm.unsynced-statistics", "smoke.batch-indivisible", "smoke.batch-size-sweep",
 )
 

@@ -180,11 +180,15 @@ def test_check_runs_the_smoke_trainings_unless_quick(capsys):
     names = [c["name"] for c in report["checks"]]
     assert "tensorflow-import" in names
     smoke = [c for c in report["checks"] if c["name"].startswith("smoke/")]
-    # the standard level: dense has no batch statistics, no uneven scenario to run
+    # the standard level: dense has no batch statistics, no uneven scenario to run; its
+    # checkpoint round trip runs on N devices
     assert report["level"] == "standard"
     assert [c["name"] for c in smoke] == [
-        "smoke/dense/1xcpu-virtual/even/b64", "smoke/dense/2xcpu-virtual/even/b64"]
-    assert [r["status"] for r in report["smoke_runs"]] == ["ok"] * 2
+        "smoke/dense/1xcpu-virtual/even/b64", "smoke/dense/2xcpu-virtual/even/b64",
+        "smoke/dense/2xcpu-virtual/checkpoint/b64"]
+    assert [r["status"] for r in report["smoke_runs"]] == ["ok"] * 3
+    reloads = [s for s in report["smoke_runs"][2]["checkpoint"] if s["stage"] == "load"]
+    assert {s["load_devices"] for s in reloads} == {1, 2} and all(s["ok"] for s in reloads)
     even = report["smoke_runs"][1]
     assert even["replicas_identical"] is True and even["loss_vs_single"] < 1e-3
     assert even["speedup"] > 0 and even["median_step_s"] > 0

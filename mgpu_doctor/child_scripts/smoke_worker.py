@@ -22,6 +22,7 @@ the first attempt only, as a kill from outside would).
 
 import json
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -34,6 +35,9 @@ if __name__ == "__main__":
     _mgpu_child.start()  # first: die with the doctor, stacks on SIGUSR1 even in C code
 
 from _smoke_models import build_model, keras_flavor, make_data  # noqa: E402
+import _smoke_checkpoint  # noqa: E402
+
+CHECKPOINT_SCENARIOS = {"checkpoint": _smoke_checkpoint.run_checkpoint, "resume": _smoke_checkpoint.run_resume}
 
 FAULT_ENV = "MGPU_DOCTOR_SMOKE_FAULT"
 LEAK_BYTES = 48 * 1024 * 1024
@@ -221,7 +225,15 @@ def run_one(tf, spec, out_dir, worker_pid, attempt):
     result = {"index": spec["index"], "status": "error"}
     start = time.time()
     try:
-        train(tf, spec, result)
+        scenario = CHECKPOINT_SCENARIOS.get(spec["scenario"])
+        if scenario is None:
+            train(tf, spec, result)
+        else:  # stages in fresh processes of their own, in a scratch directory of this run
+            workdir = os.path.join(out_dir, "checkpoint-%d-%d" % (spec["index"], attempt))
+            try:
+                scenario(tf, configure_devices, spec, result, workdir)
+            finally:
+                shutil.rmtree(workdir, ignore_errors=True)
     except BaseException as exc:
         info = _mgpu_child.describe_exception(exc)
         result.update(status="error", error_type=info["type"], error_message=info["message"][-2000:],

@@ -24,6 +24,9 @@ from mgpu_doctor.versions import below, parse_specifier
 STATUS_SYMPTOMS: dict[str, tuple[str, ...]] = {
     "hang": ("hang",), "crash": ("crash",), "error": ("error",), "nan": ("nan",),
     "diverged": ("nan",),
+    # the checkpoint scenarios (smoke/checkpoint.py): saving or loading raised, or gave other numbers
+    "save-failed": ("error", "crash"), "load-failed": ("error", "crash"), "reload-differs": ("error",),
+    "resume-failed": ("error",),
 }
 REPORT_COMMAND = "mgpu-doctor report -o mgpu-report.md"
 GPU_ONLY_KEYS = ("cuda", "cudnn", "nccl", "driver")
@@ -58,9 +61,11 @@ CODES = ("smoke.known-issue.ID", "smoke.not-in-matrix.RUN")
 def run_environment(environment: Environment, run: SmokeRunLike, strategy: str = "mirrored") -> Environment:
     """The machine's environment narrowed to what one run exercised."""
     layers = matrix_terms(run.layer, run.variant)
-    # The smoke models train with plain model.fit: none of the ways of training entries depend on.
+    # Plain model.fit exercises none of the ways of training entries depend on; the checkpoint
+    # scenarios name theirs (save_model, load_weights, checkpoint).
+    usage = getattr(run, "usage", ())
     env = replace(environment, gpus=run.devices, layers=layers, scenario=run.scenario,
-                  strategy=strategy, usage=())
+                  strategy=strategy, usage=tuple(usage) if isinstance(usage, tuple) else ())
     workers = getattr(run, "workers", None)
     if isinstance(workers, int):
         env = replace(env, workers=workers)

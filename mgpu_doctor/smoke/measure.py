@@ -7,6 +7,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from mgpu_doctor.smoke.checkpoint import CHECKPOINT_SCENARIOS, checkpoint_status, steps_from_child
 from mgpu_doctor.smoke.model import STATUSES, SmokeRun, SmokeSpec
 
 DIVERGE_FACTOR = 10.0  # final loss this many times the first one: the training blew up
@@ -80,6 +81,9 @@ def run_from_child(spec: SmokeSpec, data: dict[str, Any]) -> SmokeRun:
     losses = [_float(v) for v in data.get("losses", [])]
     if status == "ok" and diverged(losses):
         status = "diverged"
+    checkpoint = steps_from_child(data.get("checkpoint"))
+    if spec.scenario in CHECKPOINT_SCENARIOS:
+        status = checkpoint_status(status, checkpoint)
     steps = [float(t) for t in data.get("step_times_s", []) if isinstance(t, int | float)]
     median = statistics.median(steps) if steps else None
     rss = [float(v) for v in data.get("rss_mb", [])]
@@ -106,6 +110,7 @@ def run_from_child(spec: SmokeSpec, data: dict[str, Any]) -> SmokeRun:
         retried_after=retried_after,
         stderr_tail=str(data.get("stderr_tail", ""))[-MAX_TEXT:],
         duration_s=float(data.get("duration_s", 0.0) or 0.0),
+        checkpoint=checkpoint,
     )
 
 

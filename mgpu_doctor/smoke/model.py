@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from mgpu_doctor.smoke.checkpoint import CHECKPOINT_STATUSES, SCENARIO_USAGE, CheckpointStep
+
 SCENARIOS = ("even", "uneven_final_batch")
-STATUSES = ("ok", "hang", "crash", "error", "nan", "diverged", "oom")
+STATUSES = ("ok", "hang", "crash", "error", "nan", "diverged", "oom") + CHECKPOINT_STATUSES
 DEVICE_KINDS = ("gpu", "cpu-virtual")
 
 
@@ -19,7 +21,7 @@ class SmokeSpec:
     variant: str
     devices: int
     device_kind: str  # "gpu" or "cpu-virtual" (logical CPU devices: simulated)
-    scenario: str  # "even" or "uneven_final_batch"
+    scenario: str  # "even", "uneven_final_batch"; "checkpoint", "resume" (smoke/checkpoint.py)
     global_batch: int
     samples: int
     epochs: int
@@ -78,6 +80,7 @@ class SmokeRun:
     stacks: str = ""  # every thread's Python stack when a hang was declared
     stderr_tail: str = ""
     duration_s: float = 0.0
+    checkpoint: list[CheckpointStep] = field(default_factory=list)  # checkpoint and resume scenarios
 
     @property
     def name(self) -> str:
@@ -89,6 +92,11 @@ class SmokeRun:
     @property
     def simulated(self) -> bool:
         return self.device_kind == "cpu-virtual"
+
+    @property
+    def usage(self) -> tuple[str, ...]:
+        """The ways of training (the matrix's ``usage``) this run exercised beyond model.fit."""
+        return SCENARIO_USAGE.get(self.scenario, ())
 
 
 def runs_from_report(data: dict[str, object] | None, source: str) -> list[SmokeRun]:

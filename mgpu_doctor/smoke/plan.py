@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 
 from mgpu_doctor.inputs import shorten
+from mgpu_doctor.smoke.checkpoint import CHECKPOINT_SCENARIOS
 from mgpu_doctor.smoke.layers import SMOKE_LAYERS, layer_names, same_on_one_device, same_without_cudnn
 from mgpu_doctor.smoke.model import SCENARIOS, SmokeSpec
 
@@ -39,8 +40,14 @@ class Level:
     # BatchNormalization on one device) also runs, although its twin's run says the same.
     same_twice: bool
     summary: str
+    # The checkpoint scenarios (smoke/checkpoint.py), each on N devices: save and reload in every
+    # format, and resume after a kill with BackupAndRestore. The layers they run for (EVERY_LAYER:
+    # each row of the layer table).
+    checkpoint_layers: tuple[str, ...] = ()
+    resume_layers: tuple[str, ...] = ()
 
 
+EVERY_LAYER = ("*",)
 LEVELS: dict[str, Level] = {level.name: level for level in (
     Level("quick", trains=False, epochs=0, steps=0, batch_sizes=(), uneven_everywhere=False,
           single_device_uneven=False, same_twice=False,
@@ -48,11 +55,13 @@ LEVELS: dict[str, Level] = {level.name: level for level in (
     Level("standard", trains=True, epochs=2, steps=4, batch_sizes=(DEFAULT_GLOBAL_BATCH,),
           uneven_everywhere=False, single_device_uneven=False, same_twice=False,
           summary="every layer type on 1 and N devices; the uneven final batch where an empty "
-                  "replica can break the layer; 2 epochs"),
+                  "replica can break the layer; 2 epochs; a checkpoint round trip of dense",
+          checkpoint_layers=("dense",)),
     Level("long", trains=True, epochs=8, steps=4, batch_sizes=(DEFAULT_GLOBAL_BATCH, 256, 1024),
           uneven_everywhere=True, single_device_uneven=True, same_twice=True,
           summary="every variant x scenario on 1 and N devices, a batch-size sweep, 8 epochs "
-                  "(memory growth)"),
+                  "(memory growth), a checkpoint round trip of every layer type, resume after a kill",
+          checkpoint_layers=EVERY_LAYER, resume_layers=("dense",)),
 )}
 DEFAULT_LEVEL = "standard"
 SMOKE_LEVELS = tuple(name for name, level in LEVELS.items() if level.trains)
@@ -69,7 +78,8 @@ class SmokeOptions:
     virtual_devices: int = DEFAULT_VIRTUAL_DEVICES
     batch_sizes: tuple[int, ...] | None = None  # None: the level's
     level: str = DEFAULT_LEVEL
-    scenarios: tuple[str, ...] = SCENARIOS  # the scenarios the level may plan (tests narrow it)
+    # the scenarios the level may plan (tests narrow it)
+    scenarios: tuple[str, ...] = SCENARIOS + CHECKPOINT_SCENARIOS
 
     @property
     def plan_level(self) -> Level:
@@ -185,7 +195,7 @@ def plan_runs(options: SmokeOptions, gpu_count: int) -> list[SmokeSpec]:
             if not level.same_twice and kind != "gpu" and same_without_cudnn(layer, variant):
                 continue
             for batch in batches:
-                for scenario in options.scenarios:
+                for scenario in (s for s in options.scenarios if s in SCENARIOS):
                     if not _scenario_planned(level, layer, scenario, sweep=batch != batches[0]):
                         continue
                     samples = batch * level.steps + (1 if scenario == "uneven_final_batch" else 0)
@@ -198,7 +208,19 @@ def plan_runs(options: SmokeOptions, gpu_count: int) -> list[SmokeSpec]:
                             samples=samples, epochs=level.epochs,
                             virtual_devices=max(counts) if kind == "cpu-virtual" else 0,
                         ))
+            for scenario in _checkpoint_scenarios(level, layer, options.scenarios):
+                specs.append(SmokeSpec(
+                    index=len(specs), layer=layer, variant=variant, devices=max(counts), device_kind=kind,
+                    scenario=scenario, global_batch=batches[0], samples=batches[0] * level.steps,
+                    epochs=level.epochs, virtual_devices=max(counts) if kind == "cpu-virtual" else 0,
+                ))
     return specs
+
+
+def _checkpoint_scenarios(level: Level, layer: str, wanted: tuple[str, ...]) -> list[str]:
+    layers = {"checkpoint": level.checkpoint_layers, "resume": level.resume_layers}
+    return [s for s in CHECKPOINT_SCENARIOS
+            if s in wanted and (layer in layers[s] or layers[s] == EVERY_LAYER)]
 
 
 def _scenario_planned(level: Level, layer: str, scenario: str, sweep: bool) -> bool:

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from mgpu_doctor.findings import CheckOutcome, Finding, Severity, status_for
 from mgpu_doctor.matrix.known_issues import known_issue_line
+from mgpu_doctor.smoke.checkpoint import CHECKPOINT_STATUSES, SCENARIO_TITLES, checkpoint_findings
 from mgpu_doctor.smoke.layers import SMOKE_LAYERS, same_on_one_device, same_without_cudnn
 from mgpu_doctor.smoke.model import SmokeRun
 from mgpu_doctor.smoke.plan import BatchSplit
@@ -127,6 +128,8 @@ def batch_size_sweep(runs: list[SmokeRun]) -> CheckOutcome | None:
 def run_findings(run: SmokeRun, runs: list[SmokeRun], stall_timeout_s: float | None = None) -> list[Finding]:
     code = f"smoke.{run.layer}"
     label = _label(run)
+    if run.status in CHECKPOINT_STATUSES or (run.status == "ok" and run.checkpoint):
+        return checkpoint_findings(run, label)
     if run.status == "hang":
         waited = f" for {stall_timeout_s:g} s" if stall_timeout_s else ""
         return [Finding(
@@ -418,7 +421,8 @@ def _loss_difference(run: SmokeRun, single: SmokeRun) -> float | None:
 
 def _title(run: SmokeRun) -> str:
     where = f"{run.devices} simulated CPU device(s)" if run.simulated else f"{run.devices} GPU(s)"
-    scenario = "uneven final batch" if run.scenario == "uneven_final_batch" else "even batches"
+    titles = {"uneven_final_batch": "uneven final batch", **SCENARIO_TITLES}
+    scenario = titles.get(run.scenario, "even batches")
     return f"Smoke training: {_layer_label(run)} on {where}, {scenario}, global batch {run.global_batch}"
 
 

@@ -1,0 +1,348 @@
+"""The smoke worker's checkpoint scenarios (Python 3.6+, standard library, NumPy and TensorFlow).
+
+Imported by smoke_worker.py, which runs each smoke run in a forked child; a checkpoint scenario
+forks again, once per stage, so that every stage is a fresh process with a fresh TensorFlow
+runtime (the worker imports TensorFlow but never starts it):
+
+- "checkpoint": train on N devices and save in every format users use, then load in a fresh
+  process on 1 device and in another on N devices, and predict the same fixed inputs. The
+  parent judges the prediction differences (mgpu_doctor/smoke/checkpoint.py).
+- "resume": train with tf.keras.callbacks.BackupAndRestore uninterrupted (the reference);
+  train again and SIGKILL the process in epoch 2; restart it and see where it begins and with
+  which final weights.
+
+Test-only faults: MGPU_DOCTOR_CHECKPOINT_FAULT="LAYER:FAULT[,...]" with FAULT one of
+unsaveable (saving the .keras file raises), drift (the loaded weights are shifted by 0.01),
+forget (the restart gets an empty backup directory, so it starts again from epoch 0), hang (the
+training before saving blocks forever).
+"""
+
+import json
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+
+import _mgpu_child
+from _smoke_models import build_model, keras_flavor, make_data
+
+FAULT_ENV = "MGPU_DOCTOR_CHECKPOINT_FAULT"
+PROBE_SAMPLES = 8  # the fixed inputs every reload predicts
+KILL_EPOCH = 1  # 0-based: the process is killed in the second epoch
+
+
+def parse_fault(layer):
+    for item in os.environ.get(FAULT_ENV, "").split(","):
+        parts = item.strip().split(":")
+        if len(parts) >= 2 and parts[0] == layer:
+            return parts[1]
+    return ""
+
+
+def formats_for(flavor):
+    """The formats users save with: Keras 3 dropped SavedModel and HDF5 from model.save."""
+    if flavor == "keras":
+        return ("keras", "weights", "tf_checkpoint")
+    return ("keras", "weights", "tf_checkpoint", "savedmodel", "h5")
+
+
+def _paths(directory, flavor):
+    return {
+        "keras": os.path.join(directory, "model.keras"),
+        "weights": os.path.join(directory, "model.weights.h5" if flavor == "keras" else "weights"),
+        "tf_checkpoint": os.path.join(directory, "tf-checkpoint"),
+        "savedmodel": os.path.join(directory, "savedmodel"),
+        "h5": os.path.join(directory, "model.h5"),
+    }
+
+
+def _error(exc):
+    info = _mgpu_child.describe_exception(exc)
+    return "%s: %s" % (info["type"], info["message"][-1500:])
+
+
+# ----------------------------------------------------------------------------- stages
+
+def _beat(keras, fault=""):
+    """A heartbeat per training step: the parent's stall detection watches it."""
+    class Beat(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            if fault == "hang" and batch == 1:
+                threading.Event().wait()  # injected: a stage that never finishes
+
+        def on_train_batch_end(self, batch, logs=None):
+            _mgpu_child.heartbeat("step")
+    return Beat()
+
+
+def _strategy(tf, configure_devices, spec, devices):
+    spec = dict(spec, devices=devices)
+    names = configure_devices(tf, spec)
+    if devices > 1:
+        return tf.distribute.MirroredStrategy(names)
+    return tf.distribute.OneDeviceStrategy(names[0])
+
+
+def _compiled(keras, flavor, spec):
+    model = build_model(keras, flavor, spec["layer"], spec["variant"])
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05), loss="mse")
+    return model
+
+
+def save_stage(tf, configure_devices, spec, directory):
+    import numpy as np
+
+    keras, flavor, _ = keras_flavor(tf)
+    strategy = _strategy(tf, configure_devices, spec, int(spec["devices"]))
+    keras.utils.set_random_seed(int(spec.get("seed", 7)))
+    x, y = make_data(np, spec["layer"], int(spec["samples"]))
+    with strategy.scope():
+        model = _compiled(keras, flavor, spec)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(int(spec["global_batch"]))
+    model.fit(dataset, epochs=int(spec["epochs"]), verbose=0, callbacks=[_beat(keras, parse_fault(spec["layer"]))])
+    _mgpu_child.heartbeat("trained")
+    probe = x[:PROBE_SAMPLES]
+    out = {"predictions": np.asarray(model.predict(probe, batch_size=PROBE_SAMPLES, verbose=0)).tolist(),
+           "steps": []}
+    paths = _paths(directory, flavor)
+    fault = parse_fault(spec["layer"])
+    for fmt in formats_for(flavor):
+        step = {"format": fmt, "stage": "save", "load_devices": 0, "ok": False}
+        try:
+            if fmt == "keras":
+                if fault == "unsaveable":
+                    raise RuntimeError("injected fault: saving the .keras file fails")
+                model.save(paths[fmt])
+            elif fmt == "weights":
+                model.save_weights(paths[fmt])
+            elif fmt == "tf_checkpoint":
+                tf.train.Checkpoint(model=model).write(paths[fmt])
+            elif fmt == "savedmodel":
+                model.save(paths[fmt], save_format="tf")
+            else:
+                model.save(paths[fmt], save_format="h5")
+            step["ok"] = True
+        except Exception as exc:
+            step["error"] = _error(exc)
+        out["steps"].append(step)
+        _mgpu_child.heartbeat("saved %s" % fmt)
+    return out
+
+
+def load_stage(tf, configure_devices, spec, directory, devices, formats, reference):
+    import numpy as np
+
+    keras, flavor, _ = keras_flavor(tf)
+    strategy = _strategy(tf, configure_devices, spec, devices)
+    x, _ = make_data(np, spec["layer"], int(spec["samples"]))
+    probe = x[:PROBE_SAMPLES]
+    reference = np.asarray(reference, dtype="float64")
+    paths = _paths(directory, flavor)
+    drift = parse_fault(spec["layer"]) == "drift"
+    steps = []
+    for fmt in formats:
+        step = {"format": fmt, "stage": "load", "load_devices": devices, "ok": False}
+        try:
+            with strategy.scope():
+                if fmt in ("keras", "savedmodel", "h5"):
+                    model = keras.models.load_model(paths[fmt])
+                else:
+                    model = _compiled(keras, flavor, spec)
+                    if fmt == "weights":
+                        model.load_weights(paths[fmt])
+                    else:
+                        tf.train.Checkpoint(model=model).read(paths[fmt]).expect_partial()
+            if drift:
+                model.set_weights([w + 0.01 for w in model.get_weights()])
+            got = np.asarray(model.predict(probe, batch_size=PROBE_SAMPLES, verbose=0), dtype="float64")
+            step["ok"] = True
+            if got.shape != reference.shape or not np.all(np.isfinite(got)):
+                step["max_abs_diff"] = None
+                step["error"] = "predictions of shape %s, finite: %s" % (
+                    list(got.shape), bool(np.all(np.isfinite(got))))
+            else:
+                step["max_abs_diff"] = float(np.max(np.abs(got - reference))) if got.size else 0.0
+                step["max_abs_reference"] = float(np.max(np.abs(reference))) if reference.size else 0.0
+        except Exception as exc:
+            step["error"] = _error(exc)
+        steps.append(step)
+        _mgpu_child.heartbeat("loaded %s" % fmt)
+    return {"steps": steps}
+
+
+def resume_stage(tf, configure_devices, spec, backup_dir, weights_path, kill):
+    import numpy as np
+
+    keras, flavor, _ = keras_flavor(tf)
+    strategy = _strategy(tf, configure_devices, spec, int(spec["devices"]))
+    keras.utils.set_random_seed(int(spec.get("seed", 7)))
+    x, y = make_data(np, spec["layer"], int(spec["samples"]))
+    with strategy.scope():
+        model = _compiled(keras, flavor, spec)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(int(spec["global_batch"]))
+    begun = []
+
+    class Track(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            begun.append(int(epoch))
+
+        def on_train_batch_begin(self, batch, logs=None):
+            if kill and begun and begun[-1] == KILL_EPOCH and batch == 1:
+                os.kill(os.getpid(), signal.SIGKILL)  # the lost worker, in its second epoch
+
+        def on_train_batch_end(self, batch, logs=None):
+            _mgpu_child.heartbeat("step")
+
+    backup = keras.callbacks.BackupAndRestore(backup_dir)
+    model.fit(dataset, epochs=int(spec["epochs"]), verbose=0, callbacks=[backup, Track()])
+    np.savez(weights_path, *[np.asarray(w) for w in model.get_weights()])
+    return {"epochs_begun": begun}
+
+
+# ----------------------------------------------------------------------------- a fresh process each
+
+def in_fresh_process(stage, out_path):
+    """Run ``stage()`` in a forked child; its JSON result, or how it died."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        _mgpu_child.die_with_parent(signal.SIGKILL, parent=parent)
+        _stacks_on_usr1()
+        code = 0
+        try:
+            result = stage()
+        except BaseException as exc:
+            result = {"error": _error(exc)}
+        try:
+            with open(out_path + ".tmp", "w") as fh:
+                json.dump(result, fh)
+            os.replace(out_path + ".tmp", out_path)
+        except BaseException:
+            code = 3
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    # The parent asks for stacks when a stage stalls: those of the stage, not of this wait.
+    signal.signal(signal.SIGUSR1, lambda signum, frame: _forward(pid, signum))
+    try:
+        _, status = os.waitpid(pid, 0)
+    finally:
+        _stacks_on_usr1()
+    try:
+        with open(out_path) as fh:
+            return json.load(fh), None
+    except (IOError, OSError, ValueError):
+        pass
+    if os.WIFSIGNALED(status):
+        return None, signal.Signals(os.WTERMSIG(status)).name
+    return None, "exit status %s" % (os.WEXITSTATUS(status) if os.WIFEXITED(status) else status)
+
+
+def _stacks_on_usr1():
+    """faulthandler dumps the stacks on SIGUSR1 (unregistered first: it skips a signal it thinks it
+    still holds, after signal.signal took it over)."""
+    import faulthandler
+    faulthandler.unregister(signal.SIGUSR1)
+    faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
+
+
+def _forward(pid, signum):
+    try:
+        os.kill(pid, signum)
+    except OSError:
+        pass
+
+
+def _failure(step, how):
+    return dict(step, ok=False, error="the process %s" % (
+        "died by %s" % how if how.startswith("SIG") else "ended with %s" % how))
+
+
+def run_checkpoint(tf, configure_devices, spec, result, workdir):
+    _, flavor, version = keras_flavor(tf)
+    result["framework"] = "%s %s" % (flavor, version)
+    directory = os.path.join(workdir, "saved")
+    os.makedirs(directory)
+    start = time.time()
+    saved, how = in_fresh_process(lambda: save_stage(tf, configure_devices, spec, directory),
+                                  os.path.join(workdir, "save.json"))
+    if saved is None or "error" in saved:
+        error = saved["error"] if saved else None
+        result["checkpoint"] = [dict({"format": "training", "stage": "save", "load_devices": 0},
+                                     **(_failure({}, how) if error is None else {"ok": False, "error": error}))]
+        result["status"] = "save-failed"
+        return
+    steps = list(saved["steps"])
+    timings = {"save_s": time.time() - start}
+    formats = [s["format"] for s in steps if s["ok"]]
+    for devices in sorted({1, int(spec["devices"])}):
+        begin = time.time()
+        loaded, how = in_fresh_process(
+            lambda: load_stage(tf, configure_devices, spec, directory, devices, formats, saved["predictions"]),
+            os.path.join(workdir, "load-%d.json" % devices))
+        timings["load_%d_s" % devices] = time.time() - begin
+        if loaded is None or "error" in loaded:
+            why = loaded["error"] if loaded else None
+            for fmt in formats:
+                step = {"format": fmt, "stage": "load", "load_devices": devices}
+                steps.append(_failure(step, how) if why is None else dict(step, ok=False, error=why))
+        else:
+            steps.extend(loaded["steps"])
+    result["checkpoint"] = steps
+    result["stage_times_s"] = timings
+    result["status"] = "ok"  # the parent judges the steps
+
+
+def run_resume(tf, configure_devices, spec, result, workdir):
+    import numpy as np
+
+    _, flavor, version = keras_flavor(tf)
+    result["framework"] = "%s %s" % (flavor, version)
+    forget = parse_fault(spec["layer"]) == "forget"
+    reference_w = os.path.join(workdir, "reference.npz")
+    resumed_w = os.path.join(workdir, "resumed.npz")
+    backup = os.path.join(workdir, "backup")
+    step = {"format": "backup_and_restore", "stage": "resume", "load_devices": int(spec["devices"]),
+            "ok": False}
+    ref, how = in_fresh_process(
+        lambda: resume_stage(tf, configure_devices, spec, os.path.join(workdir, "backup-ref"), reference_w, False),
+        os.path.join(workdir, "reference.json"))
+    if ref is None or "error" in ref:
+        result.update(checkpoint=[dict(step, stage="reference", error=(ref or {}).get("error") or
+                                       _failure({}, how)["error"])], status="resume-failed")
+        return
+    killed, how = in_fresh_process(
+        lambda: resume_stage(tf, configure_devices, spec, backup, resumed_w, True),
+        os.path.join(workdir, "killed.json"))
+    if killed is not None:
+        result.update(checkpoint=[dict(step, error="the training was not killed in epoch %d as planned"
+                                       % (KILL_EPOCH + 1))], status="resume-failed")
+        return
+    _mgpu_child.heartbeat("killed, restarting")
+    if forget:
+        shutil.rmtree(backup, ignore_errors=True)
+    again, how = in_fresh_process(
+        lambda: resume_stage(tf, configure_devices, spec, backup, resumed_w, False),
+        os.path.join(workdir, "restarted.json"))
+    if again is None or "error" in again:
+        result.update(checkpoint=[dict(step, error=(again or {}).get("error") or _failure({}, how)["error"])],
+                      status="resume-failed")
+        return
+    with np.load(reference_w) as a, np.load(resumed_w) as b:
+        ours = [a[k] for k in sorted(a.files, key=lambda k: int(k.split("_")[1]))]
+        theirs = [b[k] for k in sorted(b.files, key=lambda k: int(k.split("_")[1]))]
+    diffs = [float(np.max(np.abs(p - q))) if p.size else 0.0 for p, q in zip(ours, theirs)
+             if p.shape == q.shape]
+    same_shapes = len(diffs) == len(ours) == len(theirs)
+    step.update(ok=True, resumed_at_epoch=(again["epochs_begun"] or [None])[0],
+                killed_in_epoch=KILL_EPOCH + 1,
+                max_abs_diff=max(diffs or [0.0]) if same_shapes else None,
+                max_abs_reference=max(float(np.max(np.abs(p))) if p.size else 0.0 for p in ours))
+    if not same_shapes:
+        step["error"] = "the resumed model has other weights than the reference"
+    result["checkpoint"] = [step]
+    result["status"] = "ok"

@@ -1,0 +1,228 @@
+"""The checkpoint scenarios of the smoke suite: save, reload and resume a model trained on N devices.
+
+"checkpoint": the model trained under the N-device strategy is saved in every format users use,
+loaded in a fresh process on 1 device and in another on N devices, and predicts the same fixed
+inputs. "resume": a training with ``BackupAndRestore`` is killed in epoch 2 and restarted; it must
+begin where the backup left off and end with the weights of an uninterrupted training.
+
+The child side is ``child_scripts/_smoke_checkpoint.py``; here: what it reports, the plan and the
+findings (pure).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mgpu_doctor.findings import Finding, Severity
+
+CHECKPOINT_SCENARIOS = ("checkpoint", "resume")
+# Statuses of a checkpoint run besides the training's own (error, crash, hang, oom).
+CHECKPOINT_STATUSES = ("save-failed", "load-failed", "reload-differs", "resume-failed")
+# Predictions after a reload, and final weights after a resume, may differ from the original by
+# this much relative to the largest value (absolute below 1): the same weights on other devices
+# give the same float32 sums up to reordering, far below this; a weight that was not restored is
+# off by the learning rate's steps, far above it.
+RELOAD_TOLERANCE = 1e-5
+# The ways of training the matrix's entries name for each scenario (`usage` in known issues).
+SCENARIO_USAGE: dict[str, tuple[str, ...]] = {
+    "checkpoint": ("save_model", "load_weights", "checkpoint"),
+    "resume": ("checkpoint",),
+}
+SCENARIO_TITLES = {"checkpoint": "saved and reloaded on 1 and N devices",
+                   "resume": "killed in epoch 2 and resumed with BackupAndRestore"}
+FORMAT_LABELS = {
+    "keras": 'model.save("model.keras") / keras.models.load_model',
+    "weights": "model.save_weights / model.load_weights",
+    "tf_checkpoint": "tf.train.Checkpoint(model=model).write / .read",
+    "savedmodel": 'model.save(dir, save_format="tf") / load_model (SavedModel)',
+    "h5": 'model.save("model.h5") / load_model (HDF5)',
+    "backup_and_restore": "tf.keras.callbacks.BackupAndRestore",
+    "training": "the training before saving",
+}
+SAVING_GUIDE = "https://www.tensorflow.org/tutorials/distribute/save_and_load"
+BACKUP_GUIDE = "https://www.tensorflow.org/api_docs/python/tf/keras/callbacks/BackupAndRestore"
+
+
+@dataclass(frozen=True)
+class CheckpointStep:
+    """One save, load or resume of a checkpoint run, as the child did it."""
+
+    format: str  # keras, weights, tf_checkpoint, savedmodel, h5, backup_and_restore
+    stage: str  # save, load, resume (reference: the uninterrupted training failed)
+    load_devices: int = 0  # devices the model was loaded (or resumed) on; 0 for a save
+    ok: bool = False  # the step itself ran; its comparison is judged apart
+    max_abs_diff: float | None = None  # predictions (load) or final weights (resume) vs the original
+    max_abs_reference: float | None = None
+    resumed_at_epoch: int | None = None  # 0-based first epoch after the restart (resume)
+    killed_in_epoch: int | None = None  # 1-based
+    error: str = ""
+
+    @property
+    def tolerance(self) -> float:
+        return RELOAD_TOLERANCE * max(1.0, self.max_abs_reference or 0.0)
+
+    @property
+    def differs(self) -> bool:
+        return self.ok and (self.max_abs_diff is None or self.max_abs_diff > self.tolerance)
+
+    @property
+    def restarted_from_scratch(self) -> bool:
+        return self.stage == "resume" and self.ok and self.resumed_at_epoch != (self.killed_in_epoch or 0) - 1
+
+
+def steps_from_child(data: Any) -> list[CheckpointStep]:
+    """The ``checkpoint`` list of one line of runs.jsonl (fields of the wrong type are dropped)."""
+    if not isinstance(data, list):
+        return []
+    steps = []
+    for item in data:
+        if not isinstance(item, dict) or not isinstance(item.get("format"), str):
+            continue
+        steps.append(CheckpointStep(
+            format=item["format"], stage=str(item.get("stage", "")),
+            load_devices=_int(item.get("load_devices")) or 0, ok=item.get("ok") is True,
+            max_abs_diff=_number(item.get("max_abs_diff")),
+            max_abs_reference=_number(item.get("max_abs_reference")),
+            resumed_at_epoch=_int(item.get("resumed_at_epoch")),
+            killed_in_epoch=_int(item.get("killed_in_epoch")),
+            error=str(item.get("error", ""))[-4000:],
+        ))
+    return steps
+
+
+def checkpoint_status(status: str, steps: list[CheckpointStep]) -> str:
+    """The run's status from its steps: the first of save, load, compare that went wrong."""
+    if status != "ok":
+        return status
+    if not steps:
+        return "error"
+    if any(s.stage in ("resume", "reference") for s in steps):
+        return "resume-failed" if any(not s.ok or s.differs or s.restarted_from_scratch or s.error
+                                      for s in steps) else "ok"
+    if any(s.stage == "save" and not s.ok for s in steps):
+        return "save-failed"
+    if any(s.stage == "load" and not s.ok for s in steps):
+        return "load-failed"
+    if any(s.stage == "load" and (s.differs or s.error) for s in steps):
+        return "reload-differs"
+    return "ok"
+
+
+# ----------------------------------------------------------------------------- findings
+
+def checkpoint_findings(run: Any, label: str) -> list[Finding]:
+    """Findings of one checkpoint or resume run (``run``: a SmokeRun of such a scenario)."""
+    code = f"smoke.{run.layer}"
+    steps: list[CheckpointStep] = run.checkpoint
+    if run.scenario == "resume":
+        return _resume_findings(run, code, label, steps)
+    findings = []
+    failed_saves = [s for s in steps if s.stage == "save" and not s.ok]
+    if failed_saves:
+        findings.append(Finding(
+            code=f"{code}.save-failed", severity=Severity.ERROR,
+            title=f"{label}: the model trained on {run.devices} devices could not be saved with "
+                  + ", ".join(FORMAT_LABELS.get(s.format, s.format) for s in failed_saves),
+            evidence=[f"{s.format}: {_last_line(s.error)}" for s in failed_saves],
+            fix="Save outside `strategy.scope()` from the model object fit trained, with a file name "
+                "ending in `.keras` (Keras 3) or a directory (SavedModel, tf_keras); for a custom "
+                "training loop save a `tf.train.Checkpoint` of the model and its optimizer.",
+            links=[SAVING_GUIDE],
+        ))
+    failed_loads = [s for s in steps if s.stage == "load" and not s.ok]
+    if failed_loads:
+        findings.append(Finding(
+            code=f"{code}.load-failed", severity=Severity.ERROR,
+            title=f"{label}: a model saved after training on {run.devices} devices did not load back: "
+                  + ", ".join(f"{s.format} on {s.load_devices} device(s)" for s in failed_loads),
+            evidence=[f"{s.format} on {s.load_devices} device(s): {_last_line(s.error)}"
+                      for s in failed_loads],
+            fix="Load under the strategy you predict with (`with strategy.scope(): "
+                "keras.models.load_model(...)`), build the model the same way before load_weights, "
+                "and keep the Keras that saved it (a .keras file from Keras 3 does not load in tf_keras).",
+            links=[SAVING_GUIDE],
+        ))
+    differing = [s for s in steps if s.stage == "load" and (s.differs or (s.ok and s.error))]
+    if differing:
+        findings.append(Finding(
+            code=f"{code}.reload-differs", severity=Severity.ERROR,
+            title=f"{label}: the reloaded model predicts differently from the one trained on "
+                  f"{run.devices} devices",
+            evidence=[f"{s.format} on {s.load_devices} device(s): " + (
+                f"largest prediction difference {s.max_abs_diff:.3g} (tolerance {s.tolerance:.3g})"
+                if s.max_abs_diff is not None else _last_line(s.error)) for s in differing],
+            fix="Some variables were not saved or not restored (a layer built after loading, "
+                "optimizer-only state, per-replica variables): restore with "
+                "`checkpoint.restore(path).assert_existing_objects_matched()` to see which.",
+            links=[SAVING_GUIDE],
+        ))
+    if not findings and run.status == "ok":
+        loads = [s for s in steps if s.stage == "load"]
+        worst = max((s.max_abs_diff or 0.0 for s in loads), default=0.0)
+        formats = sorted({s.format for s in steps}, key=list(FORMAT_LABELS).index)
+        devices = sorted({s.load_devices for s in loads})
+        findings.append(Finding(
+            code=f"{code}.ok", severity=Severity.OK,
+            title=f"saved in {len(formats)} format(s), reloaded on "
+                  f"{' and '.join(map(str, devices))} device(s), same predictions",
+            evidence=[f"formats: {', '.join(formats)}",
+                      f"largest prediction difference after reload: {worst:.3g} "
+                      f"(tolerance {RELOAD_TOLERANCE:g} relative)"],
+        ))
+    return findings
+
+
+def _resume_findings(run: Any, code: str, label: str, steps: list[CheckpointStep]) -> list[Finding]:
+    step = steps[0] if steps else None
+    if run.status == "ok" and step is not None:
+        return [Finding(
+            code=f"{code}.ok", severity=Severity.OK,
+            title=f"killed in epoch {step.killed_in_epoch}, resumed from the backup at epoch "
+                  f"{(step.resumed_at_epoch or 0) + 1}, same final weights",
+            evidence=[f"largest final-weight difference to an uninterrupted training: "
+                      f"{step.max_abs_diff or 0.0:.3g} (tolerance {RELOAD_TOLERANCE:g} relative)"],
+        )]
+    if step is None or not step.ok:
+        why = _last_line(step.error) if step else "no result"
+        return [Finding(
+            code=f"{code}.resume-failed", severity=Severity.ERROR,
+            title=f"{label}: training with BackupAndRestore could not be "
+                  + ("run" if step is not None and step.stage == "reference" else "resumed after a kill"),
+            evidence=[why],
+            fix="Give BackupAndRestore a backup_dir every worker can write and that survives the "
+                "restart, and restart the job with the same model code and strategy.",
+            links=[BACKUP_GUIDE],
+        )]
+    evidence = []
+    if step.restarted_from_scratch:
+        evidence.append(f"killed in epoch {step.killed_in_epoch}; the restart began at epoch "
+                        f"{(step.resumed_at_epoch or 0) + 1}, not at {step.killed_in_epoch}")
+    if step.differs or step.error:
+        evidence.append(f"largest final-weight difference to an uninterrupted training: "
+                        f"{step.max_abs_diff if step.max_abs_diff is not None else 'not comparable'}"
+                        f" (tolerance {step.tolerance:.3g})" + (f"; {step.error}" if step.error else ""))
+    return [Finding(
+        code=f"{code}.resume-failed", severity=Severity.ERROR,
+        title=f"{label}: after a kill in epoch {step.killed_in_epoch} the restarted training did "
+              "not continue from its backup",
+        evidence=evidence,
+        fix="Pass the same BackupAndRestore(backup_dir=...) on the restart, keep backup_dir on "
+            "storage that outlives the process, and do not delete it between attempts.",
+        links=[BACKUP_GUIDE],
+    )]
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "(no message)"
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
