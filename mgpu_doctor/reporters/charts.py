@@ -61,8 +61,8 @@ class ScalingCell:
     devices: int
     global_batch: int
     model_size: str
-    speedup: float
-    efficiency: float
+    speedup: float | None  # None: a run that failed, or whose 1-device twin did
+    efficiency: float | None
     simulated: bool
 
 
@@ -82,12 +82,11 @@ def model_size(run: SmokeRun) -> str:
 
 
 def scaling_cells(runs: Iterable[SmokeRun]) -> list[ScalingCell]:
-    """The measured points: N-device runs with the even split that have a speedup."""
+    """The points of the map: every N-device run with the even split (the speedup is None where
+    it or its 1-device twin failed, which leaves a gap)."""
     return [ScalingCell(layer_label(r), r.devices, r.global_batch, model_size(r), r.speedup,
-                        r.scaling_efficiency if r.scaling_efficiency is not None else r.speedup / r.devices,
-                        r.simulated)
-            for r in runs
-            if r.devices > 1 and r.scenario == "even" and r.speedup is not None]
+                        r.scaling_efficiency, r.simulated)
+            for r in runs if r.devices > 1 and r.scenario == "even"]
 
 
 def scaling_charts(runs: Iterable[SmokeRun]) -> list[Chart]:
@@ -96,6 +95,8 @@ def scaling_charts(runs: Iterable[SmokeRun]) -> list[Chart]:
     With one global batch the x axis is the layer instead (a line needs two points).
     """
     cells = scaling_cells(runs)
+    if all(c.speedup is None for c in cells):
+        return []
     charts: list[Chart] = []
     for size in sorted({c.model_size for c in cells}):
         group = [c for c in cells if c.model_size == size]
@@ -106,8 +107,10 @@ def scaling_charts(runs: Iterable[SmokeRun]) -> list[Chart]:
 
 
 def _scaling_chart(cells: list[ScalingCell], measure: str, size: str, simulated: bool) -> Chart:
-    def value(c: ScalingCell) -> float:
-        return c.speedup if measure == "speedup" else round(c.efficiency * 100, 6)
+    def value(c: ScalingCell) -> float | None:
+        if measure == "speedup":
+            return c.speedup
+        return None if c.efficiency is None else round(c.efficiency * 100, 6)
 
     counts = sorted({c.devices for c in cells})
     vs = f"{'/'.join(str(n) for n in counts)} vs 1 devices"
