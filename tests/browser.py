@@ -110,7 +110,6 @@ const blocks = {data};
   }}
   const done = document.createElement("div");
   done.id = "done";
-  done.dataset.version = mermaid.version || "";
   document.body.appendChild(done);
 }})();
 </script></body></html>
