@@ -76,7 +76,7 @@ def render_svg(chart: Chart) -> str:
     for k, (i, series) in enumerate(lines):
         hex_colour = colour(i)[1]
         # Earlier lines are wider, so a line that another covers (1 and N devices agreeing) shows.
-        width = 2.0 + 2.5 * (len(lines) - 1 - k) / max(len(lines) - 1, 1)
+        width = min(2.0 + 1.5 * (len(lines) - 1 - k), 8.0)
         dash = ' stroke-dasharray="6 4"' if series.reference else ""
         for segment in _segments(series.values):
             points = " ".join(f"{x_of(j):.1f},{y_of(v):.1f}" for j, v in segment)
