@@ -34,7 +34,7 @@ def need(get):
         pytest.skip(str(exc))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: set up (or skipped) before the session's smoke run
 def browser():
     return need(chromium)
 
