@@ -3,9 +3,9 @@
 Chromium is the Debian package (`apt-get install -y --no-install-recommends chromium`, about
 400 MB installed, 20-30 s). Under CI (``CI`` set), as root with apt-get, a missing Chromium is
 installed once; elsewhere the tests skip and say how to install it. The Mermaid library is the
-npm package, pinned, ``npm install``-ed once into ``MGPU_DOCTOR_TEST_CACHE`` (default ``.cache/``
-in the repository) ``/mermaid/<version>/`` and loaded from that file: nothing is fetched while a
-page renders.
+npm package, pinned, ``npm install``-ed once (about 10-15 s) and its browser bundle kept in
+``MGPU_DOCTOR_TEST_CACHE`` (default ``.cache/`` in the repository) ``/mermaid/<version>/``; pages
+load it from that file: nothing is fetched while a page renders.
 """
 
 from __future__ import annotations
@@ -51,21 +51,27 @@ def cache_dir() -> Path:
 
 
 def mermaid_js(version: str) -> Path:
-    """The browser bundle of Mermaid ``version``, npm-installed into the cache on first use."""
-    target = cache_dir() / version
-    bundle = target / "node_modules" / "mermaid" / "dist" / "mermaid.min.js"
-    if (target / ".complete").exists() and bundle.exists():
+    """The browser bundle of Mermaid ``version`` (one self-contained file), npm-installed on first
+    use; only the bundle is kept (3-6 MB, not the 130-200 MB of node_modules)."""
+    bundle = cache_dir() / version / "mermaid.min.js"
+    if bundle.exists():
         return bundle
     npm = shutil.which("npm")
     if npm is None:
         raise BrowserUnavailable("npm is not installed (apt-get install -y npm)")
-    target.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run([npm, "install", "--prefix", str(target), "--no-audit", "--no-fund",
-                           "--ignore-scripts", "--no-save", f"mermaid@{version}"],
-                          capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
-    if done.returncode != 0 or not bundle.exists():
-        raise BrowserUnavailable(f"npm install mermaid@{version} failed: {done.stderr.strip()[-500:]}")
-    (target / ".complete").write_text(version + "\n")
+    bundle.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="mermaid-", dir=bundle.parent) as tmp:
+        done = subprocess.run([npm, "install", "--prefix", tmp, "--no-audit", "--no-fund", "--ignore-scripts",
+                               "--no-save", f"mermaid@{version}"],
+                              capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        built = Path(tmp) / "node_modules" / "mermaid" / "dist" / "mermaid.min.js"
+        if done.returncode != 0 or not built.exists():
+            raise BrowserUnavailable(f"npm install mermaid@{version} failed: {done.stderr.strip()[-500:]}")
+        installed = json.loads((built.parents[1] / "package.json").read_text())["version"]
+        assert installed == version, installed
+        partial = bundle.with_suffix(".partial")
+        shutil.copyfile(built, partial)
+        partial.replace(bundle)  # complete or absent, also when the copy is interrupted
     return bundle
 
 
@@ -74,7 +80,8 @@ def headless(browser: str, url: str, *extra: str, timeout_s: float = BROWSER_TIM
     with tempfile.TemporaryDirectory(prefix="mgpu-chromium-") as profile:
         done = subprocess.run(
             [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage",
+             "--disable-component-update", "--disable-quic", "--disable-sync", "--no-first-run",
+             "--disable-dev-shm-usage",
              f"--user-data-dir={profile}", *extra, url],
             capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
     if done.returncode != 0:
