@@ -81,6 +81,12 @@ def test_a_failed_twin_leaves_a_gap_and_no_speedup_no_map(runs):
     chart = by_key(scaling_charts(failed))["scaling-speedup"]
     assert chart.series[0].values == (None, twins(runs)[1].speedup)
     assert scaling_charts([r for r in runs if r.devices == 1]) == []
+    one_batch = [r for r in failed if r.global_batch == 32]  # bars: the failed layer is named, not drawn
+    assert one_batch and scaling_charts(one_batch) == []
+    at_32 = one_batch + [replace(r, layer="conv2d", global_batch=32) for r in runs if r.global_batch == 64]
+    chart = by_key(scaling_charts(at_32))["scaling-speedup"]
+    assert chart.categories == ("conv2d",) and chart.note.endswith("No speedup for dense: the run or its "
+                                                                   "1-device twin failed.")
 
 
 def test_loss_charts_show_each_run_per_layer_and_global_batch(runs):

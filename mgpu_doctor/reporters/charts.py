@@ -132,7 +132,12 @@ def _scaling_chart(cells: list[ScalingCell], measure: str, size: str, simulated:
         series.append(Series(ref_name, tuple(ref_value for _ in batches), reference=True))
         return Chart(key, title, "global batch", tuple(str(b) for b in batches), y_label,
                      tuple(series), y_min=0.0, note=note, group="scaling")
-    points = sorted(cells, key=lambda c: (c.devices, c.layer))
+    # A bar per layer that has a value; a gap among bars would read as a missing layer.
+    points = sorted((c for c in cells if value(c) is not None), key=lambda c: (c.devices, c.layer))
+    failed = sorted({_series_name(c.layer, c.devices, len(counts) > 1) for c in cells if value(c) is None})
+    if failed:
+        note = " ".join(filter(None, [note, f"No speedup for {', '.join(failed)}: the run or its "
+                                             "1-device twin failed."]))
     categories = tuple(_series_name(c.layer, c.devices, len(counts) > 1) for c in points)
     bars = Series(f"{'speedup' if measure == 'speedup' else 'efficiency'} at global batch {batches[0]}",
                   tuple(value(c) for c in points), "bar")
