@@ -2,7 +2,7 @@
 
 Inline CSS, charts as inline SVG, no script and nothing fetched, so it opens offline from an
 artifact store. It holds the whole report: summary, findings, the smoke table and pictures,
-every check with every finding, the device and fleet tables, and the report as JSON.
+every check with every finding, the device, library and fleet tables, and the report as JSON.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from mgpu_doctor.reporters.common import (
     fleet_heading,
     summary_line,
 )
+from mgpu_doctor.reporters.human import libraries_lines
 from mgpu_doctor.reporters.smoke_table import SIMULATED_LINE, SMOKE_HEADERS, smoke_rows
 from mgpu_doctor.reporters.svg import render_svg
 from mgpu_doctor.serde import to_jsonable
@@ -137,6 +138,9 @@ def _check(outcome: CheckOutcome) -> list[str]:
 
 def _tables(report: Report) -> list[str]:
     out = []
+    if report.libraries is not None:  # `libs`: its table as the terminal shows it
+        out += ["<h2>CUDA libraries</h2>",
+                f"<pre>{escape(chr(10).join(libraries_lines(report.libraries, report.source)))}</pre>"]
     devices = device_table_rows(report)
     if devices:
         out += ["<h2>GPUs</h2>", table(list(DEVICE_HEADERS.values()),
