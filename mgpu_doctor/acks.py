@@ -2,14 +2,15 @@
 
 ```toml
 [[acknowledge]]
-code = "gpu.pcie-link-narrow"     # a finding code, or: known_issue = "<known-issue id>"
+code = "gpu.pcie-width-degraded"  # a finding code, or: known_issue = "<known-issue id>"
 reason = "GPU 3 riser replacement ordered (INFRA-1234)"
 expires = 2026-12-31              # a TOML date (or "2026-12-31"); holds through that day
 ```
 
 Acknowledged findings are still reported, marked with the reason, but do not fail the gate.
-An expired acknowledgement fails it again. Every problem in the file is one line naming the
-file, the entry and the field.
+An expired acknowledgement fails it again. A code renamed since the file was written (see
+:mod:`mgpu_doctor.codes`) still matches, and the report says its new name. Every problem in the
+file is one line naming the file, the entry and the field.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from mgpu_doctor.codes import canonical
 from mgpu_doctor.findings import Acknowledgement, CheckOutcome, Finding
 from mgpu_doctor.inputs import InputError
 from mgpu_doctor.matrix.toml_compat import TOMLDecodeError, load_toml
@@ -27,7 +29,7 @@ DEFAULT_FILE = ".mgpu-doctor.toml"
 TABLE = "acknowledge"
 ENTRY_KEYS = ("code", "known_issue", "reason", "expires")
 # Findings of the `known-issues` check carry the issue id after this prefix in their code.
-KNOWN_ISSUE_CODE_PREFIXES = ("known-issue.", "known-issues.")
+KNOWN_ISSUE_CODE_PREFIX = "known-issue."
 
 
 class AckFileError(ValueError):
@@ -44,15 +46,26 @@ class AckEntry:
 
     def matches(self, finding: Finding) -> bool:
         if self.code:
-            return finding.code == self.code
+            return finding.code == canonical(self.code)
         return known_issue_id(finding) == self.known_issue
+
+    @property
+    def renamed_to(self) -> str | None:
+        """The current name of the code this entry names, when it names an old one."""
+        new = canonical(self.code) if self.code else self.code
+        return new if new != self.code else None
 
 
 def known_issue_id(finding: Finding) -> str | None:
-    for prefix in KNOWN_ISSUE_CODE_PREFIXES:
-        if finding.code.startswith(prefix):
-            return finding.code[len(prefix):]
+    if finding.code.startswith(KNOWN_ISSUE_CODE_PREFIX):
+        return finding.code[len(KNOWN_ISSUE_CODE_PREFIX):]
     return None
+
+
+def renamed_notes(entries: list[AckEntry]) -> list[str]:
+    """One note per entry that names a code by its old name: it matches, but should be updated."""
+    return [f"Acknowledge file {e.source} names {e.code!r}, now called {e.renamed_to!r}: it still "
+            "matches; write the new name." for e in entries if e.renamed_to]
 
 
 def load_ack_file(path: Path) -> list[AckEntry]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import tempfile
@@ -182,6 +183,7 @@ def _supervise(
 ) -> ChildOutcome:
     start = time.monotonic()
     proc: subprocess.Popen[bytes] | None = None
+    exited = -1
     timed_out = stalled = False
     stacks = ""
     try:
@@ -193,6 +195,7 @@ def _supervise(
                 )
             except (OSError, ValueError) as exc:
                 return _not_started(exc, out, err, time.monotonic() - start)
+        exited = _exit_notice(proc.pid)
         last_beat = _beat_marker(heartbeat_path)
         last_progress = start
         started = startup_timeout_s is None
@@ -217,12 +220,15 @@ def _supervise(
                 poll = 0.002  # a flood of output: look again soon, so the files stay small
             if on_tick is not None:
                 on_tick(now - start)
-            time.sleep(poll)
+            _pause(poll, exited)
             poll = min(poll * 1.5, 0.05)
     except BaseException:
         if proc is not None:
             _kill_group(proc)
         raise
+    finally:
+        if exited >= 0:
+            os.close(exited)
     duration = time.monotonic() - start
     _kill_group(proc)  # grandchildren left in the group after a normal exit go too
     result, result_error = _read_result(result_path)
@@ -237,6 +243,25 @@ def _supervise(
         stderr=err.text(),
         stacks=stacks,
     )
+
+
+def _exit_notice(pid: int) -> int:
+    """A descriptor that becomes readable when the child exits (Linux 5.3+), or -1."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):  # not Linux, an old kernel, or a seccomp filter: poll only
+        return -1
+
+
+def _pause(seconds: float, exited: int) -> None:
+    """Sleep between two looks at the child, but wake as soon as it exits: a short child (the
+    package probe, `ldconfig -p`) would otherwise wait out the poll interval."""
+    if exited >= 0:
+        watch = select.poll()  # not select.select: no limit on the descriptor's number
+        watch.register(exited, select.POLLIN)
+        watch.poll(seconds * 1000)
+    else:
+        time.sleep(seconds)
 
 
 def _not_started(exc: BaseException, out: _Capture, err: _Capture, duration: float) -> ChildOutcome:

@@ -13,30 +13,39 @@ from __future__ import annotations
 import datetime as _dt
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from mgpu_doctor import __version__
-from mgpu_doctor.acks import DEFAULT_FILE, AckFileError, apply_acks, load_ack_file, unused_entries
+from mgpu_doctor.acks import (
+    DEFAULT_FILE,
+    AckFileError,
+    apply_acks,
+    load_ack_file,
+    renamed_notes,
+    unused_entries,
+)
 from mgpu_doctor.checks import VERSION_RULES, Check, known_issues, run_check
 from mgpu_doctor.checks.base import mostly_skipped
 from mgpu_doctor.devices import device_rows
 from mgpu_doctor.errors import BadInput
 from mgpu_doctor.facts import Unavailable
-from mgpu_doctor.findings import CheckOutcome
-from mgpu_doctor.library_view import library_view
+from mgpu_doctor.findings import CheckOutcome, Section
 from mgpu_doctor.matrix.compat import CompatTableError, bundled_cuda_driver_table, load_bundled_tables
 from mgpu_doctor.matrix.known_issues import VERSION_KEYS
 from mgpu_doctor.matrix.match import BadEnvironment
 from mgpu_doctor.probes.gather import GatherOptions, Progress, gather_snapshot
 from mgpu_doctor.probes.interpreter import Interpreter
-from mgpu_doctor.query import resolve_query
 from mgpu_doctor.redact import Identity, mask_snapshot, redact_report
 from mgpu_doctor.report import Report, new_report
 from mgpu_doctor.requirements import Requirements, layer_outcomes, requirement_checks
 from mgpu_doctor.resolve import ResolvedEnvironment, resolve
 from mgpu_doctor.smoke.model import SmokeRun, runs_from_report
-from mgpu_doctor.smoke.section import SmokeRequest, SmokeSection, replayed_section, run_requested
+from mgpu_doctor.smoke.request import SmokeRequest
 from mgpu_doctor.snapshot import Snapshot, SnapshotLoadError, load_document
+
+if TYPE_CHECKING:
+    from mgpu_doctor.library_view import LibrariesView
+    from mgpu_doctor.smoke.section import SmokeSection
 
 EnvCheck = Check[ResolvedEnvironment]
 
@@ -48,6 +57,7 @@ class DiagnoseOptions:
     command: str
     checks: tuple[EnvCheck, ...]
     quick: bool = False
+    level: str = ""  # the --level asked for (`check`, `report`); "" for the callers without levels
     from_file: Path | None = None
     interpreter: Interpreter | None = None  # None: the doctor's own
     smoke: SmokeRequest | None = None  # None: no smoke trainings
@@ -72,6 +82,7 @@ class Facts:
     snapshot: Snapshot
     source: str
     smoke_runs: list[SmokeRun] = field(default_factory=list)
+    level: str = ""  # the level the file's report ran at, where it says
 
 
 def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
@@ -89,8 +100,9 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
     section = smoke_section(options, facts, stream)
     gates = requirement_checks(options.requirements,
                                layer_outcomes(section.runs if section is not None else None))
-    outcomes += (section.outcomes if section is not None else []) + [run_check(c, env) for c in gates]
-    view = library_view(env, bundled_cuda_driver_table()) if options.libraries_view else None
+    outcomes += [replace(o, section=Section.SMOKE) for o in (section.outcomes if section is not None else [])]
+    outcomes += [run_check(c, env) for c in gates]
+    view = libraries_table(env) if options.libraries_view else None
     notes = list(section.notes) if section is not None else []
     if isinstance(view, Unavailable):
         notes.append(f"No library facts in {facts.source}: {view}")
@@ -100,12 +112,18 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
         snapshot=original,
         quick=options.quick and options.from_file is None, notes=notes,
         smoke_runs=section.runs if section is not None else [], devices=device_rows(original),
-        libraries=view,
+        libraries=view, level=options.level if options.from_file is None else "",
     )
     report = acknowledge(report, options)
     if options.redact:
         report = redact_report(report, original, Identity.current())
     return Diagnosis(report, section is not None and section.interrupted)
+
+
+def libraries_table(env: ResolvedEnvironment) -> LibrariesView | Unavailable:
+    from mgpu_doctor.library_view import library_view  # `libs` only
+
+    return library_view(env, bundled_cuda_driver_table())
 
 
 def judge_snapshot(snapshot: Snapshot, checks: tuple[EnvCheck, ...], *, command: str, source: str,
@@ -139,7 +157,9 @@ def obtain_facts(options: DiagnoseOptions, progress: Progress | None = None) -> 
         except (SnapshotLoadError, ValueError) as exc:
             raise BadInput(str(exc)) from None
         # Written elsewhere, perhaps by another tool: its credentials are masked, --no-redact or not.
-        return Facts(mask_snapshot(document.snapshot), f"snapshot {options.from_file}", runs)
+        level = (document.report_data or {}).get("level")
+        return Facts(mask_snapshot(document.snapshot), f"snapshot {options.from_file}", runs,
+                     level if isinstance(level, str) else "")
     interpreter = options.interpreter or Interpreter.current()
     snapshot = gather_snapshot(GatherOptions(interpreter, quick=options.quick),
                                progress or (lambda *_a, **_k: None))
@@ -148,11 +168,16 @@ def obtain_facts(options: DiagnoseOptions, progress: Progress | None = None) -> 
 
 def smoke_section(options: DiagnoseOptions, facts: Facts, stream: TextIO | None) -> SmokeSection | None:
     """Run the smoke trainings (not with --quick or --from), or replay the ones a file recorded."""
+    # The smoke engine is imported only where it runs: `check --quick` never needs it.
     if options.smoke is not None and not options.quick and options.from_file is None:
+        from mgpu_doctor.smoke.section import run_requested
+
         return run_requested(facts.snapshot, options.smoke, options.interpreter or Interpreter.current(),
                              options.matrix_dirs, stream)
     if facts.smoke_runs:
-        return replayed_section(facts.smoke_runs, facts.snapshot, options.matrix_dirs)
+        from mgpu_doctor.smoke.section import replayed_section
+
+        return replayed_section(facts.smoke_runs, facts.snapshot, options.matrix_dirs, facts.level)
     return None
 
 
@@ -172,13 +197,15 @@ def acknowledge(report: Report, options: DiagnoseOptions) -> Report:
         raise BadInput(str(exc)) from None
     checks = apply_acks(report.checks, entries, options.today or today())
     notes = [f"Acknowledge file {e.source} matches no finding: remove it if the problem is gone."
-             for e in unused_entries(checks, entries)]
+             for e in unused_entries(checks, entries)] + renamed_notes(entries)
     return replace(report, checks=checks, notes=report.notes + notes)
 
 
 def query(terms: list[str], matrix_dirs: tuple[Path, ...] = ()) -> Report:
     """`matrix query`: every rule over versions (compatibility tables and known issues) applied to
     the versions and conditions named, with the codes and severities `check` gives a machine."""
+    from mgpu_doctor.query import resolve_query  # `matrix query` only
+
     load_tables()
     try:
         env, given = resolve_query(terms)

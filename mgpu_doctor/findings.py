@@ -74,6 +74,34 @@ class Finding:
 MOSTLY_SKIPPED_CHECK = "facts-gathered"
 
 
+class Section(enum.Enum):
+    """The groups the human report shows checks in, in this order (as `flutter doctor` groups its
+    validators). A check's section is declared with it, in its registry."""
+
+    GPUS = "gpus"
+    TENSORFLOW = "tensorflow"
+    CUDA_LIBRARIES = "cuda-libraries"
+    HOST = "host"
+    KNOWN_ISSUES = "known-issues"
+    SMOKE = "smoke"
+    REQUIREMENTS = "requirements"
+
+    @property
+    def title(self) -> str:
+        return _SECTION_TITLES[self]
+
+
+_SECTION_TITLES = {
+    Section.GPUS: "GPUs and driver",
+    Section.TENSORFLOW: "Python, TensorFlow and Keras",
+    Section.CUDA_LIBRARIES: "CUDA libraries",
+    Section.HOST: "Host and collectives",
+    Section.KNOWN_ISSUES: "Known issues",
+    Section.SMOKE: "Smoke trainings",
+    Section.REQUIREMENTS: "Requirements",
+}
+
+
 class CheckStatus(enum.Enum):
     PASSED = "passed"
     INFO = "info"
@@ -93,6 +121,7 @@ class CheckOutcome:
     findings: list[Finding] = field(default_factory=list)
     skip_reason: str = ""
     fact_failed: bool = False  # skipped because a fact could not be gathered (not "does not apply")
+    section: Section | None = None  # where the human report lists it; None: before every section
 
     @property
     def worst(self) -> Severity:

@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from mgpu_doctor.devices import DeviceRow
 from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity
-from mgpu_doctor.fleet.compare import Fleet
-from mgpu_doctor.library_view import LibrariesView
-from mgpu_doctor.multiworker.model import MultiWorkerRun
 from mgpu_doctor.serde import to_jsonable
 from mgpu_doctor.smoke.model import SmokeRun
 from mgpu_doctor.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from mgpu_doctor.fleet.compare import Fleet
+    from mgpu_doctor.library_view import LibrariesView
+    from mgpu_doctor.multiworker.model import MultiWorkerRun
+
+# Sections only `fleet`, `libs` and a multi-worker smoke fill: their types are imported when a
+# report is decoded (serde finds them through __getattr__), not on every run (`check --quick`).
+LAZY_TYPES = {"Fleet": "mgpu_doctor.fleet.compare", "LibrariesView": "mgpu_doctor.library_view",
+              "MultiWorkerRun": "mgpu_doctor.multiworker.model"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in LAZY_TYPES:
+        return getattr(importlib.import_module(LAZY_TYPES[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 REPORT_SCHEMA_VERSION = 1
 REPORT_KIND = "mgpu-doctor-report"
@@ -44,6 +59,8 @@ class Report:
     smoke_runs: list[SmokeRun] = field(default_factory=list)
     # Multi-worker smoke trainings (`smoke --workers K` / `--tf-config`); their findings are in `checks`.
     multiworker_runs: list[MultiWorkerRun] = field(default_factory=list)
+    # The --level that ran (quick, standard, long); "" where none applies (--from, fleet, matrix query).
+    level: str = ""
     # The device table (NVML index, CUDA ordinal, TensorFlow device) of the machine diagnosed.
     devices: list[DeviceRow] = field(default_factory=list)
     # `libs`: every CUDA library, what TensorFlow was built for, what is in use, every copy found.
@@ -88,6 +105,7 @@ def new_report(
     multiworker_runs: list[MultiWorkerRun] | None = None,
     devices: list[DeviceRow] | None = None,
     libraries: LibrariesView | None = None,
+    level: str = "",
 ) -> Report:
     """A report of this schema; a section not given is empty."""
     return Report(
@@ -95,4 +113,5 @@ def new_report(
         command=command, source=source, quick=quick, snapshot=snapshot, checks=checks,
         notes=list(notes or []), query=dict(query or {}), fleet=fleet, smoke_runs=list(smoke_runs or []),
         multiworker_runs=list(multiworker_runs or []), devices=list(devices or []), libraries=libraries,
+        level=level,
     )

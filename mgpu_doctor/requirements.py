@@ -19,7 +19,7 @@ from packaging.specifiers import SpecifierSet
 from mgpu_doctor.checks.base import Check
 from mgpu_doctor.checks.facts_access import need_machine
 from mgpu_doctor.facts import Unavailable
-from mgpu_doctor.findings import Finding, Severity
+from mgpu_doctor.findings import Finding, Section, Severity
 from mgpu_doctor.inputs import shorten
 from mgpu_doctor.matrix.versions import Tri, parse_specifier, version_in
 from mgpu_doctor.resolve import Origin, ResolvedEnvironment
@@ -107,6 +107,16 @@ def layer_outcomes(runs: Sequence[Any] | None) -> dict[str, LayerOutcome] | None
     return verdict
 
 
+REQUIREMENTS = Section.REQUIREMENTS
+GPUS_CODES = ("require.gpus-met", "require.gpus-missing", "require.gpus-nvml-only", "require.gpus-unverified")
+TENSORFLOW_CODES = ("require.tensorflow-met", "require.tensorflow-version", "require.tensorflow-missing",
+                    "require.tensorflow-broken", "require.tensorflow-unverified")
+LAYERS_CODES = ("require.layers-met", "require.layers-failed", "require.layers-unverified")
+# The gates by name, with the finding codes each can emit.
+GATE_CODES = {"require-gpus": GPUS_CODES, "require-tensorflow": TENSORFLOW_CODES,
+              "require-layers": LAYERS_CODES}
+
+
 def requirement_checks(
     req: Requirements, layer_outcomes: Mapping[str, LayerOutcome] | None
 ) -> tuple[Check, ...]:
@@ -114,15 +124,17 @@ def requirement_checks(
     checks = []
     if req.gpus is not None:
         checks.append(Check("require-gpus", f"At least {req.gpus} GPU(s) usable (--require-gpus)",
-                            partial(check_gpus, req.gpus)))
+                            partial(check_gpus, req.gpus), section=REQUIREMENTS, codes=GPUS_CODES))
     if req.tensorflow:
         checks.append(Check("require-tensorflow", f"TensorFlow {req.tensorflow} (--require-tensorflow)",
-                            partial(check_tensorflow, req.tensorflow)))
+                            partial(check_tensorflow, req.tensorflow), section=REQUIREMENTS,
+                            codes=TENSORFLOW_CODES))
     if req.layers:
         outcomes = layer_outcomes
         checks.append(Check("require-layers",
                             f"Layers {', '.join(req.layers)} train on the GPUs (--require-layers)",
-                            lambda _snapshot: layer_findings(req.layers, outcomes)))
+                            lambda _snapshot: layer_findings(req.layers, outcomes), section=REQUIREMENTS,
+                            codes=LAYERS_CODES))
     return tuple(checks)
 
 
@@ -135,7 +147,7 @@ def check_gpus(required: int, env: ResolvedEnvironment) -> list[Finding]:
         n = sum(1 for d in tf_devices if d.device_type == "GPU")
         evidence = [f"TensorFlow sees {n} GPU(s)"]
         if n >= required:
-            return [Finding("require.gpus-met", Severity.OK, f"{n} GPU(s) usable by TensorFlow", evidence)]
+            return [Finding("require.gpus-met", Severity.OK, f"TensorFlow sees {n}", evidence)]
         return [_gpus_missing(required, n, evidence)]
     if isinstance(nvml, Unavailable):
         return [Finding(
@@ -199,7 +211,9 @@ def _version_finding(spec: SpecifierSet, version: str, how: str, evidence: list[
     verdict = version_in(version, spec)
     if verdict is Tri.YES:
         severity = Severity.OK if how == "imported" else Severity.INFO
-        return [Finding("require.tensorflow-met", severity, f"TensorFlow {version} {how} satisfies {spec}",
+        title = (f"TensorFlow {version}" if severity is Severity.OK
+                 else f"TensorFlow {version} {how} satisfies {spec}")
+        return [Finding("require.tensorflow-met", severity, title,
                         evidence, fix="" if severity is Severity.OK else FULL_CHECK_FIX)]
     if verdict is Tri.NO:
         return [Finding(
@@ -245,5 +259,5 @@ def layer_findings(
         ))
     if not findings:
         findings.append(Finding("require.layers-met", Severity.OK,
-                                f"{', '.join(required)} passed their smoke trainings", evidence))
+                                "every smoke training of them ended ok", evidence))
     return findings

@@ -23,11 +23,11 @@ Versions are parsed here, once, with :func:`mgpu_doctor.matrix.versions.parse_ve
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from mgpu_doctor.distributions import TF_COMPANIONS as COMPANIONS
@@ -42,9 +42,12 @@ from mgpu_doctor.matrix.compat import (
     bundled_tensorflow_requires_table,
     bundled_tensorflow_table,
 )
-from mgpu_doctor.matrix.versions import parse_version
+from mgpu_doctor.matrix.versions import parse_version, requirement_name
 from mgpu_doctor.matrix.vocabulary import DEFAULT_BACKEND
 from mgpu_doctor.snapshot import LibraryCopy, LibraryFacts, PackageFacts, Snapshot, TensorFlowFacts
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
 
 LEGACY_KERAS_VALUES = frozenset({"1", "true", "yes"})
 # Wheels whose version is the library's own (nvidia-nccl-cu12 2.21.5 is NCCL 2.21.5).
@@ -254,16 +257,23 @@ class ResolvedEnvironment:
     cublas: ResolvedVersion
     libraries: dict[str, LibraryInUse]  # by library name; empty without library facts
     wheels: dict[str, str]  # nvidia-* distributions -> version (installed, or named in a query)
-    and_cuda_pins: tuple[Requirement, ...]  # the [and-cuda] extra of this TensorFlow
+    and_cuda_requires: tuple[str, ...]  # the requirement lines the [and-cuda] pins come from
+    and_cuda_marked: bool  # Requires-Dist lines: only those marked `extra == "and-cuda"` are pins
     and_cuda_source: str
     companions: dict[str, ResolvedVersion]  # by COMPANIONS: installed, or named in a query
-    tensorflow_requires: tuple[Requirement, ...]  # TensorFlow's own pins on the companions
+    tensorflow_requires: tuple[str, ...]  # TensorFlow's Requires-Dist lines on the companions
     tensorflow_requires_source: str
     compiled_archs: str  # cuda_compute_capabilities, as the build info prints it
     compiled_archs_source: str
     machine: MachineFacts
     usage: UsageFacts = field(default_factory=lambda: UsageFacts())
     snapshot: Snapshot | None = None
+
+    @property
+    def and_cuda_pins(self) -> tuple[Requirement, ...]:
+        """The [and-cuda] extra of this TensorFlow, parsed when a check reads it: the parser
+        (packaging.requirements) is slow to import, and `check --quick` without a GPU never does."""
+        return and_cuda_requirements(self.and_cuda_requires, self.and_cuda_marked)
 
     def versions(self) -> dict[str, ResolvedVersion]:
         """By the matrix's version keys."""
@@ -303,7 +313,7 @@ def resolve_terms(versions: Mapping[str, str], wheels: Mapping[str, str], machin
             readings.append(built.chosen)
         return resolved(key, readings, skipped(f"{key} not named in the query", "not-named"))
 
-    pins, pins_source = _and_cuda_pins(None, tensorflow)
+    pins, marked, pins_source = _and_cuda_pins(None, tensorflow)
     requires, requires_source = _tensorflow_requires(None, tensorflow)
     archs, archs_source = _compiled_archs(None, tensorflow)
     return ResolvedEnvironment(
@@ -314,7 +324,8 @@ def resolve_terms(versions: Mapping[str, str], wheels: Mapping[str, str], machin
         built_cuda=built_cuda, built_cudnn=built_cudnn,
         cuda=library("cuda", "cudart", built_cuda), cudnn=library("cudnn", "cudnn", built_cudnn),
         nccl=library("nccl", "nccl", None), cublas=library("cublas", "cublas", None),
-        libraries={}, wheels=wheel_map, and_cuda_pins=pins, and_cuda_source=pins_source,
+        libraries={}, wheels=wheel_map, and_cuda_requires=pins, and_cuda_marked=marked,
+        and_cuda_source=pins_source,
         companions={key: named(key) for key in COMPANIONS}, tensorflow_requires=requires,
         tensorflow_requires_source=requires_source, compiled_archs=archs,
         compiled_archs_source=archs_source, machine=machine, usage=usage, snapshot=None,
@@ -371,7 +382,7 @@ def resolve(snapshot: Snapshot) -> ResolvedEnvironment:
         driver_cuda = nvml.cuda_driver_version if isinstance(nvml.cuda_driver_version, str) else ""
     requires = None if isinstance(packages, Unavailable) else packages.requires.get(distribution)
     declared = (requires, f"{distribution}'s Requires-Dist") if requires else None
-    pins, pins_source = _and_cuda_pins(declared, tensorflow)
+    pins, marked, pins_source = _and_cuda_pins(declared, tensorflow)
     tf_requires, tf_requires_source = _tensorflow_requires(declared, tensorflow)
     # the architectures table was read from the `tensorflow` wheels: no answer for other distributions
     archs, archs_source = _compiled_archs(imported.build_info if imported is not None else None, tensorflow,
@@ -385,7 +396,8 @@ def resolve(snapshot: Snapshot) -> ResolvedEnvironment:
         cudnn=_library_version("cudnn", "cudnn", libraries, wheels, built_cudnn),
         nccl=_library_version("nccl", "nccl", libraries, wheels, None),
         cublas=_library_version("cublas", "cublas", libraries, wheels, None),
-        libraries=libraries, wheels=wheels, and_cuda_pins=pins, and_cuda_source=pins_source,
+        libraries=libraries, wheels=wheels, and_cuda_requires=pins, and_cuda_marked=marked,
+        and_cuda_source=pins_source,
         companions=_companions(packages), tensorflow_requires=tf_requires,
         tensorflow_requires_source=tf_requires_source,
         compiled_archs=archs, compiled_archs_source=archs_source, machine=machine_facts(snapshot),
@@ -607,24 +619,26 @@ def _library_version(key: str, name: str, libraries: Mapping[str, LibraryInUse],
 
 
 def _and_cuda_pins(declared: tuple[list[str], str] | None, tensorflow: ResolvedVersion
-                   ) -> tuple[tuple[Requirement, ...], str]:
-    """The [and-cuda] pins: the installed TensorFlow's Requires-Dist (lines, where from), else the
-    pins table's row for its version."""
+                   ) -> tuple[tuple[str, ...], bool, str]:
+    """The lines the [and-cuda] pins come from, whether they are marked, and where from: the
+    installed TensorFlow's Requires-Dist (lines, where from), else the pins table's row for its
+    version."""
     if declared is not None:
         lines, source = declared
-        return and_cuda_requirements(lines), source
+        return tuple(lines), True, source
     if tensorflow.version is None:
-        return (), ""
+        return (), False, ""
     row = bundled_and_cuda_table().pins_for(tensorflow.text)
     if row is None:
-        return (), ""
-    return and_cuda_requirements(row.requires, marker=False), row.source
+        return (), False, ""
+    return tuple(row.requires), False, row.source
 
 
 def _tensorflow_requires(declared: tuple[list[str], str] | None, tensorflow: ResolvedVersion
-                         ) -> tuple[tuple[Requirement, ...], str]:
-    """TensorFlow's pins on the companion packages: the installed TensorFlow's Requires-Dist (lines,
-    where from), else the table's row for its version."""
+                         ) -> tuple[tuple[str, ...], str]:
+    """TensorFlow's Requires-Dist lines on the companion packages (lines for one Python only stay:
+    the check picks those of the diagnosed Python; extras go): the installed TensorFlow's, else
+    the table's row for its version; and where they come from."""
     if declared is not None:
         lines, source = declared
     elif tensorflow.version is None:
@@ -634,20 +648,15 @@ def _tensorflow_requires(declared: tuple[list[str], str] | None, tensorflow: Res
         if row is None:
             return (), ""
         lines, source = list(row.requires), row.source
-    pins = []
-    for line in lines:
-        try:
-            req = Requirement(line)
-        except InvalidRequirement:
-            continue
-        # pins for one Python only stay (the check picks those of the diagnosed Python); extras go
-        if canonicalize_name(req.name) in COMPANIONS and "extra" not in str(req.marker or ""):
-            pins.append(req)
-    return tuple(pins), source
+    return tuple(line for line in lines if requirement_name(line) in COMPANIONS
+                 and "extra" not in line.partition(";")[2]), source
 
 
-def and_cuda_requirements(lines: list[str] | tuple[str, ...], marker: bool = True) -> tuple[Requirement, ...]:
+@functools.cache
+def and_cuda_requirements(lines: tuple[str, ...], marker: bool = True) -> tuple[Requirement, ...]:
     """The requirements of the ``and-cuda`` extra; with ``marker``, only lines marked for it."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
     pins = []
     for line in lines:
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import sys
 import types
 import typing
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
@@ -55,8 +56,25 @@ _hints_cache: dict[type, dict[str, Any]] = {}
 
 def _hints(cls: type) -> dict[str, Any]:
     if cls not in _hints_cache:
-        _hints_cache[cls] = get_type_hints(cls)
+        module = sys.modules.get(cls.__module__)
+        names = _ModuleNames(module) if module is not None and "__getattr__" in vars(module) else None
+        _hints_cache[cls] = get_type_hints(cls, localns=names)
     return _hints_cache[cls]
+
+
+class _ModuleNames(dict[str, Any]):
+    """A module's names for evaluating hints, with those its ``__getattr__`` (PEP 562) imports on
+    first use: a module can keep types that only decoding needs out of every run's imports."""
+
+    def __init__(self, module: types.ModuleType) -> None:
+        super().__init__()
+        self.module = module
+
+    def __missing__(self, name: str) -> Any:
+        try:
+            return getattr(self.module, name)
+        except AttributeError:
+            raise KeyError(name) from None
 
 
 def _decode(tp: Any, data: Any, path: str) -> Any:

@@ -34,13 +34,13 @@ def test_healthy_box_has_no_warning_at_all(scenario):
 
 @pytest.mark.parametrize("name,expected", [
     ("gpu-held-by-other-process", {"gpu.memory-in-use"}),
-    ("mixed-models", {"gpus.mixed", "cuda.device-order", "gpus.no-p2p"}),
+    ("mixed-models", {"gpu.mixed", "cuda.device-order", "gpu.no-p2p"}),
     ("mig-enabled", {"gpu.mig-enabled", "tensorflow.fewer-gpus-mig"}),
-    ("driver-without-gpus", {"gpus.none"}),
+    ("driver-without-gpus", {"gpu.none"}),
     ("cpu-only-tensorflow", {"tensorflow.cpu-only-build"}),
     ("sick-box", {"gpu.ecc-uncorrected", "gpu.throttling", "gpu.compute-prohibited",
                   "gpu.compute-exclusive", "gpu.pcie-width-degraded"}),
-    ("no-driver-no-tensorflow", {"gpus.none", "tensorflow.not-installed"}),
+    ("no-driver-no-tensorflow", {"gpu.none", "tensorflow.not-installed"}),
     ("tensorflow-import-fails", {"tensorflow.import-failed", "libraries.missing"}),
 ])
 def test_each_scenario_raises_exactly_its_problems(scenario, name, expected):
@@ -212,7 +212,7 @@ def test_a_check_that_raises_becomes_a_crash_finding(scenario):
 
 
 def test_select_checks_by_name():
-    assert [c.name for c in select_checks(["gpu-ecc", "keras"], None)] == ["keras", "gpu-ecc"]
+    assert [c.name for c in select_checks(["gpu-ecc", "keras"], None)] == ["gpu-ecc", "keras"]
     assert "gpu-ecc" not in [c.name for c in select_checks(None, ["gpu-ecc"])]
     with pytest.raises(UnknownCheckError, match="unknown check 'gpu-eccs'"):
         select_checks(["gpu-eccs"], None)

@@ -325,3 +325,19 @@ def test_held_sections_raise_a_stop_signal_at_their_end_not_in_their_middle():
         assert caught.value.signum == signal.SIGHUP and steps == ["finished the section"]
         assert interrupts.exit_code(caught.value) == 129 and interrupts.received() == signal.SIGHUP
     assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL  # restored on the way out
+
+
+def test_the_pause_between_two_looks_ends_when_the_child_exits():
+    """A short child (the package probe) is seen gone at once, not at the end of a poll interval."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    exited = childproc._exit_notice(proc.pid)
+    try:
+        if exited < 0:
+            pytest.skip("no pidfd_open here (not Linux 5.3+): the loop only polls")
+        start = time.monotonic()
+        childproc._pause(120.0, exited)
+        assert time.monotonic() - start < 60  # woke when the child exited, long before 120 s
+    finally:
+        if exited >= 0:
+            os.close(exited)
+        proc.wait()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -175,6 +176,58 @@ def test_quick_check_on_this_machine(capsys):
     assert code in (0, 1)
     assert "TensorFlow imports (skipped: --quick" in out
     assert "Quick check: TensorFlow was not imported" in out
+    assert out.splitlines()[0].endswith(", level quick")
+    code, out, _ = run(capsys, "check", "--level", "quick", "--format", "json")
+    assert code in (0, 1)
+    data = json.loads(out)
+    assert (data["level"], data["quick"], data["smoke_runs"]) == ("quick", True, [])
+
+
+def parsed(*argv: str):
+    from mgpu_doctor.cli import build_parser
+
+    return build_parser(argv[0]).parse_args(list(argv))
+
+
+@pytest.mark.parametrize("argv, level, quick", [
+    (("check",), "standard", False),
+    (("check", "--level", "standard"), "standard", False),
+    (("check", "--level", "long"), "long", False),
+    (("check", "--quick"), "quick", True),  # the alias
+    (("check", "--level", "quick"), "quick", True),
+    (("check", "--quick", "--level", "quick"), "quick", True),
+    (("report", "--level", "long"), "long", False),
+])
+def test_level_of_check_and_report(argv, level, quick):
+    from mgpu_doctor.cli.options import diagnose_options
+
+    options = diagnose_options(parsed(*argv), argv[0])
+    assert (options.level, options.quick) == (level, quick)
+    if quick:
+        assert options.smoke is None
+    else:
+        assert options.smoke is not None and options.smoke.options.level == level
+
+
+@pytest.mark.parametrize("argv, level", [(("smoke",), "standard"), (("smoke", "--level", "long"), "long")])
+def test_level_of_smoke(argv, level):
+    from mgpu_doctor.cli.options import level_from, smoke_request
+
+    args = parsed(*argv)
+    assert smoke_request(args, level_from(args)).options.level == level
+
+
+@pytest.mark.parametrize("argv, message", [
+    (("check", "--level", "huge"), "argument --level: invalid choice: 'huge'"),
+    (("check", "--quick", "--level", "long"), "--quick is --level quick: it cannot go with --level long"),
+    (("report", "--level", "standard", "--quick"), "it cannot go with --level standard"),
+    (("smoke", "--level", "quick"), "argument --level: invalid choice: 'quick'"),
+    (("smoke", "--workers", "2", "--level", "long"), "--level picks the single-host smoke trainings"),
+])
+def test_a_bad_level_is_one_line_and_exit_2(capsys, argv, message):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert message in err and len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.tensorflow
@@ -219,3 +272,36 @@ def test_a_command_imports_only_its_own_module():
             "print(sorted(m for m in ('fleet', 'libs', 'report', 'devices') if f'mgpu_doctor.cli.{m}' in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+# Heavy modules the quick check on this machine must leave alone (issue 16): the smoke engine,
+# the reporters it does not print with, TensorFlow and friends, and the standard library that
+# only an error path or another command needs.
+NOT_FOR_THE_QUICK_CHECK = (
+    "tensorflow", "keras", "numpy", "jsonschema", "mgpu_doctor.smoke.section",
+    "mgpu_doctor.smoke.runner", "mgpu_doctor.smoke.rules", "mgpu_doctor.smoke.measure",
+    "mgpu_doctor.multiworker.launcher", "mgpu_doctor.reporters.junit", "mgpu_doctor.reporters.markdown",
+    "mgpu_doctor.reporters.json_report", "mgpu_doctor.reporters.support", "mgpu_doctor.query",
+    "mgpu_doctor.fleet.compare", "mgpu_doctor.multiworker.model", "mgpu_doctor.library_view",
+    "xml.etree.ElementTree", "statistics", "traceback", "email",
+    "tomllib",  # the parse cache answers for the matrices
+)
+# Needed only to draw the GPU table or to judge the [and-cuda] wheels, which need a GPU.
+ONLY_WITH_A_GPU = ("tabulate", "importlib.metadata", "packaging.requirements")
+
+
+def test_the_quick_check_imports_nothing_it_does_not_use(tmp_path):
+    """The real quick path in a fresh interpreter, the second time (the parse cache is warm)."""
+    code = ("import json, sys\n"
+            "from mgpu_doctor.cli import main\n"
+            "code = main(['check', '--quick'])\n"
+            "with open(sys.argv[1], 'w') as fh: json.dump([code, sorted(sys.modules)], fh)\n")
+    env = {**os.environ, "MGPU_DOCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "modules.json")], env=env,
+                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    status, modules = json.loads((tmp_path / "modules.json").read_text())
+    assert status in (0, 1), done.stderr
+    assert "mgpu_doctor.checks.known_issues" in modules  # it did run the checks
+    unwanted = NOT_FOR_THE_QUICK_CHECK + (() if "GPUs (NVML index" in done.stdout else ONLY_WITH_A_GPU)
+    assert not [m for m in modules if m in unwanted or m.split(".")[0] in ("tensorflow", "keras")]

@@ -43,6 +43,20 @@ def test_replayed_smoke_runs_are_judged_and_matched(capsys, tmp_path):
     assert checks["smoke/dense/2xgpu/even/b64"]["status"] == "passed"
     assert [r["status"] for r in data["smoke_runs"]] == ["hang", "ok"]
     assert any("replayed from the file" in n for n in data["notes"])
+    # nothing ran here at any level; the file's own level is told beside the replay
+    assert data["level"] == ""
+
+
+def test_the_replay_names_the_level_the_file_ran_at(capsys, tmp_path):
+    path = saved_report(capsys, tmp_path, [DENSE_OK])
+    data = json.loads(path.read_text())
+    assert data["level"] == ""  # `check --from` runs no level
+    for level, said in (("standard", "(level standard)"), ("x" * 200, "characters)")):
+        path.write_text(json.dumps({**data, "level": level}))
+        main(["check", "--from", str(path), "--format", "json"])
+        notes = json.loads(capsys.readouterr().out)["notes"]
+        assert any(n.startswith("1 smoke run(s) replayed from the file (level ") and said in n
+                   for n in notes), notes
 
 
 def test_require_layers_counts_the_smoke_runs(capsys, tmp_path):

@@ -283,11 +283,22 @@ def test_every_fact_key_is_unique():
     assert len(keys) == len(set(keys))
 
 
+# The goldens render these fleet checks: adding a fleet check leaves them alone.
+GOLDEN_FLEET_CHECKS = (
+    "fleet-nodes", "fleet-tensorflow", "fleet-nccl", "fleet-cuda-libraries", "fleet-driver", "fleet-gpus",
+    "fleet-mig", "fleet-environment", "fleet-python", "fleet-host-setup", "fleet-nccl-tuning",
+    "fleet-comparable", "fleet-each-node",
+)
+
+
 def odd_fleet_report():
     eth = env(NCCL_SOCKET_IFNAME="eth0")
-    return report_of(node("gpu-node-01", eth(HEALTHY)), node("gpu-node-02", eth(HEALTHY)),
+    fleet = fleet_of(node("gpu-node-01", eth(HEALTHY)), node("gpu-node-02", eth(HEALTHY)),
                      node("gpu-node-03", both(nvml(driver_version="535.161.08"), env(NCCL_IB_DISABLE="1"),
                                               env(NCCL_SOCKET_IFNAME="ens1f0"))(HEALTHY)))
+    checks = tuple(c for c in FLEET_CHECKS if c.name in GOLDEN_FLEET_CHECKS)
+    assert len(checks) == len(GOLDEN_FLEET_CHECKS)
+    return fleet_report(fleet, checks, tool_version="0.1.0")
 
 
 def test_human_output_exact():

@@ -192,7 +192,7 @@ def test_team_matrix_on_top_and_broken_files_reported() -> None:
     findings = make_check_function((TEAM, BROKEN))(resolve(snap))
     codes = {f.code for f in findings}
     assert "known-issue.team-gru-hang-tf221" in codes
-    problems = next(f for f in findings if f.code == "known-issues.matrix-problems")
+    problems = next(f for f in findings if f.code == "matrix.problems")
     assert problems.severity is Severity.WARNING
     assert any("not-toml.toml" in line for line in problems.evidence)
     assert "known-issue.multi-gpu-model-removed-tf24" in codes  # the bundled matrix still used
@@ -342,7 +342,7 @@ def test_check_with_broken_matrix_dir_still_uses_bundled(capsys: pytest.CaptureF
                  "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     codes = {f["code"] for c in data["checks"] for f in c["findings"]}
-    assert {"known-issues.matrix-problems", "known-issue.multi-gpu-model-removed-tf24"} <= codes
+    assert {"matrix.problems", "known-issue.multi-gpu-model-removed-tf24"} <= codes
     assert main(["check", "--from", snap, "--matrix", "/no/such/dir"]) == 2
 
 

@@ -87,7 +87,18 @@ def test_a_hanging_driver_becomes_a_timeout_fact():
 
 
 def test_missing_pynvml_module(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # what Python answers for a module not installed
+    facts = gather_nvml()
+    assert isinstance(facts, Unavailable) and facts.cause == "no-pynvml"
+    assert "pip install nvidia-ml-py" in facts.detail
+
+
+def test_a_pynvml_that_does_not_import_where_the_driver_library_is(monkeypatch):
     import builtins
+
+    from mgpu_doctor.probes import nvml as probe
 
     real_import = builtins.__import__
 
@@ -96,6 +107,7 @@ def test_missing_pynvml_module(monkeypatch):
             raise ImportError("No module named 'pynvml'")
         return real_import(name, *args, **kwargs)
 
+    monkeypatch.setattr(probe, "_library_loads", lambda: True)  # this machine may have no driver
     monkeypatch.setattr(builtins, "__import__", no_pynvml)
     facts = gather_nvml()
     assert isinstance(facts, Unavailable) and facts.cause == "no-pynvml"
@@ -107,3 +119,26 @@ def test_real_pynvml_without_a_driver_is_absent_not_a_crash():
     """This machine has nvidia-ml-py but no driver: the real module must be handled."""
     facts = gather_nvml()
     assert isinstance(facts, Unavailable) and facts.reason == "absent"
+
+
+def test_without_the_driver_library_the_binding_is_not_even_imported():
+    """No libnvidia-ml.so.1 (a machine without a driver): the same fact nvmlInit gives, and
+    pynvml (a large module) is left unimported."""
+    import ctypes
+    import json
+    import subprocess
+    import sys
+
+    try:
+        ctypes.CDLL("libnvidia-ml.so.1")
+        pytest.skip("an NVIDIA driver library is installed here")
+    except OSError:
+        pass
+    code = ("import json, sys\n"
+            "from mgpu_doctor.probes.nvml import gather_nvml\n"
+            "fact = gather_nvml()\n"
+            "print(json.dumps([fact.reason, fact.cause, fact.detail, 'pynvml' in sys.modules]))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    reason, cause, detail, imported = json.loads(out)
+    assert (reason, cause, imported) == ("absent", "library-not-found", False)
+    assert detail.startswith("NVML library (libnvidia-ml.so.1) not found")

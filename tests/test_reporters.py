@@ -14,14 +14,23 @@ import pytest
 
 from mgpu_doctor.checks import CHECKS
 from mgpu_doctor.diagnose import judge_snapshot
-from mgpu_doctor.findings import Severity
+from mgpu_doctor.findings import Section, Severity
 from mgpu_doctor.reporters import OutputFormat, RenderOptions, junit
 from tests.scenarios import SCENARIOS
 
 GOLDEN = Path(__file__).parent / "data" / "golden"
-# The goldens test the rendering, not the matrix's content: the known-issue check (whose findings
-# change whenever an entry is added) is left out. Regenerate with MGPU_DOCTOR_UPDATE_GOLDEN=1.
-RENDERED_CHECKS = tuple(c for c in CHECKS if c.name != "known-issues")
+# The goldens test the rendering, not which checks exist: they render these checks, so adding a
+# check (CONTRIBUTING.md) leaves them alone. The known-issue check is not among them: its findings
+# change whenever a matrix entry is added. Regenerate with MGPU_DOCTOR_UPDATE_GOLDEN=1.
+GOLDEN_CHECK_NAMES = (
+    "gpus", "cuda-visible-devices", "gpu-memory-in-use", "gpu-ecc", "gpu-throttling", "gpu-compute-mode",
+    "gpu-mig", "gpu-pcie-link", "gpu-uniformity", "cuda-device-order", "interpreter", "tensorflow-import",
+    "tensorflow-distributions", "versions-agree", "keras", "python", "tensorflow-requires",
+    "tensorflow-gpus", "cuda-libraries",
+    "and-cuda-wheels", "library-copies", "driver-cuda", "gpu-architecture", "ptxas", "cuda-environment",
+    "gpu-interconnect", "pcie-p2p", "shared-memory", "cpu-affinity", "nccl-environment", "container-gpus",
+)
+RENDERED_CHECKS = tuple(c for c in CHECKS if c.name in GOLDEN_CHECK_NAMES)
 
 
 def report_for(snapshot, name):
@@ -49,6 +58,25 @@ def test_exact_output(scenario, scenario_name, fmt, options, golden):
 def test_junit_exact(scenario):
     report = report_for(scenario("mixed-models"), "mixed-models")
     assert_golden("mixed-models.junit.xml", junit.render(report, RenderOptions(fail_on=Severity.WARNING)))
+
+
+def test_the_goldens_checks_exist():
+    assert len(RENDERED_CHECKS) == len(GOLDEN_CHECK_NAMES)
+
+
+def test_the_level_that_ran_heads_the_human_and_markdown_reports(scenario):
+    from dataclasses import replace
+
+    report = report_for(scenario("mixed-models"), "mixed-models")
+    human, markdown = OutputFormat.HUMAN.renderer(), OutputFormat.MARKDOWN.renderer()
+    assert "level" not in human(report, RenderOptions()).splitlines()[0]  # none ran: --from
+    leveled = replace(report, level="long")
+    assert human(leveled, RenderOptions()).splitlines()[0].endswith(", level long")
+    assert markdown(leveled, RenderOptions()).splitlines()[0].endswith("mixed-models.json (level long)")
+    assert json.loads(OutputFormat.JSON.renderer()(leveled, RenderOptions()))["level"] == "long"
+    from mgpu_doctor.reporters import support
+
+    assert f"from {report.source}, level long;" in support.render(leveled, RenderOptions())
 
 
 def test_colour_only_when_asked(scenario):
@@ -80,6 +108,45 @@ def test_junit_is_valid_and_counts_add_up(scenario, name):
 def test_skipped_checks_with_one_reason_share_a_line_unless_verbose(scenario):
     report = report_for(scenario("no-driver-no-tensorflow"), "x")
     short = OutputFormat.HUMAN.renderer()(report, RenderOptions(unicode=False))
-    assert "[-] 9 checks skipped (NVML absent:" in short
+    # Counted from the report, never written down: adding a check must not break this test.
+    nvml = [c for c in report.checks if c.section is Section.GPUS and c.skip_reason.startswith("NVML absent")]
+    assert len(nvml) >= 2
+    line = next(line for line in short.splitlines() if "checks skipped (NVML absent:" in line)
+    assert line.startswith(f"[-] {len(nvml)} checks skipped (NVML absent:")
     verbose = OutputFormat.HUMAN.renderer()(report, RenderOptions(unicode=False, verbose=True))
-    assert "9 checks skipped" not in verbose and "[-] GPU memory is free (skipped: NVML absent" in verbose
+    assert "checks skipped" not in verbose and "[-] GPU memory is free (skipped: NVML absent" in verbose
+
+
+class _WideCharsWcwidth:
+    """Stands in for the optional ``wcwidth`` package: emoji and East Asian wide characters
+    count as two columns, as the real one counts them."""
+
+    @staticmethod
+    def wcswidth(text: str) -> int:
+        import unicodedata
+        return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+    wcwidth = wcswidth
+
+
+def test_goldens_do_not_depend_on_wcwidth_being_installed(scenario, monkeypatch):
+    """tabulate pads columns by wcwidth's widths when that optional package is importable: the
+    markdown status column (✅) would then differ between a clean checkout and a machine with it."""
+    import tabulate
+    monkeypatch.setattr(tabulate, "wcwidth", _WideCharsWcwidth(), raising=False)
+    monkeypatch.setattr(tabulate, "WIDE_CHARS_MODE", True)
+    report = report_for(scenario("mixed-models"), "mixed-models")
+    assert OutputFormat.MARKDOWN.renderer()(report, RenderOptions()) == (GOLDEN / "mixed-models.md").read_text()
+
+
+def test_the_schema_names_every_section():
+    from importlib import resources
+    schema = json.loads(resources.files("mgpu_doctor").joinpath("schemas/report.schema.json").read_text())
+    assert schema["$defs"]["check"]["properties"]["section"]["enum"] == [s.value for s in Section] + [None]
+
+
+def test_sections_come_in_their_order_with_a_heading_each(scenario):
+    report = report_for(scenario("sick-box"), "sick-box")
+    lines = OutputFormat.HUMAN.renderer()(report, RenderOptions(unicode=False)).splitlines()
+    present = [s for s in Section if any(c.section is s for c in report.checks)]
+    assert [line for line in lines if line in {s.title for s in Section}] == [s.title for s in present]

@@ -13,8 +13,16 @@ from mgpu_doctor.reporters import RenderOptions, junit
 from mgpu_doctor.requirements import LayerOutcome, layer_outcomes
 from mgpu_doctor.serde import from_jsonable, to_jsonable
 from mgpu_doctor.smoke.measure import run_from_child, slope
-from mgpu_doctor.smoke.model import LAYERS, SmokeRun, SmokeSpec
-from mgpu_doctor.smoke.plan import PlanError, SmokeOptions, parse_counts, parse_layers, plan_runs
+from mgpu_doctor.smoke.model import (
+    EMPTY_REPLICA_LAYERS,
+    LAYERS,
+    SAME_WITHOUT_CUDNN,
+    SCENARIOS,
+    VARIANTS,
+    SmokeRun,
+    SmokeSpec,
+)
+from mgpu_doctor.smoke.plan import LEVELS, PlanError, SmokeOptions, parse_counts, parse_layers, plan_runs
 from mgpu_doctor.smoke.rules import compare_with_single, run_findings, smoke_outcomes
 
 
@@ -31,17 +39,80 @@ def run(**kw) -> SmokeRun:
     return SmokeRun(**{**base, **kw})
 
 
-def test_default_plan_covers_every_layer_variant_device_count_and_scenario():
-    specs = plan_runs(SmokeOptions(), gpu_count=0)
-    assert len(specs) == 10 * 2 * 2  # 10 layer variants x 1/2 devices x 2 scenarios
-    assert {s.layer for s in specs} == set(LAYERS)
-    assert {(s.layer, s.variant) for s in specs if s.variant} == {
-        ("lstm", "cudnn"), ("lstm", "generic"), ("gru", "cudnn"), ("gru", "generic"),
-        ("batchnorm", "plain"), ("batchnorm", "sync")}
+def planned(level: str, gpus: int = 0, **kw) -> set[tuple[str, str, int, str, int]]:
+    return {(s.layer, s.variant, s.devices, s.scenario, s.global_batch)
+            for s in plan_runs(SmokeOptions(level=level, **kw), gpu_count=gpus)}
+
+
+def test_long_plan_covers_every_layer_variant_device_count_and_scenario_and_sweeps_the_batch():
+    specs = plan_runs(SmokeOptions(level="long"), gpu_count=0)
+    level = LEVELS["long"]
+    main, *sweep = level.batch_sizes
+    assert sweep, "the long level sweeps the global batch"
     assert {s.device_kind for s in specs} == {"cpu-virtual"}
+    assert {s.epochs for s in specs} == {level.epochs} and level.epochs >= 5  # a slope of 4+ points
+    variants = {(layer, v) for layer in LAYERS for v in VARIANTS.get(layer, ("",))}
+    assert {(layer, v, d, sc, main) for layer, v in variants for d in (1, 2) for sc in SCENARIOS} <= planned("long")
+    assert {(layer, v, d, "even", b) for layer, v in variants for d in (1, 2) for b in sweep} <= planned("long")
+    # the sweep compares speed: the empty replica is the same hazard at any batch size
+    assert not any(s.scenario != "even" and s.global_batch != main for s in specs)
     uneven = [s for s in specs if s.scenario == "uneven_final_batch"]
-    assert all(s.samples == 257 and s.global_batch == 64 for s in uneven)
+    assert all(s.samples == main * level.steps + 1 and s.global_batch == main for s in uneven)
     assert [s.index for s in specs] == list(range(len(specs)))
+
+
+def test_standard_plan_keeps_every_layer_type_on_one_and_n_devices_and_runs_fewer():
+    standard, long = planned("standard"), planned("long")
+    specs = plan_runs(SmokeOptions(), gpu_count=0)
+    assert SmokeOptions().level == "standard"
+    assert {s.epochs for s in specs} == {LEVELS["standard"].epochs}
+    assert LEVELS["standard"].epochs < LEVELS["long"].epochs
+    assert standard < long  # the same trainings, a subset of them
+    # every layer type is compared 1 vs N devices with batches that split evenly
+    for layer in LAYERS:
+        assert {d for (lay, _, d, sc, _) in standard if lay == layer and sc == "even"} == {1, 2}, layer
+    # the uneven final batch runs where an empty replica can break the layer, on N devices only:
+    # it is judged against the even run on the same devices
+    uneven = {(lay, v, d) for (lay, v, d, sc, _) in standard if sc == "uneven_final_batch"}
+    assert {lay for lay, _, _ in uneven} == set(EMPTY_REPLICA_LAYERS)
+    assert ("batchnorm", "plain", 2) in uneven and ("batchnorm", "sync", 2) in uneven
+    assert {d for _, _, d in uneven} == {2}
+    # trainings that would repeat another: cuDNN variants where there is no cuDNN, the 1-device
+    # synchronized BatchNormalization (the plain one is its reference)
+    assert not {(lay, v) for (lay, v, *_) in standard} & set(SAME_WITHOUT_CUDNN)
+    assert ("batchnorm", "sync", 1, "even", 64) not in standard
+    assert ("batchnorm", "plain", 1, "even", 64) in standard
+
+
+def test_on_gpus_the_standard_level_keeps_the_cudnn_variants():
+    on_gpus = planned("standard", gpus=4)
+    for layer, variant in SAME_WITHOUT_CUDNN:
+        assert {(d, sc) for (lay, v, d, sc, _) in on_gpus if (lay, v) == (layer, variant)} == {
+            (1, "even"), (4, "even"), (4, "uneven_final_batch")}
+
+
+def test_quick_and_unknown_levels_plan_no_training():
+    with pytest.raises(PlanError, match="no smoke trainings at level 'quick'"):
+        plan_runs(SmokeOptions(level="quick"), 0)
+    with pytest.raises(PlanError, match="levels that train: standard, long"):
+        plan_runs(SmokeOptions(level="huge"), 0)
+    assert set(LEVELS) == {"quick", "standard", "long"} and not LEVELS["quick"].trains
+
+
+def test_the_one_device_reference_is_shared_where_it_trains_the_same():
+    plain1 = run(layer="batchnorm", variant="plain", devices=1, device_kind="cpu-virtual")
+    sync2 = run(layer="batchnorm", variant="sync", device_kind="cpu-virtual", losses=[1.0, 0.5, 0.4, 0.3003])
+    generic1 = run(layer="lstm", variant="generic", devices=1, device_kind="cpu-virtual")
+    cudnn2 = run(layer="lstm", variant="cudnn", device_kind="cpu-virtual")
+    compared = compare_with_single([plain1, sync2, generic1, cudnn2])
+    assert compared[1].loss_vs_single == pytest.approx(0.0003 / 0.3)
+    assert compared[3].loss_vs_single == 0.0
+    # on GPUs the cuDNN kernel is a different training: no twin but its own
+    gpu = compare_with_single([replace(generic1, device_kind="gpu"), replace(cudnn2, device_kind="gpu")])
+    assert gpu[1].loss_vs_single is None
+    # a different scenario is different data: the uneven run is not compared with the even one
+    uneven2 = replace(sync2, scenario="uneven_final_batch", samples=257)
+    assert compare_with_single([plain1, uneven2])[1].loss_vs_single is None
 
 
 @pytest.mark.parametrize("gpus, option, expected", [
@@ -69,7 +140,9 @@ def test_plan_errors_name_the_option():
 
 def test_slope_leaves_out_the_first_epoch():
     assert slope([100.0, 300.0, 310.0, 320.0]) == pytest.approx(10.0)
-    assert slope([1.0]) is None
+    assert slope([100.0, 300.0, 320.0]) == pytest.approx(20.0)
+    # two epochs: the only growth is the first epoch's (tracing), not a slope
+    assert slope([100.0, 300.0]) is None and slope([1.0]) is None
 
 
 def test_child_result_becomes_a_run_with_statistics():
@@ -330,6 +403,11 @@ def test_a_failure_only_in_the_hazard_scenario_is_a_warning_and_of_the_common_ca
     nan = outcome.findings[0]
     assert nan.code == "smoke.batchnorm.nan" and nan.severity is Severity.WARNING
     assert "drop_remainder=True" in nan.fix
+    # the standard level trains no 1-device twin of the uneven scenario: the evidence names the
+    # 1-device run of the even dataset instead
+    standard = {o.name: o for o in smoke_outcomes([even1, even2, un2])}[un2.name].findings[0]
+    assert standard.severity is Severity.WARNING
+    assert "same model on 1 device, dataset a multiple of the global batch: ok" in standard.evidence
     # the same failure with the even dataset failing too is the common case: an error
     bad_even = replace(even2, status="nan", losses=[1.0, None, None, None])
     outcomes = {o.name: o for o in smoke_outcomes([even1, bad_even, un1, un2])}
@@ -352,3 +430,6 @@ def test_an_indivisible_global_batch_is_planned_even_and_reported_with_the_fix()
     assert finding.code == "smoke.batch-indivisible" and finding.severity is Severity.WARNING
     assert "multiple of the number of replicas" in finding.fix
     assert batch_splits(SmokeOptions(batch_sizes=(64,)), 0) == []  # 2 devices share 64 evenly
+    # a level's own batch sizes are the doctor's choice, not the user's: planned even, no warning
+    assert batch_splits(SmokeOptions(virtual_devices=3), 0) == []
+    assert {s.global_batch for s in plan_runs(SmokeOptions(layers=("dense",), virtual_devices=3), 0)} == {66}

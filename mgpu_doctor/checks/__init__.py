@@ -1,4 +1,5 @@
-"""Every check, in the order they are reported. Adding a check: one module + one line here.
+"""Every check, in the order they are reported. Adding a check: one module + one line here
+(its name, title, section and the finding codes it declares; see CONTRIBUTING.md).
 
 Checks judge a :class:`~mgpu_doctor.resolve.ResolvedEnvironment`. Rules over versions take it
 whole (and `matrix query` runs them on the versions it names); checks of a machine's GPUs,
@@ -23,10 +24,11 @@ from mgpu_doctor.checks import (
     shm,
     tensorflow,
     tensorflow_requires,
+    tf_log_level,
 )
 from mgpu_doctor.checks.base import Check, CheckSkipped, Scope, run_check
 from mgpu_doctor.checks.facts_access import need_machine
-from mgpu_doctor.findings import Finding
+from mgpu_doctor.findings import Finding, Section
 from mgpu_doctor.resolve import ResolvedEnvironment
 from mgpu_doctor.snapshot import Snapshot
 
@@ -41,59 +43,86 @@ def on_machine(check: Callable[[Snapshot], list[Finding]]) -> Rule:
     return run
 
 
-def machine(name: str, title: str, check: Callable[[Snapshot], list[Finding]]) -> Check[ResolvedEnvironment]:
-    return Check(name, title, on_machine(check), Scope.MACHINE)
+def machine(name: str, title: str, check: Callable[[Snapshot], list[Finding]], section: Section,
+            codes: tuple[str, ...]) -> Check[ResolvedEnvironment]:
+    return Check(name, title, on_machine(check), Scope.MACHINE, section, codes)
 
 
-def machine_env(name: str, title: str, check: Rule) -> Check[ResolvedEnvironment]:
+def machine_env(name: str, title: str, check: Rule, section: Section,
+                codes: tuple[str, ...]) -> Check[ResolvedEnvironment]:
     """A check of the machine that also reads resolved versions."""
-    return Check(name, title, check, Scope.MACHINE)
+    return Check(name, title, check, Scope.MACHINE, section, codes)
 
 
-def versions(name: str, title: str, rule: Rule) -> Check[ResolvedEnvironment]:
-    return Check(name, title, rule, Scope.VERSIONS)
+def versions(name: str, title: str, rule: Rule, section: Section,
+             codes: tuple[str, ...]) -> Check[ResolvedEnvironment]:
+    return Check(name, title, rule, Scope.VERSIONS, section, codes)
 
 
+GPUS, TENSORFLOW, LIBRARIES, HOST = Section.GPUS, Section.TENSORFLOW, Section.CUDA_LIBRARIES, Section.HOST
+
+# name, title, the check, its section in the human report, the finding codes it can emit.
 CHECKS: tuple[Check[ResolvedEnvironment], ...] = (
-    machine("interpreter", "The diagnosed Python works", interpreter.check_interpreter),
-    machine("gpus", "NVIDIA driver and GPUs", gpus.check_gpus_present),
-    machine("tensorflow-import", "TensorFlow imports", tensorflow.check_tensorflow_import),
-    machine("tensorflow-distributions", "One TensorFlow distribution installed",
-            packages.check_tensorflow_distributions),
-    machine_env("versions-agree", "Installed and imported versions agree", agreement.check_versions_agree),
-    versions("keras", "Keras matches TensorFlow", packages.check_keras),
-    versions("python", "Python is one TensorFlow is built for", packages.check_python_for_tensorflow),
-    versions(tensorflow_requires.NAME, tensorflow_requires.TITLE,
-             tensorflow_requires.check_tensorflow_requires),
+    machine("gpus", "NVIDIA driver and GPUs", gpus.check_gpus_present, GPUS, gpus.PRESENT_CODES),
     machine("cuda-visible-devices", "CUDA_VISIBLE_DEVICES names real GPUs",
-            tensorflow.check_cuda_visible_devices),
-    machine("tensorflow-gpus", "TensorFlow sees the GPUs NVML sees", tensorflow.check_tensorflow_gpus),
-    machine("gpu-memory-in-use", "GPU memory is free", gpus.check_gpu_memory_in_use),
-    machine("gpu-ecc", "No uncorrected ECC errors", gpus.check_gpu_ecc),
-    machine("gpu-throttling", "GPUs are not slowed down", gpus.check_gpu_throttling),
-    machine("gpu-compute-mode", "GPUs accept compute work", gpus.check_gpu_compute_mode),
-    machine("gpu-mig", "MIG does not split the GPUs", gpus.check_gpu_mig),
-    machine("gpu-pcie-link", "PCIe links run at full width", gpus.check_gpu_pcie_link),
-    machine("gpu-uniformity", "The GPUs are all alike", gpus.check_gpu_uniformity),
-    machine("cuda-device-order", "CUDA and nvidia-smi number GPUs alike", gpus.check_cuda_device_order),
-    machine("gpu-interconnect", "GPUs can exchange gradients directly", gpus.check_gpu_interconnect),
-    machine("pcie-p2p", "IOMMU and PCIe ACS do not redirect GPU peer-to-peer traffic",
-            pcie_p2p.check_pcie_p2p),
-    machine("shared-memory", "/dev/shm is large enough for NCCL and data loaders", shm.check_shm),
-    machine("cpu-affinity", "The job runs on enough CPUs near its GPUs", cpu_affinity.check_cpu_affinity),
-    machine("nccl-environment", "NCCL settings fit this machine", nccl_env.check_nccl_environment),
-    machine("container-gpus", "The container got its GPUs and driver libraries", container.check_container),
+            tensorflow.check_cuda_visible_devices, GPUS, tensorflow.VISIBLE_DEVICES_CODES),
+    machine("gpu-memory-in-use", "GPU memory is free", gpus.check_gpu_memory_in_use, GPUS, gpus.MEMORY_CODES),
+    machine("gpu-ecc", "No uncorrected ECC errors", gpus.check_gpu_ecc, GPUS, gpus.ECC_CODES),
+    machine("gpu-throttling", "GPUs are not slowed down", gpus.check_gpu_throttling, GPUS,
+            gpus.THROTTLING_CODES),
+    machine("gpu-compute-mode", "GPUs accept compute work", gpus.check_gpu_compute_mode, GPUS,
+            gpus.COMPUTE_MODE_CODES),
+    machine("gpu-mig", "MIG does not split the GPUs", gpus.check_gpu_mig, GPUS, gpus.MIG_CODES),
+    machine("gpu-pcie-link", "PCIe links run at full width", gpus.check_gpu_pcie_link, GPUS,
+            gpus.PCIE_LINK_CODES),
+    machine("gpu-uniformity", "The GPUs are all alike", gpus.check_gpu_uniformity, GPUS,
+            gpus.UNIFORMITY_CODES),
+    machine("cuda-device-order", "CUDA and nvidia-smi number GPUs alike", gpus.check_cuda_device_order, GPUS,
+            gpus.DEVICE_ORDER_CODES),
+    machine("interpreter", "The diagnosed Python works", interpreter.check_interpreter, TENSORFLOW,
+            interpreter.CODES),
+    machine("tensorflow-import", "TensorFlow imports", tensorflow.check_tensorflow_import, TENSORFLOW,
+            tensorflow.IMPORT_CODES),
+    machine("tensorflow-distributions", "One TensorFlow distribution installed",
+            packages.check_tensorflow_distributions, TENSORFLOW, packages.DISTRIBUTIONS_CODES),
+    machine_env("versions-agree", "Installed and imported versions agree", agreement.check_versions_agree,
+                TENSORFLOW, agreement.CODES),
+    versions("keras", "Keras matches TensorFlow", packages.check_keras, TENSORFLOW, packages.KERAS_CODES),
+    versions("python", "Python is one TensorFlow is built for", packages.check_python_for_tensorflow,
+             TENSORFLOW, packages.PYTHON_CODES),
+    versions(tensorflow_requires.NAME, tensorflow_requires.TITLE,
+             tensorflow_requires.check_tensorflow_requires, TENSORFLOW, tensorflow_requires.CODES),
+    machine("tensorflow-gpus", "TensorFlow sees the GPUs NVML sees", tensorflow.check_tensorflow_gpus,
+            TENSORFLOW, tensorflow.GPUS_CODES),
+    machine_env("tensorflow-log-level", "TensorFlow's log shows why a CUDA library did not load",
+                tf_log_level.check_tensorflow_log_level, TENSORFLOW, tf_log_level.CODES),
     versions("cuda-libraries", "CUDA and cuDNN libraries fit TensorFlow's build",
-             libraries.check_tensorflow_build_libraries),
-    versions("and-cuda-wheels", "nvidia-* wheels fit tensorflow[and-cuda]", libraries.check_and_cuda_wheels),
+             libraries.check_tensorflow_build_libraries, LIBRARIES, libraries.BUILD_CODES),
+    versions("and-cuda-wheels", "nvidia-* wheels fit tensorflow[and-cuda]", libraries.check_and_cuda_wheels,
+             LIBRARIES, libraries.AND_CUDA_CODES),
     machine("library-copies", "One version of each CUDA library on the search path",
-            libraries.check_library_copies),
-    versions("driver-cuda", "The driver is new enough for the CUDA runtime", libraries.check_driver_for_cuda),
-    versions("gpu-architecture", "TensorFlow has code for these GPUs", libraries.check_gpu_architectures),
-    machine_env("ptxas", "ptxas is there for XLA", libraries.check_ptxas),
+            libraries.check_library_copies, LIBRARIES, libraries.COPIES_CODES),
+    versions("driver-cuda", "The driver is new enough for the CUDA runtime", libraries.check_driver_for_cuda,
+             LIBRARIES, libraries.DRIVER_CODES),
+    versions("gpu-architecture", "TensorFlow has code for these GPUs", libraries.check_gpu_architectures,
+             LIBRARIES, libraries.ARCHITECTURE_CODES),
+    machine_env("ptxas", "ptxas is there for XLA", libraries.check_ptxas, LIBRARIES, libraries.PTXAS_CODES),
     machine_env("cuda-environment", "LD_LIBRARY_PATH and CUDA_HOME point at the CUDA in use",
-                libraries.check_cuda_environment),
-    versions(known_issues.NAME, known_issues.TITLE, known_issues.check_known_issues),
+                libraries.check_cuda_environment, LIBRARIES, libraries.CUDA_ENV_CODES),
+    machine("gpu-interconnect", "GPUs can exchange gradients directly", gpus.check_gpu_interconnect, HOST,
+            gpus.INTERCONNECT_CODES),
+    machine("pcie-p2p", "IOMMU and PCIe ACS do not redirect GPU peer-to-peer traffic",
+            pcie_p2p.check_pcie_p2p, HOST, pcie_p2p.CODES),
+    machine("shared-memory", "/dev/shm is large enough for NCCL and data loaders", shm.check_shm, HOST,
+            shm.CODES),
+    machine("cpu-affinity", "The job runs on enough CPUs near its GPUs", cpu_affinity.check_cpu_affinity,
+            HOST, cpu_affinity.CODES),
+    machine("nccl-environment", "NCCL settings fit this machine", nccl_env.check_nccl_environment, HOST,
+            nccl_env.CODES),
+    machine("container-gpus", "The container got its GPUs and driver libraries", container.check_container,
+            HOST, container.CODES),
+    versions(known_issues.NAME, known_issues.TITLE, known_issues.check_known_issues, Section.KNOWN_ISSUES,
+             known_issues.CODES),
 )
 
 CHECK_NAMES = tuple(c.name for c in CHECKS)

@@ -15,6 +15,15 @@ SHADOW_HINT = ("check PYTHONPATH, the user site-packages (~/.local/lib/python*/s
                "`python -c 'import tensorflow, keras; print(tensorflow.__file__, keras.__file__)'`")
 
 
+CODES = (
+    "versions.agree",
+    "versions.tensorflow-differs",
+    "versions.keras-differs",
+    "versions.tf-keras-differs",
+    "versions.tf-keras-not-as-predicted",
+)
+
+
 def check_versions_agree(env: ResolvedEnvironment) -> list[Finding]:
     """Installed metadata against the imported module; predicted tf.keras against the observed one."""
     need_machine(env)
@@ -46,7 +55,7 @@ def check_versions_agree(env: ResolvedEnvironment) -> list[Finding]:
     if not findings:
         findings.append(Finding(
             "versions.agree", Severity.OK,
-            f"TensorFlow {env.tensorflow.text}: the imported modules are the installed ones",
+            f"TensorFlow {env.tensorflow.text}",
             [env.tensorflow.describe()] + [r.describe() for r in env.tensorflow.others],
         ))
     return findings

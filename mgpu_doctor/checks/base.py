@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import enum
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from mgpu_doctor.codes import crash_code, is_declared
 from mgpu_doctor.findings import (
     MOSTLY_SKIPPED_CHECK,
     CheckOutcome,
     CheckStatus,
     Finding,
+    Section,
     Severity,
     status_for,
 )
@@ -47,32 +48,48 @@ class Check(Generic[S]):
     fleet for ``fleet``. ``name`` is stable and selectable with ``--checks`` / ``--skip``. A
     check whose facts are missing raises :class:`CheckSkipped` with the reason: never reported
     as passed. ``scope`` VERSIONS marks the rules over versions that `matrix query` applies.
+    ``section`` is where the human report lists it. ``codes`` are the finding codes it can emit
+    (see :mod:`mgpu_doctor.codes`); a finding with another code makes the check a crash, so a
+    code cannot reach users without being declared, documented and aliased when renamed (every
+    registered check declares its codes: a test holds that).
     """
 
     name: str
     title: str
     run: Callable[[S], list[Finding]]
     scope: Scope = Scope.MACHINE
+    section: Section | None = None
+    codes: tuple[str, ...] = ()
+
+
+class UndeclaredCode(Exception):
+    """A check emitted a finding code it does not declare: a bug of the check."""
 
 
 def run_check(check: Check[S], subject: S) -> CheckOutcome:
     try:
         findings = check.run(subject)
+        undeclared = [f.code for f in findings if not is_declared(f.code, check.codes)]
+        if check.codes and undeclared:
+            raise UndeclaredCode(f"it emitted {', '.join(undeclared)}, not among the codes it declares "
+                                 f"({', '.join(check.codes) or 'none'})")
     except CheckSkipped as exc:
         return CheckOutcome(check.name, check.title, CheckStatus.SKIPPED, skip_reason=str(exc),
-                            fact_failed=exc.fact_failed)
+                            fact_failed=exc.fact_failed, section=check.section)
     except Exception as exc:  # a broken check is a finding, never a traceback for the user
+        import traceback  # only here: `check --quick` pays for every import on every run
+
         crash = Finding(
-            code=f"{check.name}.crashed",
+            code=crash_code(check.name),
             severity=Severity.CRASH,
             title=f"The check '{check.name}' itself failed: {type(exc).__name__}: {exc}",
             evidence=traceback.format_exc().strip().splitlines()[-6:],
             fix="This is a bug in mgpu-doctor. Please report it with the output of "
             "`mgpu-doctor report`.",
         )
-        return CheckOutcome(check.name, check.title, CheckStatus.CRASHED, [crash])
+        return CheckOutcome(check.name, check.title, CheckStatus.CRASHED, [crash], section=check.section)
     findings = sorted(findings, key=lambda f: f.severity, reverse=True)
-    return CheckOutcome(check.name, check.title, status_for(findings), findings)
+    return CheckOutcome(check.name, check.title, status_for(findings), findings, section=check.section)
 
 
 MOSTLY_SKIPPED_CODE = "facts.mostly-skipped"

@@ -20,6 +20,17 @@ NO_GPU_VALUES = ("void", "none", "")
 K8S_GPU_DOC = "https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/"
 
 
+CODES = (
+    "container.none",
+    "container.ok",
+    "container.no-gpu-injected",
+    "container.gpus-not-requested",
+    "container.gpu-count-differs",
+    "container.no-compute-capability",
+    "container.no-utility-capability",
+)
+
+
 def check_container(snapshot: Snapshot) -> list[Finding]:
     container = need(need_collective(snapshot).container, "container facts")
     if not container.runtime:

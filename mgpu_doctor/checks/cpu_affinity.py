@@ -29,6 +29,9 @@ TF_THREADS_THREAD = "https://github.com/tensorflow/tensorflow/issues/17206"
 TF_DATA_GUIDE = "https://www.tensorflow.org/guide/data_performance"
 
 
+CODES = ("cpu.ok", "cpu.far-from-gpus", "cpu.too-few-for-gpus")
+
+
 def check_cpu_affinity(snapshot: Snapshot) -> list[Finding]:
     collective = need_collective(snapshot)
     cpus = need(collective.cpus, "CPU facts")

@@ -21,18 +21,21 @@ SLOWDOWN_REASONS = {
 }
 
 
+PRESENT_CODES = ("gpu.found", "gpu.none", "gpu.nvml-failed", "gpu.nvml-partial")
+
+
 def check_gpus_present(snapshot: Snapshot) -> list[Finding]:
     nvml = snapshot.nvml
     if isinstance(nvml, Unavailable):
         if nvml.reason == "absent":
             return [Finding(
-                "gpus.none", Severity.WARNING,
+                "gpu.none", Severity.WARNING,
                 "No NVIDIA GPU driver found: training will run on the CPU", [nvml.detail],
                 fix="On a GPU machine: install the NVIDIA driver (`nvidia-smi` must work); in a "
                 "container: start it with the NVIDIA container runtime (--gpus all).",
             )]
         return [Finding(
-            "gpus.nvml-failed", Severity.ERROR,
+            "gpu.nvml-failed", Severity.ERROR,
             "NVML, the driver's management library, does not answer", [nvml.detail],
             fix="Run `nvidia-smi`; if it fails or hangs too, the driver is broken: check "
             "`dmesg | grep -i -e nvrm -e xid`, then reload the driver or reboot.",
@@ -40,25 +43,28 @@ def check_gpus_present(snapshot: Snapshot) -> list[Finding]:
     findings = []
     if nvml.partial_error:
         findings.append(Finding(
-            "gpus.nvml-partial", Severity.ERROR, "NVML stopped answering part-way",
+            "gpu.nvml-partial", Severity.ERROR, "NVML stopped answering part-way",
             [nvml.partial_error],
             fix="A GPU may have fallen off the bus: check `nvidia-smi` and `dmesg` for Xid 79 "
             "('GPU has fallen off the bus') and reset or reseat it.",
         ))
     if not nvml.gpus:
         findings.append(Finding(
-            "gpus.none", Severity.WARNING,
+            "gpu.none", Severity.WARNING,
             "The NVIDIA driver is loaded but reports no GPU", [f"driver {nvml.driver_version}"],
             fix="Check `nvidia-smi -L`; in a container, pass the GPUs in (--gpus all).",
         ))
         return findings
     names = Counter(g.name for g in nvml.gpus)
     findings.append(Finding(
-        "gpus.found", Severity.OK,
+        "gpu.found", Severity.OK,
         f"{len(nvml.gpus)} GPU(s): " + ", ".join(f"{n}x {name}" for name, n in names.items()),
         [f"driver {nvml.driver_version}, supports CUDA up to {nvml.cuda_driver_version}"],
     ))
     return findings
+
+
+MEMORY_CODES = ("gpu.memory-in-use", "gpu.memory-use-unknown")
 
 
 def check_gpu_memory_in_use(snapshot: Snapshot) -> list[Finding]:
@@ -104,6 +110,9 @@ def _unknown_on(code: str, what: str, nvml: NvmlFacts, unknown: Callable[[GpuFac
                     [f"GPU {g.index} ({g.name}): {what} not reported by NVML" for g in gpus])]
 
 
+ECC_CODES = ("gpu.ecc-uncorrected",)
+
+
 def check_gpu_ecc(snapshot: Snapshot) -> list[Finding]:
     nvml = need_gpus(snapshot)
     known = [g for g in nvml.gpus if not isinstance(g.ecc_uncorrected_volatile, Unavailable)]
@@ -123,6 +132,9 @@ def check_gpu_ecc(snapshot: Snapshot) -> list[Finding]:
         for g in known
         if isinstance(g.ecc_uncorrected_volatile, int) and g.ecc_uncorrected_volatile > 0
     ]
+
+
+THROTTLING_CODES = ("gpu.throttling",)
 
 
 def check_gpu_throttling(snapshot: Snapshot) -> list[Finding]:
@@ -150,6 +162,9 @@ def check_gpu_throttling(snapshot: Snapshot) -> list[Finding]:
     return findings
 
 
+COMPUTE_MODE_CODES = ("gpu.compute-prohibited", "gpu.compute-exclusive", "gpu.compute-mode-unknown")
+
+
 def check_gpu_compute_mode(snapshot: Snapshot) -> list[Finding]:
     nvml = need_gpus(snapshot)
     need_any([g.compute_mode for g in nvml.gpus], "compute mode")
@@ -175,6 +190,9 @@ def check_gpu_compute_mode(snapshot: Snapshot) -> list[Finding]:
     return findings
 
 
+MIG_CODES = ("gpu.mig-enabled",)
+
+
 def check_gpu_mig(snapshot: Snapshot) -> list[Finding]:
     nvml = need_gpus(snapshot)
     mig = [g for g in nvml.gpus if g.mig_mode is True]
@@ -190,6 +208,9 @@ def check_gpu_mig(snapshot: Snapshot) -> list[Finding]:
         fix="For multi-GPU training disable MIG: sudo nvidia-smi -i N -mig 0 (then reset the "
         "GPU); or run one single-device job per MIG instance.",
     )]
+
+
+PCIE_LINK_CODES = ("gpu.pcie-width-degraded", "gpu.pcie-gen-below-max", "gpu.pcie-link-unknown")
 
 
 def check_gpu_pcie_link(snapshot: Snapshot) -> list[Finding]:
@@ -226,6 +247,9 @@ def check_gpu_pcie_link(snapshot: Snapshot) -> list[Finding]:
     return findings
 
 
+UNIFORMITY_CODES = ("gpu.mixed",)
+
+
 def check_gpu_uniformity(snapshot: Snapshot) -> list[Finding]:
     nvml = need_gpus(snapshot)
     if len(nvml.gpus) < 2:
@@ -236,13 +260,16 @@ def check_gpu_uniformity(snapshot: Snapshot) -> list[Finding]:
         return []
     slowest = min(nvml.gpus, key=lambda g: g.memory_total_bytes)
     return [Finding(
-        "gpus.mixed", Severity.WARNING,
+        "gpu.mixed", Severity.WARNING,
         "The GPUs are not all the same: synchronous training runs at the pace and memory "
         "of the weakest one",
         [f"GPU {g.index}: {g.name}, {gib(g.memory_total_bytes)}" for g in nvml.gpus],
         fix="Train on identical GPUs (select them with CUDA_VISIBLE_DEVICES); the per-replica "
         f"batch must fit in {gib(slowest.memory_total_bytes)} (GPU {slowest.index}).",
     )]
+
+
+DEVICE_ORDER_CODES = ("cuda.device-order",)
 
 
 def check_cuda_device_order(snapshot: Snapshot) -> list[Finding]:
@@ -263,6 +290,9 @@ def check_cuda_device_order(snapshot: Snapshot) -> list[Finding]:
     )]
 
 
+INTERCONNECT_CODES = ("gpu.no-p2p", "gpu.no-nvlink", "gpu.cross-socket")
+
+
 def check_gpu_interconnect(snapshot: Snapshot) -> list[Finding]:
     nvml = need_gpus(snapshot)
     if len(nvml.gpus) < 2:
@@ -273,7 +303,7 @@ def check_gpu_interconnect(snapshot: Snapshot) -> list[Finding]:
     findings = []
     if no_p2p:
         findings.append(Finding(
-            "gpus.no-p2p", Severity.WARNING,
+            "gpu.no-p2p", Severity.WARNING,
             f"{len(no_p2p)} GPU pair(s) cannot access each other's memory directly (no P2P): "
             "all-reduce goes through host memory",
             [f"GPU {lk.a} <-> GPU {lk.b}: P2P {lk.p2p_read}, topology {lk.topology}"
@@ -285,7 +315,7 @@ def check_gpu_interconnect(snapshot: Snapshot) -> list[Finding]:
     nvlinked = [lk for lk in nvml.links if isinstance(lk.nvlink_links, int) and lk.nvlink_links > 0]
     if not nvlinked and not any(isinstance(lk.nvlink_links, Unavailable) for lk in nvml.links):
         findings.append(Finding(
-            "gpus.no-nvlink", Severity.INFO,
+            "gpu.no-nvlink", Severity.INFO,
             "No NVLink between the GPUs: gradients are exchanged over PCIe",
             [f"GPU {lk.a} <-> GPU {lk.b}: {lk.topology}" for lk in nvml.links[:12]],
             fix="Fine for small models; for large ones expect all-reduce to limit scaling "
@@ -296,7 +326,7 @@ def check_gpu_interconnect(snapshot: Snapshot) -> list[Finding]:
     cross_socket = [lk for lk in nvml.links if lk.topology == "system" and lk not in nvlinked]
     if cross_socket:
         findings.append(Finding(
-            "gpus.cross-socket", Severity.INFO,
+            "gpu.cross-socket", Severity.INFO,
             f"{len(cross_socket)} GPU pair(s) without NVLink sit on different CPU sockets: their "
             "traffic crosses the inter-socket link",
             [f"GPU {lk.a} <-> GPU {lk.b}: system" for lk in cross_socket[:12]],

@@ -36,10 +36,19 @@ FIXES = {  # cause -> (finding code, fix); {python} is the interpreter
 }
 
 
+CODES = (
+    "interpreter.runs",
+    "interpreter.too-old",
+    "interpreter.no-answer",
+    "interpreter.cannot-start",
+    "interpreter.not-working",
+)
+
+
 def check_interpreter(snapshot: Snapshot) -> list[Finding]:
     python = snapshot.python
     if not isinstance(python, Unavailable):
-        return [Finding("interpreter.runs", Severity.OK, f"Python {python.version} runs the probes",
+        return [Finding("interpreter.runs", Severity.OK, f"Python {python.version}",
                         evidence=[f"executable: {python.executable}", f"prefix: {python.prefix}"])]
     if interpreter_broken(python):
         return [interpreter_finding(python)]

@@ -14,6 +14,7 @@ from mgpu_doctor.resolve import ResolvedEnvironment
 
 NAME = "known-issues"
 TITLE = "Known multi-GPU issues for these versions"
+CODES = ("known-issue.ID", "matrix.no-known-issue", "matrix.problems")
 
 
 def matrix_findings(matrix: Matrix) -> list[Finding]:
@@ -21,7 +22,7 @@ def matrix_findings(matrix: Matrix) -> list[Finding]:
     if not matrix.problems:
         return []
     return [Finding(
-        "known-issues.matrix-problems", Severity.WARNING,
+        "matrix.problems", Severity.WARNING,
         f"{len(matrix.problems)} problem(s) in the matrix files: those entries were not used",
         [str(p) for p in matrix.problems[:20]]
         + ([f"... and {len(matrix.problems) - 20} more"] if len(matrix.problems) > 20 else []),
@@ -55,8 +56,8 @@ def findings_for(matrix: Matrix, env: Environment) -> list[Finding]:
     if not found:
         versions = ", ".join(f"{k} {v}" for k, v in env.versions.items()) or "none known"
         found.append(Finding(
-            f"{NAME}.none", Severity.OK,
-            f"none of {len(matrix.issues)} known issues applies to these versions",
+            "matrix.no-known-issue", Severity.OK,
+            f"none of {len(matrix.issues)} applies",
             [f"checked: {versions}", f"matrix: {', '.join(matrix.sources)}"],
         ))
     return found

@@ -10,7 +10,6 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from mgpu_doctor.checks.base import CheckSkipped
@@ -109,6 +108,16 @@ def _in_use_text(lib: LibraryInUse | None, value: ResolvedVersion) -> str:
     return value.describe()
 
 
+BUILD_CODES = (
+    "libraries.match",
+    "libraries.missing",
+    "libraries.major-mismatch",
+    "libraries.older-minor",
+    "libraries.newer-minor",
+    "libraries.version-unknown",
+)
+
+
 def check_tensorflow_build_libraries(env: ResolvedEnvironment) -> list[Finding]:
     """The libraries in use (or named in a query) against the CUDA/cuDNN TensorFlow was built for."""
     snapshot = env.snapshot
@@ -152,7 +161,7 @@ def check_tensorflow_build_libraries(env: ResolvedEnvironment) -> list[Finding]:
     if not any(f.severity > Severity.INFO for f in findings):
         findings.append(Finding(
             "libraries.match", Severity.OK,
-            f"TensorFlow {built.tensorflow} (CUDA {built.cuda}, cuDNN {built.cudnn}) finds what it needs",
+            f"CUDA {built.cuda}, cuDNN {built.cudnn} for TensorFlow {built.tensorflow}",
             [f"built for: CUDA {built.cuda}, cuDNN {built.cudnn} ({built.source})"],
         ))
     return findings
@@ -216,6 +225,9 @@ def _compare(name: str, expected: str, found: str, evidence: list[str], built: B
     )]
 
 
+AND_CUDA_CODES = ("and-cuda.ok", "and-cuda.missing", "and-cuda.out-of-range")
+
+
 def check_and_cuda_wheels(env: ResolvedEnvironment) -> list[Finding]:
     """The `tensorflow[and-cuda]` pins of TensorFlow against the nvidia-* wheels installed (or named)."""
     if env.snapshot is not None:
@@ -228,6 +240,8 @@ def check_and_cuda_wheels(env: ResolvedEnvironment) -> list[Finding]:
     if not pins:
         raise CheckSkipped(f"{tf_name} {tf_version} declares no [and-cuda] extra"
                            + ("" if env.snapshot is not None else " in the pins table"))
+    from packaging.utils import canonicalize_name  # slow to import (packaging.tags); needed here only
+
     installed = {canonicalize_name(r.name): env.wheels.get(canonicalize_name(r.name)) for r in pins}
     if not any(installed.values()):
         raise CheckSkipped("no nvidia-* wheel of tensorflow[and-cuda] is installed (system CUDA is used)"
@@ -261,12 +275,19 @@ def check_and_cuda_wheels(env: ResolvedEnvironment) -> list[Finding]:
     if not findings:
         findings.append(Finding(
             "and-cuda.ok", Severity.OK,
-            f"{sum(1 for v in installed.values() if v)} wheels within tensorflow[and-cuda] "
-            f"{tf_version}'s pins",
+            f"{sum(1 for v in installed.values() if v)} wheels, pinned by TensorFlow {tf_version}",
             [f"{canonicalize_name(r.name)}=={installed[canonicalize_name(r.name)]} ({r.specifier})"
              for r in pins if installed[canonicalize_name(r.name)]],
         ))
     return findings
+
+
+COPIES_CODES = (
+    "libraries.one-copy",
+    "libraries.several-majors",
+    "libraries.shadowed",
+    "libraries.load-failed",
+)
 
 
 def check_library_copies(snapshot: Snapshot) -> list[Finding]:
@@ -314,7 +335,7 @@ def check_library_copies(snapshot: Snapshot) -> list[Finding]:
             raise CheckSkipped("no CUDA library found on this machine")
         findings.append(Finding(
             "libraries.one-copy", Severity.OK,
-            f"{len(found)} {'library' if len(found) == 1 else 'libraries'}, no conflicting copies",
+            f"{len(found)} {'library' if len(found) == 1 else 'libraries'}",
             [f"{n}: {len([c for c in copies_of(libs, n) if c.on_search_path])} on path, "
              f"{len(copies_of(libs, n))} found" for n in found],
         ))
@@ -334,6 +355,16 @@ def _same_prefix(a: Version, b: Version) -> bool:
     """12.5 and 12.5.82 are the same version read from two places; 12.5 and 12.4 are not."""
     n = min(len(a.release), len(b.release))
     return a.release[:n] == b.release[:n]
+
+
+DRIVER_CODES = (
+    "driver.ok",
+    "driver.minor-compat",
+    "driver.too-old",
+    "driver.cuda-not-in-table",
+    "driver.libcuda-mismatch",
+    "driver.version-too-short",
+)
 
 
 def check_driver_for_cuda(env: ResolvedEnvironment) -> list[Finding]:
@@ -390,7 +421,7 @@ def check_driver_for_cuda(env: ResolvedEnvironment) -> list[Finding]:
         ))
     elif full is not None and driver >= full:
         findings.append(Finding("driver.ok", Severity.OK,
-                                f"Driver {driver_text} fully supports CUDA {cuda}", evidence))
+                                f"driver {driver_text}, CUDA {cuda}", evidence))
     elif full is None and compat is not None and driver >= compat:
         findings.append(Finding(
             "driver.cuda-not-in-table", Severity.INFO,
@@ -470,6 +501,9 @@ def compiled_archs(text: str) -> tuple[set[tuple[int, int, str]], set[tuple[int,
     return sass, ptx
 
 
+ARCHITECTURE_CODES = ("gpu-arch.native", "gpu-arch.ptx-jit", "gpu-arch.unsupported")
+
+
 def check_gpu_architectures(env: ResolvedEnvironment) -> list[Finding]:
     """Each GPU's compute capability against the architectures TensorFlow was compiled for."""
     by_cc: dict[str, list[str]] = {}
@@ -532,9 +566,12 @@ def check_gpu_architectures(env: ResolvedEnvironment) -> list[Finding]:
             ))
     if fine:
         findings.append(Finding("gpu-arch.native", Severity.OK,
-                                f"TensorFlow {tf_version} has GPU code for {'; '.join(fine)}",
+                                f"compute capability {'; '.join(fine)} (TensorFlow {tf_version})",
                                 [f"TensorFlow {tf_version} compiled for: {text}{source}"]))
     return findings
+
+
+PTXAS_CODES = ("ptxas.ok", "ptxas.missing", "ptxas.older-than-runtime", "xla.cuda-data-dir-missing")
 
 
 def check_ptxas(env: ResolvedEnvironment) -> list[Finding]:
@@ -580,9 +617,17 @@ def check_ptxas(env: ResolvedEnvironment) -> list[Finding]:
                 f"nvidia-cuda-nvcc-cu{want[0]}); XLA may refuse an old one or miscompile.",
             ))
     if not findings:
-        findings.append(Finding("ptxas.ok", Severity.OK, f"ptxas {ptx_version or '(version unknown)'} found",
+        findings.append(Finding("ptxas.ok", Severity.OK, f"version {ptx_version or 'unknown'}",
                                 [_where(first, first.found_by)]))
     return findings
+
+
+CUDA_ENV_CODES = (
+    "cuda-env.ok",
+    "cuda-env.ld-library-path-missing",
+    "cuda-env.cuda-home-missing",
+    "cuda-env.cuda-home-mismatch",
+)
 
 
 def check_cuda_environment(env: ResolvedEnvironment) -> list[Finding]:

@@ -63,6 +63,17 @@ def nccl_settings(snapshot: Snapshot, network: NetworkFacts | Unavailable) -> di
     return settings
 
 
+CODES = (
+    "nccl.env-ok",
+    "nccl.socket-ifname-matches-nothing",
+    "nccl.ib-hca-matches-nothing",
+    "nccl.memlock-too-low",
+    "nccl.debug-knobs-set",
+    "nccl.debug-level-unknown",
+    "nccl.names-not-checked",
+)
+
+
 def check_nccl_environment(snapshot: Snapshot) -> list[Finding]:
     collective = need_collective(snapshot)
     network = collective.network

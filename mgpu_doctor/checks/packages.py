@@ -15,6 +15,9 @@ LEGACY_WITHOUT_TF_KERAS = "keras.legacy-without-tf-keras"
 TF_TESTED_BUILDS = "https://www.tensorflow.org/install/source#gpu"
 
 
+DISTRIBUTIONS_CODES = ("packages.tensorflow-twins", "packages.shadowed", "packages.pynvml-twins")
+
+
 def check_tensorflow_distributions(snapshot: Snapshot) -> list[Finding]:
     packages = need_packages(snapshot)
     installed = [(n, packages.versions[n]) for n in TF_DISTRIBUTIONS if n in packages.versions]
@@ -54,6 +57,17 @@ def check_tensorflow_distributions(snapshot: Snapshot) -> list[Finding]:
     if not installed and not findings:
         raise CheckSkipped("no TensorFlow distribution installed")
     return findings
+
+
+KERAS_CODES = (
+    "keras.in-use",
+    "keras.missing",
+    "keras.tf-keras-mismatch",
+    "keras.keras2-with-tf216",
+    "keras.keras3-with-tf-before-216",
+    "keras.keras2-minor-mismatch",
+    "keras.legacy-without-tf-keras",
+)
 
 
 def check_keras(env: ResolvedEnvironment) -> list[Finding]:
@@ -140,6 +154,9 @@ def _keras_before_216(tf: ResolvedVersion, keras: ResolvedVersion, evidence: lis
     )]
 
 
+PYTHON_CODES = ("python.supported", "python.unsupported-by-tensorflow")
+
+
 def check_python_for_tensorflow(env: ResolvedEnvironment) -> list[Finding]:
     """The Python version against the Pythons TensorFlow's tested build lists for that release."""
     tf, python = env.tensorflow, env.python
@@ -155,7 +172,7 @@ def check_python_for_tensorflow(env: ResolvedEnvironment) -> list[Finding]:
                 f"TensorFlow {build.tensorflow} was tested with Python {build.python} (tested build table)"]
     if build.python_ok(python.text):
         return [Finding("python.supported", Severity.OK,
-                        f"Python {python.text} is one TensorFlow {tf.text} supports", evidence)]
+                        f"Python {python.text}, TensorFlow {tf.text}", evidence)]
     return [Finding(
         "python.unsupported-by-tensorflow", Severity.WARNING,
         f"Python {python.text} is not among the Pythons TensorFlow {tf.text} is built and tested for "

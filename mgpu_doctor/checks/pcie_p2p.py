@@ -36,6 +36,15 @@ WORKAROUND = (
 )
 
 
+CODES = (
+    "pcie.no-pcie-p2p",
+    "pcie.p2p-direct",
+    "pcie.acs-redirects-p2p",
+    "pcie.iommu-translates-p2p",
+    "pcie.acs-unknown",
+)
+
+
 def check_pcie_p2p(snapshot: Snapshot) -> list[Finding]:
     collective = need_collective(snapshot)
     pcie = need_pcie(snapshot)

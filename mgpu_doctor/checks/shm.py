@@ -22,6 +22,9 @@ NCCL_SHM_CRASH_THREAD = "https://github.com/pytorch/tutorials/pull/2475"
 K8S_EMPTYDIR = "https://kubernetes.io/docs/concepts/storage/volumes/#emptydir"
 
 
+CODES = ("shm.ok", "shm.missing", "shm.too-small", "shm.small", "shm.nearly-full")
+
+
 def check_shm(snapshot: Snapshot) -> list[Finding]:
     collective = need_collective(snapshot)
     container = collective.container

@@ -70,13 +70,21 @@ SIGNAL_HINTS = {
 }
 
 
+IMPORT_CODES = (
+    "tensorflow.imported",
+    "tensorflow.not-installed",
+    "tensorflow.import-failed",
+    "tensorflow.probe-not-started",
+)
+
+
 def check_tensorflow_import(snapshot: Snapshot) -> list[Finding]:
     tf = snapshot.tensorflow
     python = snapshot.python
     who = python.executable if not isinstance(python, Unavailable) else "the diagnosed Python"
     if not isinstance(tf, Unavailable):
         return [Finding(
-            "tensorflow.imported", Severity.OK, f"TensorFlow {tf.version} imports",
+            "tensorflow.imported", Severity.OK, f"version {tf.version}",
             evidence=[f"import took {tf.import_seconds:.1f} s", f"module: {tf.module_path}"],
         )]
     if tf.reason == "skipped":
@@ -139,6 +147,15 @@ def _explain_import_failure(tf: Unavailable) -> tuple[str, str]:
     )
 
 
+GPUS_CODES = (
+    "tensorflow.gpus-match",
+    "tensorflow.cpu-only-build",
+    "tensorflow.fewer-gpus-mig",
+    "tensorflow.fewer-gpus-than-nvml",
+    "tensorflow.more-gpus-than-nvml",
+)
+
+
 def check_tensorflow_gpus(snapshot: Snapshot) -> list[Finding]:
     """TensorFlow should see exactly the GPUs that NVML reports as visible to CUDA."""
     tf = need_tensorflow(snapshot)
@@ -158,7 +175,7 @@ def check_tensorflow_gpus(snapshot: Snapshot) -> list[Finding]:
         if expected == 0:
             raise CheckSkipped("no GPU is visible, so there is nothing for TensorFlow to see")
         return [Finding("tensorflow.gpus-match", Severity.OK,
-                        f"TensorFlow sees all {expected} visible GPU(s)", evidence)]
+                        f"all {expected} visible GPU(s)", evidence)]
     if len(tf_gpus) > expected:
         return [Finding(
             "tensorflow.more-gpus-than-nvml", Severity.WARNING,
@@ -199,6 +216,16 @@ def check_tensorflow_gpus(snapshot: Snapshot) -> list[Finding]:
 
 def _library_evidence(warnings: list[str]) -> list[str]:
     return [f"TensorFlow said: {w}" for w in warnings if "dlopen" in w or "librar" in w][:5]
+
+
+VISIBLE_DEVICES_CODES = (
+    "cuda-visible-devices.ok",
+    "cuda-visible-devices.empty",
+    "cuda-visible-devices.unknown-gpu",
+    "cuda-visible-devices.duplicate",
+    "cuda-visible-devices.hides-all",
+    "cuda-visible-devices.several-mig",
+)
 
 
 def check_cuda_visible_devices(snapshot: Snapshot) -> list[Finding]:

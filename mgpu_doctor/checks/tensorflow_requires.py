@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from packaging.requirements import Requirement
 from packaging.version import Version
 
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.matrix.versions import Tri, version_in
+from mgpu_doctor.matrix.versions import Pin, Tri, parse_pin, version_in
 from mgpu_doctor.resolve import ResolvedEnvironment, ResolvedVersion
 
 NAME = "tensorflow-requires"
 TITLE = "NumPy, protobuf, ml-dtypes and h5py fit TensorFlow's pins"
+CODES = (f"{NAME}.ok", f"{NAME}.out-of-range")
 
 # What a version outside TensorFlow's range on another major line (minor line for 0.x) does, and
 # a thread that shows it. Within the same line it is only untested: a warning.
@@ -36,6 +36,10 @@ BREAKS = {
                   "https://github.com/onnx/tensorflow-onnx/issues/2245"),
 }
 UNTESTED = "TensorFlow was not built or tested with it, and pip's resolver refuses the pair"
+# TensorFlow's release notes: 2.18 is the first release compiled against NumPy 2. Releases up to
+# 2.14 do not cap numpy below 2 in their pins, yet their compiled modules refuse NumPy 2.
+NUMPY2_FIRST_TF = Version("2.18")
+NUMPY2_NOTE = "https://github.com/tensorflow/tensorflow/releases/tag/v2.18.0"
 H5PY = "saving and loading HDF5 (.h5) models and weights may fail"
 
 
@@ -59,7 +63,9 @@ def check_tensorflow_requires(env: ResolvedEnvironment) -> list[Finding]:
         if not reqs:
             continue
         placed = [version_in(version.text, r.specifier) for r in reqs]
-        if Tri.YES in placed:
+        if _numpy2_before_its_build(name, version, tf):
+            findings.append(_numpy2(version, f"{tf_name} {tf.text}", reqs, source))
+        elif Tri.YES in placed:
             fitting.append((f"{name} {version.text}",
                             f"{name} {version.text}: {' or '.join(str(r.specifier) for r in reqs)}"))
         elif all(p is Tri.NO for p in placed):
@@ -69,30 +75,42 @@ def check_tensorflow_requires(env: ResolvedEnvironment) -> list[Finding]:
     if not fitting:
         raise CheckSkipped("the versions could not be placed in TensorFlow's ranges")
     return [Finding(f"{NAME}.ok", Severity.OK,
-                    f"{', '.join(short for short, _ in fitting)} within TensorFlow {tf.text}'s pins",
+                    f"{', '.join(short for short, _ in fitting)} (TensorFlow {tf.text})",
                     [line for _, line in fitting]
                     + [f"pins from {env.tensorflow_requires_source or 'TensorFlow metadata'}"])]
 
 
-def applicable_pins(requires: tuple[Requirement, ...], python: ResolvedVersion
-                    ) -> dict[str, list[Requirement]]:
+def applicable_pins(requires: tuple[str, ...], python: ResolvedVersion) -> dict[str, list[Pin]]:
     """The pins by package; a pin marked for some Pythons only counts for the diagnosed Python
     (all of them count when the Python is not known: any one admitting the version is enough)."""
-    by_name: dict[str, list[Requirement]] = defaultdict(list)
-    for req in requires:
-        if req.marker is not None and python.version is not None:
-            v = python.version
-            try:
-                if not req.marker.evaluate({"python_version": f"{v.major}.{v.minor}",
-                                            "python_full_version": str(v), "extra": ""}):
-                    continue
-            except Exception:  # a marker this interpreter cannot evaluate: keep the pin
-                pass
-        by_name[req.name.lower().replace("_", "-")].append(req)
+    by_name: dict[str, list[Pin]] = defaultdict(list)
+    for line in requires:
+        pin = parse_pin(line)
+        if pin is not None and pin.applies(python.version):
+            by_name[pin.name].append(pin)
     return dict(by_name)
 
 
-def same_line_allowed(version: Version, reqs: list[Requirement]) -> bool:
+def _numpy2_before_its_build(name: str, version: ResolvedVersion, tf: ResolvedVersion) -> bool:
+    return (name == "numpy" and version.version is not None and version.version.major >= 2
+            and tf.version is not None and tf.version < NUMPY2_FIRST_TF)
+
+
+def _numpy2(version: ResolvedVersion, tf: str, reqs: list[Pin], source: str) -> Finding:
+    consequence, link = BREAKS["numpy"]
+    return Finding(
+        f"{NAME}.out-of-range", Severity.ERROR,
+        f"numpy {version.text} with {tf}, which was compiled against NumPy 1: {consequence}",
+        [f"{tf} requires: {r.line}{source}" for r in reqs]
+        + [f"numpy {version.describe()}",
+           f"TensorFlow {NUMPY2_FIRST_TF} is the first release compiled against NumPy 2 (its release "
+           "notes); older pins that allow numpy 2 do so by omission"],
+        fix='pip install "numpy<2" (or upgrade to TensorFlow 2.18 or newer, which also runs NumPy 1.26)',
+        links=[NUMPY2_NOTE, link],
+    )
+
+
+def same_line_allowed(version: Version, reqs: list[Pin]) -> bool:
     """Does some pin admit a release of the version's own line (its major; major.minor for 0.x)?
     Out of range within the line is untested; on another line it is a different ABI."""
     zero = version.major == 0
@@ -101,7 +119,7 @@ def same_line_allowed(version: Version, reqs: list[Requirement]) -> bool:
     return any(r.specifier.contains(c, prereleases=True) for r in reqs for c in candidates)
 
 
-def _outside(name: str, version: ResolvedVersion, reqs: list[Requirement], tf: str, source: str) -> Finding:
+def _outside(name: str, version: ResolvedVersion, reqs: list[Pin], tf: str, source: str) -> Finding:
     assert version.version is not None
     if name in BREAKS and not same_line_allowed(version.version, reqs):
         severity, (consequence, link) = Severity.ERROR, BREAKS[name]
@@ -111,7 +129,7 @@ def _outside(name: str, version: ResolvedVersion, reqs: list[Requirement], tf: s
     return Finding(
         f"{NAME}.out-of-range", severity,
         f"{name} {version.text} is outside the range {tf} requires ({wanted}): {consequence}",
-        [f"{tf} requires: {r}{source}" for r in reqs]
+        [f"{tf} requires: {r.line}{source}" for r in reqs]
         + [f"{name} {version.describe()}"],
         fix=f'pip install "{name}{wanted}" (pip then keeps {tf}\'s range; if another package '
             f"needs {name} {version.text}, give it its own environment or move to a TensorFlow "

@@ -10,7 +10,6 @@ import argparse
 import importlib
 import os
 import sys
-import traceback
 from collections.abc import Sequence
 
 from mgpu_doctor import __version__, interrupts
@@ -88,6 +87,8 @@ def _main(argv: Sequence[str] | None) -> int:
         if interrupts.received() is not None:  # stopped, and the output went with the terminal (SIGHUP)
             return interrupts.exit_code()
         if os.environ.get("MGPU_DOCTOR_DEBUG"):
+            import traceback  # here only: the quick check would pay for it on every run
+
             traceback.print_exc()
         say(f"mgpu-doctor: internal error: {type(exc).__name__}: {exc}\n"
             "This is a bug; rerun with MGPU_DOCTOR_DEBUG=1 for the traceback and report it.")

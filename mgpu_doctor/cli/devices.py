@@ -6,8 +6,6 @@ import argparse
 import json
 from typing import Any
 
-from tabulate import tabulate
-
 from mgpu_doctor.cli.output import out
 from mgpu_doctor.devices import device_rows
 from mgpu_doctor.facts import Unavailable, skipped
@@ -15,6 +13,7 @@ from mgpu_doctor.probes.envvars import gather_env
 from mgpu_doctor.probes.host import gather_host
 from mgpu_doctor.probes.nvml import gather_nvml
 from mgpu_doctor.reporters.common import DEVICE_HEADERS, device_cells
+from mgpu_doctor.reporters.tables import table
 from mgpu_doctor.serde import to_jsonable
 from mgpu_doctor.snapshot import KIND, SCHEMA_VERSION, Snapshot
 
@@ -43,8 +42,7 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
         return 0
     print(f"Driver {nvml.driver_version}, CUDA {nvml.cuda_driver_version}")
     cells = [device_cells(r) for r in rows]
-    print(tabulate([[c[k] for k in DEVICE_HEADERS] for c in cells],
-                   headers=list(DEVICE_HEADERS.values()), disable_numparse=True))
+    print(table([[c[k] for k in DEVICE_HEADERS] for c in cells], list(DEVICE_HEADERS.values())))
     if nvml.partial_error:
         print(f"Incomplete: {nvml.partial_error}")
     return 0

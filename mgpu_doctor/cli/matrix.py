@@ -9,8 +9,6 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from tabulate import tabulate
-
 from mgpu_doctor.cli.common import emit
 from mgpu_doctor.cli.errors import UsageError
 from mgpu_doctor.cli.options import add_matrix_option, add_output_options, matrix_dirs, output_options
@@ -25,6 +23,7 @@ from mgpu_doctor.matrix.known_issues import (
 )
 from mgpu_doctor.matrix.match import example_problems
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
+from mgpu_doctor.reporters.tables import table
 from mgpu_doctor.serde import to_jsonable
 
 
@@ -90,8 +89,7 @@ def run_list(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps([to_jsonable(i) for i in issues], indent=2) + "\n")
         return 0
     rows = [[i.id, i.symptom, i.confidence, _affects(i), i.title] for i in issues]
-    sys.stdout.write(tabulate(rows, headers=["id", "symptom", "confidence", "affects", "title"],
-                              tablefmt="simple", disable_numparse=True) + "\n")
+    sys.stdout.write(table(rows, ["id", "symptom", "confidence", "affects", "title"]) + "\n")
     sys.stdout.write(f"\n{len(issues)} known issues ({', '.join(matrix.sources)}); "
                      "`mgpu-doctor matrix show ID` for one in full.\n")
     return 0

@@ -27,16 +27,18 @@ from mgpu_doctor.requirements import (
     parse_tensorflow_spec,
 )
 from mgpu_doctor.smoke.plan import (
+    DEFAULT_LEVEL,
+    LEVELS,
     MAX_BATCH_SIZE,
     MAX_DEVICES,
+    SMOKE_LEVELS,
     PlanError,
     SmokeOptions,
     check_virtual_devices,
     parse_counts,
 )
 from mgpu_doctor.smoke.plan import parse_layers as parse_smoke_layers
-from mgpu_doctor.smoke.runner import DEFAULT_STALL_TIMEOUT_S
-from mgpu_doctor.smoke.section import SmokeRequest
+from mgpu_doctor.smoke.request import DEFAULT_STALL_TIMEOUT_S, SmokeRequest
 
 FAIL_ON_CHOICES = ("info", "warning", "error")
 MAX_STALL_TIMEOUT_S = 86400.0
@@ -80,9 +82,28 @@ def add_smoke_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> N
                    help=f"declare a hang after S seconds without a finished step "
                         f"(default: {DEFAULT_STALL_TIMEOUT_S:g})")
     p.add_argument("--batch-sizes", metavar="64,256",
-                   help="global batch sizes to compare 1 vs N devices at (default: 64)")
+                   help="global batch sizes to compare 1 vs N devices at; every scenario runs at "
+                        "the first, the others compare speed (default: "
+                        + "; ".join(f"{','.join(map(str, LEVELS[n].batch_sizes))} at {n}"
+                                    for n in SMOKE_LEVELS) + ")")
     p.add_argument("--results", metavar="FILE",
                    help="append each run's result to FILE as a JSON line as soon as it finishes")
+
+
+def add_level_option(p: argparse.ArgumentParser, levels: tuple[str, ...]) -> None:
+    p.add_argument("--level", choices=levels, default=None,
+                   help="how much to run: " + "; ".join(f"{n}: {LEVELS[n].summary}" for n in levels)
+                        + f" (default: {DEFAULT_LEVEL})")
+
+
+def level_from(args: argparse.Namespace) -> str:
+    """``--level``, with ``--quick`` as the alias of ``--level quick``."""
+    level = getattr(args, "level", None)
+    if getattr(args, "quick", False):
+        if level not in (None, "quick"):
+            raise UsageError(f"--quick is --level quick: it cannot go with --level {level}")
+        return "quick"
+    return level or DEFAULT_LEVEL
 
 
 def add_gate_options(parser: argparse.ArgumentParser) -> None:
@@ -104,13 +125,15 @@ def add_redact_option(parser: argparse.ArgumentParser) -> None:
 
 def add_diagnose_options(p: argparse.ArgumentParser) -> None:
     """What decides the facts and the verdict: shared by `check` and `report`."""
+    add_level_option(p, tuple(LEVELS))
     p.add_argument("--quick", action="store_true",
-                   help="skip everything that imports TensorFlow or trains (well under a second)")
+                   help="same as --level quick: skip everything that imports TensorFlow or trains "
+                        "(well under a second)")
     p.add_argument("--from", dest="from_file", metavar="FILE",
                    help="check a saved snapshot or report (`mgpu-doctor snapshot -o FILE`, "
                         "`mgpu-doctor report -o FILE`) instead of this machine")
     p.add_argument("--no-smoke", action="store_true",
-                   help="do not run the smoke trainings (implied by --quick and --from)")
+                   help="do not run the smoke trainings (implied by --level quick and --from)")
     smoke = p.add_argument_group("smoke trainings (see `mgpu-doctor smoke --help`)")
     add_smoke_options(smoke)
     add_matrix_option(p)
@@ -172,7 +195,7 @@ def matrix_dirs(args: argparse.Namespace) -> tuple[Path, ...]:
     return tuple(dirs)
 
 
-def smoke_request(args: argparse.Namespace) -> SmokeRequest:
+def smoke_request(args: argparse.Namespace, level: str = DEFAULT_LEVEL) -> SmokeRequest:
     """The smoke options, every one checked before anything is gathered (bad values: exit 2)."""
     stall = args.stall_timeout
     if not (math.isfinite(stall) and 0 < stall <= MAX_STALL_TIMEOUT_S):
@@ -184,6 +207,7 @@ def smoke_request(args: argparse.Namespace) -> SmokeRequest:
             layers=parse_smoke_layers(getattr(args, "layers", None)),
             gpus=parse_counts(getattr(args, "gpus", None), "--gpus", MAX_DEVICES),
             virtual_devices=getattr(args, "virtual_devices", 2),
+            level=level if level in SMOKE_LEVELS else DEFAULT_LEVEL,
         )
         check_virtual_devices(options.virtual_devices)
     except PlanError as exc:
@@ -226,10 +250,12 @@ def diagnose_options(args: argparse.Namespace, command: str) -> DiagnoseOptions:
     if not checks:
         raise UsageError("no checks left to run: --skip removes every check --checks selected")
     requirements = requirements_from(args)
-    smoke = smoke_request(args)  # checked even where no smoke runs: a bad value is a mistake anyway
-    with_smoke = not (args.quick or args.from_file or args.no_smoke)
+    level = level_from(args)
+    quick = level == "quick"
+    smoke = smoke_request(args, level)  # checked even where no smoke runs: a bad value is a mistake anyway
+    with_smoke = not (quick or args.from_file or args.no_smoke)
     return DiagnoseOptions(
-        command=command, checks=checks, quick=args.quick,
+        command=command, checks=checks, quick=quick, level=level,
         from_file=Path(args.from_file) if args.from_file else None,
         interpreter=interpreter_from(args), smoke=smoke if with_smoke else None,
         matrix_dirs=matrix_dirs(args), requirements=requirements,

@@ -9,13 +9,16 @@ from typing import Any
 from mgpu_doctor import __version__
 from mgpu_doctor.checks import CHECKS, run_check
 from mgpu_doctor.cli.common import emit, progress_on_stderr
+from mgpu_doctor.cli.errors import UsageError
 from mgpu_doctor.cli.options import (
+    add_level_option,
     add_matrix_option,
     add_output_options,
     add_python_option,
     add_redact_option,
     add_smoke_options,
     interpreter_from,
+    level_from,
     matrix_dirs,
     output_options,
     smoke_request,
@@ -27,6 +30,7 @@ from mgpu_doctor.probes.interpreter import Interpreter
 from mgpu_doctor.redact import Identity, redact_report
 from mgpu_doctor.report import new_report
 from mgpu_doctor.resolve import resolve
+from mgpu_doctor.smoke.plan import SMOKE_LEVELS
 from mgpu_doctor.smoke.section import gather_for_smoke, open_results, run_smoke_section
 
 
@@ -51,6 +55,7 @@ def add_parser(sub: Any) -> None:
                     "(MirroredStrategy), each run isolated in a child process, and report hangs, "
                     "crashes, NaNs, leaks, 1-vs-N disagreement and poor scaling. With --workers K "
                     "or --tf-config (or $TF_CONFIG): the same with MultiWorkerMirroredStrategy.")
+    add_level_option(p, SMOKE_LEVELS)
     add_smoke_options(p)
     add_multiworker_options(p)
     add_matrix_option(p)
@@ -64,8 +69,11 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
     # Imported here: `check` shares this module and need not pay for the multi-worker code.
     from mgpu_doctor.cli.smoke_workers import plan_from, run_multiworker
 
-    request = smoke_request(args)
+    request = smoke_request(args, level_from(args))
     multiworker = plan_from(args, os.environ)  # TF_CONFIG is validated before anything starts
+    if multiworker is not None and getattr(args, "level", None) is not None:
+        raise UsageError("--level picks the single-host smoke trainings; the multi-worker smoke "
+                         "(--workers, --tf-config, $TF_CONFIG) has a plan of its own")
     interpreter = interpreter_from(args) or Interpreter.current()
     output = output_options(args)
     dirs = matrix_dirs(args)
@@ -77,7 +85,8 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
         skipped = CheckOutcome("smoke", "Smoke trainings", CheckStatus.SKIPPED,
                                skip_reason="the diagnosed Python does not work")
         outcomes = [run_check(interpreter_check, resolve(snapshot)), skipped]
-        report = new_report("smoke", "this machine", outcomes, tool_version=__version__, snapshot=snapshot)
+        report = new_report("smoke", "this machine", outcomes, tool_version=__version__, snapshot=snapshot,
+                            level=request.options.level)
         return emit(report, output)
     results_file = open_results(request.results_path, snapshot, request.redact)
     try:
@@ -91,7 +100,8 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
         if results_file is not None:
             results_file.close()
     report = new_report("smoke", "this machine", section.outcomes, tool_version=__version__,
-                        snapshot=snapshot, notes=section.notes, smoke_runs=section.runs)
+                        snapshot=snapshot, notes=section.notes, smoke_runs=section.runs,
+                        level=request.options.level)
     if request.redact:
         report = redact_report(report, snapshot, Identity.current())
     return emit(report, output, section.interrupted)

@@ -400,21 +400,32 @@ def check_each_node(fleet: Fleet) -> list[Finding]:
     return findings
 
 
+# name, title, the check, the finding codes it can emit (fleet reports have no sections).
 FLEET_CHECKS: tuple[Check[Fleet], ...] = (
-    Check("fleet-nodes", "One snapshot per node", check_duplicate_nodes),
-    Check("fleet-tensorflow", "Same TensorFlow and Keras on every node", check_tensorflow),
-    Check("fleet-nccl", "Same NCCL on every node", check_nccl),
-    Check("fleet-cuda-libraries", "Same CUDA libraries on every node", check_cuda_libraries),
-    Check("fleet-driver", "Same NVIDIA driver on every node", check_driver),
-    Check("fleet-gpus", "Same GPUs on every node", check_gpus),
-    Check("fleet-mig", "MIG alike on every node", check_mig),
-    Check("fleet-environment", "Same NCCL / TensorFlow settings and TF_CONFIG cluster", check_environment),
-    Check("fleet-python", "Same Python on every node", check_python),
-    Check("fleet-host-setup", "/dev/shm, IOMMU, ACS and limits alike on every node", check_fleet_host_setup),
+    Check("fleet-nodes", "One snapshot per node", check_duplicate_nodes, codes=("fleet.duplicate-node",)),
+    Check("fleet-tensorflow", "Same TensorFlow and Keras on every node", check_tensorflow,
+          codes=("fleet.tensorflow-differs", "fleet.keras-differs", "fleet.keras-version-differs")),
+    Check("fleet-nccl", "Same NCCL on every node", check_nccl,
+          codes=("fleet.nccl-differs", "fleet.nccl-path-differs")),
+    Check("fleet-cuda-libraries", "Same CUDA libraries on every node", check_cuda_libraries,
+          codes=("fleet.cuda-libraries-differ", "fleet.library-paths-differ")),
+    Check("fleet-driver", "Same NVIDIA driver on every node", check_driver, codes=("fleet.driver-differs",)),
+    Check("fleet-gpus", "Same GPUs on every node", check_gpus,
+          codes=("fleet.gpu-count-differs", "fleet.gpu-models-differ")),
+    Check("fleet-mig", "MIG alike on every node", check_mig, codes=("fleet.mig-on-some-nodes",)),
+    Check("fleet-environment", "Same NCCL / TensorFlow settings and TF_CONFIG cluster", check_environment,
+          codes=("fleet.env-differs", "fleet.nccl-env-differs", "fleet.nccl-transport-differs",
+                 "fleet.tf-config-cluster-differs", "fleet.tf-config-task-duplicate")),
+    Check("fleet-python", "Same Python on every node", check_python, codes=("fleet.python-differs",)),
+    Check("fleet-host-setup", "/dev/shm, IOMMU, ACS and limits alike on every node", check_fleet_host_setup,
+          codes=("fleet.shm-differs", "fleet.pcie-setup-differs", "fleet.memlock-differs",
+                 "fleet.container-differs")),
     Check("fleet-nccl-tuning", "NCCL algorithms, protocols and nccl.conf alike on every node",
-          check_fleet_nccl_tuning),
-    Check("fleet-comparable", "Every fact could be compared", check_comparable),
-    Check("fleet-each-node", "Every node passes `mgpu-doctor check` on its own", check_each_node),
+          check_fleet_nccl_tuning, codes=("fleet.nccl-tuning-differs", "fleet.nccl-conf-differs")),
+    Check("fleet-comparable", "Every fact could be compared", check_comparable,
+          codes=("fleet.facts-missing",)),
+    Check("fleet-each-node", "Every node passes `mgpu-doctor check` on its own", check_each_node,
+          codes=("fleet.node-problems",)),
 )
 
 

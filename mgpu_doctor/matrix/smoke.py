@@ -49,6 +49,10 @@ class SmokeRunLike(Protocol):
     def status(self) -> str: ...  # ok, hang, crash, error, nan, diverged, oom
 
 
+# The codes of the findings that look a failed smoke run up in the matrix.
+CODES = ("smoke.known-issue.ID", "smoke.not-in-matrix.RUN")
+
+
 def run_environment(environment: Environment, run: SmokeRunLike, strategy: str = "mirrored") -> Environment:
     """The machine's environment narrowed to what one run exercised."""
     layers = SMOKE_LAYER_TERMS.get((run.layer, run.variant), (run.layer,))
@@ -90,7 +94,8 @@ def smoke_findings(
                 f"{run.scenario.replace('_', ' ')}")
         candidates = [i for i in issues if i.symptom in symptoms]
         known = [a for a in (assess(i, env) for i in candidates) if a.verdict is Verdict.MATCHES]
-        code_tail = f"{run.layer}-{run.variant}-{run.devices}{run.device_kind}-{run.scenario}"
+        scenario = run.scenario.replace("_", "-")  # codes are lowercase words joined by hyphens
+        code_tail = f"{run.layer}-{run.variant}-{run.devices}{run.device_kind}-{scenario}"
         still = [] if known else still_happening(candidates, env)
         if still:
             findings.extend(_still_finding(issue, newer, what, run.status) for issue, newer in still)

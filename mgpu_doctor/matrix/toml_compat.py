@@ -7,24 +7,35 @@ from pathlib import Path
 from typing import Any
 
 from mgpu_doctor.inputs import InputError, read_text
-
-if sys.version_info >= (3, 11):
-    import tomllib as _toml
-else:  # pragma: no cover - exercised only on Python 3.10
-    import tomli as _toml
-
-TOMLDecodeError = _toml.TOMLDecodeError
+from mgpu_doctor.matrix.parse_cache import cached_parse
 
 
-def load_toml(path: Path) -> dict[str, Any]:
-    """Parse one TOML file within the input limits (:mod:`mgpu_doctor.inputs`).
+class TOMLDecodeError(ValueError):
+    """Not valid TOML; the message is the parser's."""
+
+
+def _loads(text: str) -> dict[str, Any]:
+    # The parser is imported on first use: a file the parse cache knows needs none.
+    if sys.version_info >= (3, 11):
+        import tomllib as toml
+    else:  # pragma: no cover - exercised only on Python 3.10
+        import tomli as toml
+    try:
+        return toml.loads(text)
+    except toml.TOMLDecodeError as exc:
+        raise TOMLDecodeError(str(exc)) from None
+
+
+def load_toml(path: Path, cached: bool = False) -> dict[str, Any]:
+    """Parse one TOML file within the input limits (:mod:`mgpu_doctor.inputs`); ``cached``: a
+    text parsed before comes from :mod:`~mgpu_doctor.matrix.parse_cache`.
 
     Raises OSError, TOMLDecodeError, or :class:`~mgpu_doctor.inputs.InputError` (not UTF-8,
     too large, nested too deeply, an integer too long to convert).
     """
     text = read_text(path, "a TOML file")
     try:
-        return _toml.loads(text)
+        return cached_parse(text, _loads) if cached else _loads(text)
     except RecursionError:
         raise InputError(f"{path}: nested too deeply to read (edited or corrupted?)") from None
     except TOMLDecodeError:
@@ -45,7 +56,7 @@ class DataFileError(Exception):
 def read_versioned(path: Path, schema_version: int) -> dict[str, Any]:
     """A TOML data file whose ``schema_version`` must be the one this mgpu-doctor reads."""
     try:
-        data = load_toml(path)
+        data = load_toml(path, cached=True)
     except FileNotFoundError:
         raise DataFileError("no such file") from None
     except TOMLDecodeError as exc:

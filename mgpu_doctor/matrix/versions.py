@@ -18,6 +18,7 @@ depends on how they are read:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from enum import Enum
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -219,3 +220,50 @@ def below(spec: SpecifierSet, version_text: str) -> bool:
     high, high_in = bounds[2], bounds[3]
     plain = Version(version.public)
     return plain > high or (plain == high and not high_in)
+
+
+# A Requires-Dist line: name, optional [extras], the specifiers (bare or in parentheses, as older
+# METADATA writes them), optional "; marker". packaging.requirements parses the same, but costs
+# the quick check tens of milliseconds of imports for lines this simple.
+_REQUIREMENT = (r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?"  # compiled on first use (re's cache)
+                r"\s*\(?([^;()]*)\)?\s*(?:;(.*))?$")
+
+
+@dataclass(frozen=True)
+class Pin:
+    """One Requires-Dist line: the canonical name, its specifiers, its marker text ("" if none)."""
+
+    name: str
+    specifier: SpecifierSet
+    marker: str
+    line: str
+
+    def applies(self, python: Version | None) -> bool:
+        """Whether the marker holds for the diagnosed Python (unknown Python: it may)."""
+        if not self.marker or python is None:
+            return True
+        from packaging.markers import InvalidMarker, Marker  # only lines with a marker need it
+
+        try:
+            return bool(Marker(self.marker).evaluate({
+                "python_version": f"{python.major}.{python.minor}", "python_full_version": str(python),
+                "extra": ""}))
+        except (InvalidMarker, Exception):  # a marker this interpreter cannot evaluate: keep it
+            return True
+
+
+def requirement_name(line: str) -> str:
+    """The canonical project name of a Requires-Dist line ("" when it is not one)."""
+    m = re.match(_REQUIREMENT, line)
+    return re.sub(r"[-_.]+", "-", m.group(1)).lower() if m else ""
+
+
+def parse_pin(line: str) -> Pin | None:
+    m = re.match(_REQUIREMENT, line)
+    if m is None:
+        return None
+    try:
+        spec = SpecifierSet(m.group(2).strip())
+    except InvalidSpecifier:
+        return None
+    return Pin(requirement_name(line), spec, (m.group(3) or "").strip(), line.strip())

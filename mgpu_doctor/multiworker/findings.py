@@ -45,6 +45,14 @@ def multiworker_run(
     )
 
 
+# Every finding code of a multi-worker run; LAYER is the model trained.
+CODES = (
+    "multiworker.LAYER.ok", "multiworker.LAYER.hang", "multiworker.LAYER.crash", "multiworker.LAYER.error",
+    "multiworker.LAYER.nan", "multiworker.LAYER.diverged", "multiworker.LAYER.lost-peer",
+    "multiworker.LAYER.weights-differ", "multiworker.keras3-fit-unsupported",
+)
+
+
 def multiworker_outcomes(runs: list[MultiWorkerRun]) -> list[CheckOutcome]:
     out = []
     for run in runs:

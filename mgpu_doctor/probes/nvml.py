@@ -8,6 +8,8 @@ while every line here still runs. Each per-GPU field that the GPU does not suppo
 from __future__ import annotations
 
 import ctypes
+import importlib.util
+import sys
 import threading
 import warnings
 from collections.abc import Callable
@@ -22,6 +24,7 @@ from mgpu_doctor.snapshot import GpuFacts, GpuLink, GpuProcess, MigDevice, NvmlF
 T = TypeVar("T")
 
 NVML_TIMEOUT_S = 10.0
+NVML_LIBRARY = "libnvidia-ml.so.1"  # the name pynvml opens on Linux
 
 COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
 TOPOLOGY_LEVELS = {
@@ -53,12 +56,20 @@ class _GpuLost(_Stopped):
 
 
 def load_pynvml() -> Any:
-    """Import pynvml (from ``nvidia-ml-py``) or explain why not."""
+    """Import pynvml (from ``nvidia-ml-py``) or explain why not.
+
+    None where pynvml is installed but the driver library it opens is not: what nvmlInit would
+    answer, known without importing the binding (a large module: a few percent of `check --quick`
+    on a machine without a driver).
+    """
     try:
-        # The `pynvml` wrapper distribution (13.x) warns on import that it is deprecated; the
-        # binding underneath is nvidia-ml-py's and works, so the warning is noise in a report.
+        # The `pynvml` wrapper distribution (13.x) warns on import, and already when looked for,
+        # that it is deprecated; the binding underneath is nvidia-ml-py's and works, so the
+        # warning is noise in a report.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
+            if importlib.util.find_spec("pynvml") is not None and not _library_loads():
+                return None
             import pynvml
     except ImportError as exc:
         raise ImportError(
@@ -74,6 +85,8 @@ def gather_nvml(nvml: Any | None = None, timeout_s: float = NVML_TIMEOUT_S) -> N
             nvml = load_pynvml()
         except ImportError as exc:
             return absent(str(exc), cause="no-pynvml")
+        if nvml is None:
+            return _library_not_found()
     box: list[NvmlFacts | Unavailable] = []
 
     def work() -> None:
@@ -108,14 +121,29 @@ def _gather(nvml: Any) -> NvmlFacts | Unavailable:
             pass
 
 
+def _library_loads() -> bool:
+    """Whether the library pynvml opens on Linux loads."""
+    if not sys.platform.startswith("linux"):
+        return True  # pynvml looks elsewhere on other systems: let it
+    try:
+        ctypes.CDLL(NVML_LIBRARY)
+    except OSError:
+        return False
+    return True
+
+
+def _library_not_found() -> Unavailable:
+    return absent(
+        f"NVML library ({NVML_LIBRARY}) not found: no NVIDIA driver is installed, or this "
+        "container was started without the NVIDIA runtime",
+        cause="library-not-found",
+    )
+
+
 def _init_failure(nvml: Any, exc: Exception) -> Unavailable:
     code = getattr(exc, "value", None)
     if code == LIBRARY_NOT_FOUND:
-        return absent(
-            "NVML library (libnvidia-ml.so.1) not found: no NVIDIA driver is installed, or this "
-            "container was started without the NVIDIA runtime",
-            cause="library-not-found",
-        )
+        return _library_not_found()
     if code == DRIVER_NOT_LOADED:
         return absent(
             "NVIDIA driver is installed but not loaded (no GPU, or the kernel module failed "

@@ -5,7 +5,6 @@ from __future__ import annotations
 from mgpu_doctor.devices import DeviceRow
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import MOSTLY_SKIPPED_CHECK, CheckStatus, Finding, Severity
-from mgpu_doctor.fleet.compare import describe, list_nodes
 from mgpu_doctor.report import Report
 
 DEVICE_HEADERS = {
@@ -95,6 +94,8 @@ def fleet_difference_rows(report: Report, max_nodes: int | None = None) -> list[
     fact's label only on its first line."""
     if report.fleet is None:
         return []
+    from mgpu_doctor.fleet.compare import describe, list_nodes  # a fleet's report only
+
     rows = []
     for row in report.fleet.differences:
         for i, (value, nodes) in enumerate(row.groups()):

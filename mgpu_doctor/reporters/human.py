@@ -1,14 +1,13 @@
-"""The terminal report, doctor style: one line per check, details and fix indented below."""
+"""The terminal report, doctor style: checks grouped in sections, one line per check, details and
+fix indented below."""
 
 from __future__ import annotations
 
 import textwrap
-
-from tabulate import tabulate
+from typing import TYPE_CHECKING
 
 from mgpu_doctor.facts import Unavailable
-from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity
-from mgpu_doctor.library_view import LibrariesView
+from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Section, Severity
 from mgpu_doctor.report import Report
 from mgpu_doctor.reporters import RenderOptions
 from mgpu_doctor.reporters.common import (
@@ -20,6 +19,10 @@ from mgpu_doctor.reporters.common import (
     fleet_heading,
     summary_line,
 )
+from mgpu_doctor.reporters.tables import table
+
+if TYPE_CHECKING:
+    from mgpu_doctor.library_view import LibrariesView
 
 GLYPHS = {
     CheckStatus.PASSED: ("✓", "+"), CheckStatus.INFO: ("i", "i"),
@@ -41,28 +44,18 @@ def render(report: Report, options: RenderOptions) -> str:
     out = [_header(report), ""]
     if report.libraries is not None:
         out += libraries_lines(report.libraries, report.source) + [""]
-    for group in _group_skips(report.checks, options.verbose):
-        if len(group) == 1:
-            out.extend(_check_lines(group[0], options))
-        else:
-            glyph = _paint(GLYPHS[CheckStatus.SKIPPED][0 if options.unicode else 1],
-                           CheckStatus.SKIPPED, options)
-            out += _wrap(f"[{glyph}] {len(group)} checks skipped ({group[0].skip_reason}): "
-                         + ", ".join(o.name for o in group), 0, hanging=4)
+    out += _sections(report.checks, options)
     rows = device_table_rows(report)
     if rows:
         out += ["", "GPUs (NVML index, CUDA ordinal, TensorFlow device):"]
-        table = tabulate([[r[k] for k in DEVICE_HEADERS] for r in rows],
-                         headers=list(DEVICE_HEADERS.values()), tablefmt="simple",
-                         disable_numparse=True)
-        out += ["  " + line for line in table.splitlines()]
+        devices = table([[r[k] for k in DEVICE_HEADERS] for r in rows], list(DEVICE_HEADERS.values()))
+        out += ["  " + line for line in devices.splitlines()]
     if report.fleet is not None:
         out += ["", fleet_heading(report)]
         differences = fleet_difference_rows(report, max_nodes=8)
         if differences:
-            table = tabulate(differences, headers=FLEET_HEADERS, tablefmt="simple",
-                             disable_numparse=True, maxcolwidths=[30, 40, 40])
-            out += ["  " + line for line in table.splitlines()]
+            table_text = table(differences, FLEET_HEADERS, maxcolwidths=[30, 40, 40])
+            out += ["  " + line for line in table_text.splitlines()]
     out += ["", summary_line(report)]
     if report.quick:
         out.append("Quick check: TensorFlow was not imported. Run `mgpu-doctor check` for "
@@ -91,12 +84,11 @@ def libraries_lines(view: LibrariesView, source: str) -> list[str]:
         out.append("Versions from file names and metadata only (nothing was loaded: --quick, or the "
                    "diagnosed Python does not work).")
     out.append("")
-    table = [[r.name, r.built_for or "-",
-              (f"{r.in_use_version or '?'}  {r.in_use}" if r.in_use else "not found"),
-              r.found_how or "-", r.driver_supports or "-"]
-             for r in view.rows if r.copies or r.built_for]
-    out += tabulate(table, headers=["Library", "Built for", "In use", "Found how", "Driver supports"],
-                    disable_numparse=True).splitlines()
+    rows = [[r.name, r.built_for or "-",
+             (f"{r.in_use_version or '?'}  {r.in_use}" if r.in_use else "not found"),
+             r.found_how or "-", r.driver_supports or "-"]
+            for r in view.rows if r.copies or r.built_for]
+    out += table(rows, ["Library", "Built for", "In use", "Found how", "Driver supports"]).splitlines()
     out += ["", "Every copy found, in search order (* = the loader's first pick for its soname):"]
     for r in view.rows:
         if not r.copies:
@@ -121,6 +113,31 @@ ASCII_FALLBACKS = str.maketrans({"…": "...", "×": "x", "°": "deg", "→": "-
 def to_ascii(text: str) -> str:
     """Plain output off a terminal: known symbols spelled out, anything else as '?'."""
     return text.translate(ASCII_FALLBACKS).encode("ascii", "replace").decode("ascii")
+
+
+def _sections(checks: list[CheckOutcome], options: RenderOptions) -> list[str]:
+    """The checks under their section headings (in the order of ``Section``), as `flutter doctor`
+    groups its validators; checks of no section (a fleet, a smoke run) come first, unheaded."""
+    out = _outcome_lines([c for c in checks if c.section is None], options)
+    for section in Section:
+        members = [c for c in checks if c.section is section]
+        if members:
+            heading = f"\x1b[1m{section.title}\x1b[0m" if options.color else section.title
+            out += ([""] if out else []) + [heading] + _outcome_lines(members, options)
+    return out
+
+
+def _outcome_lines(checks: list[CheckOutcome], options: RenderOptions) -> list[str]:
+    out: list[str] = []
+    for group in _group_skips(checks, options.verbose):
+        if len(group) == 1:
+            out.extend(_check_lines(group[0], options))
+        else:
+            glyph = _paint(GLYPHS[CheckStatus.SKIPPED][0 if options.unicode else 1],
+                           CheckStatus.SKIPPED, options)
+            out += _wrap(f"[{glyph}] {len(group)} checks skipped ({group[0].skip_reason}): "
+                         + ", ".join(o.name for o in group), 0, hanging=4)
+    return out
 
 
 def _group_skips(checks: list[CheckOutcome], verbose: bool) -> list[list[CheckOutcome]]:
@@ -148,7 +165,8 @@ def _header(report: Report) -> str:
     python = snap.python
     who = (f"{python.executable} (Python {python.version})"
            if not isinstance(python, Unavailable) else "Python unknown")
-    return f"mgpu-doctor {report.tool_version}: {report.source}, {who}"
+    level = f", level {report.level}" if report.level else ""
+    return f"mgpu-doctor {report.tool_version}: {report.source}, {who}{level}"
 
 
 def _check_lines(outcome: CheckOutcome, options: RenderOptions) -> list[str]:
@@ -166,7 +184,7 @@ def _check_lines(outcome: CheckOutcome, options: RenderOptions) -> list[str]:
                 lines += _indent(finding.evidence, 4)
             continue
         if finding.severity is Severity.INFO and not options.verbose:
-            lines.append(f"    {_sev_glyph(finding, options)} {finding.title}")
+            lines += _wrap(f"{_sev_glyph(finding, options)} {finding.title}", 4)
             continue
         lines.extend(_finding_lines(finding, options))
     return lines

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from tabulate import tabulate
-
 from mgpu_doctor.findings import CheckStatus, Finding, Severity
 from mgpu_doctor.report import Report
 from mgpu_doctor.reporters import RenderOptions
@@ -17,6 +15,7 @@ from mgpu_doctor.reporters.common import (
     summary_line,
 )
 from mgpu_doctor.reporters.mermaid import pictures_markdown
+from mgpu_doctor.reporters.tables import table
 
 STATUS_WORDS = {
     CheckStatus.PASSED: "✅ passed", CheckStatus.INFO: "ℹ️ info", CheckStatus.WARNING: "⚠️ warning",
@@ -25,12 +24,13 @@ STATUS_WORDS = {
 
 
 def render(report: Report, options: RenderOptions) -> str:
-    out = [f"# mgpu-doctor {report.tool_version}: {report.source}", "", f"**{summary_line(report)}**", ""]
+    level = f" (level {report.level})" if report.level else ""
+    out = [f"# mgpu-doctor {report.tool_version}: {report.source}{level}", "",
+           f"**{summary_line(report)}**", ""]
     rows = [[c.title, f"`{c.name}`", STATUS_WORDS[c.status],
              _cell(c.skip_reason or "; ".join(f.title for f in c.findings))]
             for c in report.checks]
-    out += [tabulate(rows, headers=["Check", "Name", "Status", "Details"], tablefmt="github",
-                     disable_numparse=True), ""]
+    out += [table(rows, ["Check", "Name", "Status", "Details"], "github"), ""]
     problems = [f for f in report.findings if f.severity >= Severity.WARNING or options.verbose]
     if problems:
         out += ["## Findings", ""]
@@ -41,13 +41,12 @@ def render(report: Report, options: RenderOptions) -> str:
         out += ["## Differences between nodes", "", fleet_heading(report), ""]
         differences = fleet_difference_rows(report)
         if differences:
-            out += [tabulate([[_cell(c) for c in r] for r in differences], headers=FLEET_HEADERS,
-                             tablefmt="github", disable_numparse=True), ""]
+            out += [table([[_cell(c) for c in r] for r in differences], FLEET_HEADERS,
+                           "github"), ""]
     devices = device_table_rows(report)
     if devices:
-        out += ["## GPUs", "", tabulate([[r[k] for k in DEVICE_HEADERS] for r in devices],
-                                       headers=list(DEVICE_HEADERS.values()), tablefmt="github",
-                                       disable_numparse=True), ""]
+        out += ["## GPUs", "", table([[r[k] for k in DEVICE_HEADERS] for r in devices],
+                                   list(DEVICE_HEADERS.values()), "github"), ""]
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from tabulate import tabulate
-
 from mgpu_doctor.embedded import MARKER, json_block
 from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import Severity
@@ -23,6 +21,7 @@ from mgpu_doctor.reporters.common import (
 from mgpu_doctor.reporters.markdown import STATUS_WORDS, finding_lines
 from mgpu_doctor.reporters.mermaid import pictures_markdown
 from mgpu_doctor.reporters.smoke_table import SIMULATED_LINE, SMOKE_HEADERS, smoke_rows
+from mgpu_doctor.reporters.tables import table
 from mgpu_doctor.serde import to_jsonable
 
 KNOWN_ISSUES_CHECK = "known-issues"
@@ -38,6 +37,7 @@ def render(report: Report, options: RenderOptions, *, redacted: bool = True) -> 
     if snap is None:  # a `matrix query` or a `fleet` report describes no single machine
         raise ValueError(f"a support report needs one machine's facts, not a {report.command} report")
     out += [f"mgpu-doctor {report.tool_version}, facts gathered {snap.created} from {report.source}"
+            + (f", level {report.level}" if report.level else "")
             + (" (quick: TensorFlow not imported)" if report.quick else "")
             + ("; hostname, user, home directory and GPU UUIDs redacted" if redacted
                else "; NOT redacted"), "", f"**{summary_line(report)}**", ""]
@@ -80,8 +80,9 @@ def verdict(report: Report) -> str:
 
 
 def _findings(report: Report, options: RenderOptions) -> list[str]:
+    # The matrix's own problems are listed with the known issues.
     problems = [f for f in report.findings if f.severity >= Severity.WARNING
-                and not f.code.startswith(f"{KNOWN_ISSUES_CHECK}.")]
+                and not f.code.startswith("matrix.")]
     out = ["## Findings", ""]
     if not problems:
         return out + ["No warnings or errors.", ""]
@@ -153,7 +154,7 @@ def _environment(report: Report) -> list[str]:
 
 def _table(rows: list[list[str]], headers: list[str]) -> str:
     cells = [[_cell(c) for c in row] for row in rows]
-    return tabulate(cells, headers=headers, tablefmt="github", disable_numparse=True)
+    return table(cells, headers, "github")
 
 
 def _cell(text: Any) -> str:

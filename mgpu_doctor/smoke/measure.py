@@ -14,8 +14,9 @@ MAX_TEXT = 6000
 
 
 def slope(values: list[float]) -> float | None:
-    """Least-squares growth per epoch, leaving out the first epoch (tracing, warm-up)."""
-    points = values[1:] if len(values) >= 3 else values
+    """Least-squares growth per epoch, leaving out the first epoch (tracing, warm-up); None with
+    fewer than 3 epochs (a level that trains 2 says nothing about memory growth)."""
+    points = values[1:]
     if len(points) < 2:
         return None
     n = len(points)

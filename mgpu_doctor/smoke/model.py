@@ -11,6 +11,18 @@ VARIANTS: dict[str, tuple[str, ...]] = {
     "batchnorm": ("plain", "sync"),
 }
 SCENARIOS = ("even", "uneven_final_batch")
+# Variants that train the very same thing as another where there is no cuDNN: on CPU devices
+# Keras 3 takes the generic kernel for use_cudnn="auto" (keras/src/backend/tensorflow/rnn.py,
+# cudnn_ok needs a GPU), and tf_keras runs the same non-cuDNN math.
+SAME_WITHOUT_CUDNN: dict[tuple[str, str], str] = {("lstm", "cudnn"): "generic", ("gru", "cudnn"): "generic"}
+# On one device, synchronized BatchNormalization computes the statistics of the plain layer (the
+# one replica holds the global batch): one 1-device run is the reference for both variants.
+SAME_ON_ONE_DEVICE: dict[tuple[str, str], str] = {("batchnorm", "sync"): "plain"}
+# Layers whose training can change when a replica gets no sample in the last batch: batch
+# statistics (BatchNormalization: NaN), and recurrent layers, which build their state from the
+# batch size (the README cites a report). What every model shares with an empty replica (the
+# loss, the gradient all-reduce) runs in these too.
+EMPTY_REPLICA_LAYERS = ("batchnorm", "lstm", "gru")
 STATUSES = ("ok", "hang", "crash", "error", "nan", "diverged", "oom")
 DEVICE_KINDS = ("gpu", "cpu-virtual")
 

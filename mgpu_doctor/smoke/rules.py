@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from mgpu_doctor.findings import CheckOutcome, Finding, Severity, status_for
 from mgpu_doctor.matrix.known_issues import known_issue_line
-from mgpu_doctor.smoke.model import SmokeRun
+from mgpu_doctor.smoke.model import SAME_ON_ONE_DEVICE, SAME_WITHOUT_CUDNN, SmokeRun
 from mgpu_doctor.smoke.plan import BatchSplit
 
 LOSS_TOLERANCE = 1e-3  # max relative loss difference 1 vs N without batch statistics
@@ -34,10 +34,9 @@ UNEVEN_FIX = (
 
 def compare_with_single(runs: list[SmokeRun]) -> list[SmokeRun]:
     """Fill speedup, scaling efficiency and loss agreement on each N-device run."""
-    singles = {_twin_key(r): r for r in runs if r.devices == 1}
     out = []
     for run in runs:
-        single = singles.get(_twin_key(run))
+        single = single_twin(run, runs)
         if run.devices > 1 and single is not None:
             speedup = (run.samples_per_s / single.samples_per_s
                        if run.samples_per_s and single.samples_per_s else None)
@@ -241,11 +240,11 @@ def _nan_finding(run: SmokeRun, runs: list[SmokeRun]) -> Finding:
     where = f" from epoch {run.nonfinite_epoch}" if run.nonfinite_epoch else ""
     evidence = [f"loss per epoch: {_losses(run)}", f"weights finite at the end: {run.weights_finite}"]
     even = _find(runs, run, scenario="even")
-    single = _find(runs, run, devices=1)
+    single, single_label = _single_reference(run, runs) if run.devices > 1 else (None, "")
     if even is not None:
         evidence.append(f"same model, dataset a multiple of the global batch: {even.status}")
     if single is not None:
-        evidence.append(f"same data on 1 device: {single.status}")
+        evidence.append(f"{single_label}: {single.status}")
     uneven_only = run.scenario == "uneven_final_batch" and even is not None and even.status == "ok"
     if uneven_only:
         evidence.append(f"{run.samples} samples, global batch {run.global_batch}: the last batch "
@@ -377,8 +376,31 @@ def _find(runs: list[SmokeRun], like: SmokeRun, **changes: object) -> SmokeRun |
     return None
 
 
-def _twin_key(run: SmokeRun) -> tuple[object, ...]:
-    return (run.layer, run.variant, run.scenario, run.global_batch, run.device_kind)
+def single_twin(run: SmokeRun, runs: list[SmokeRun]) -> SmokeRun | None:
+    """The 1-device run that trained the same model on the same data: of the same variant, else
+    of the variant that trains the same there (the plan runs that one once for both)."""
+    same = [run.variant]
+    if (run.layer, run.variant) in SAME_ON_ONE_DEVICE:
+        same.append(SAME_ON_ONE_DEVICE[run.layer, run.variant])
+    if run.simulated and (run.layer, run.variant) in SAME_WITHOUT_CUDNN:
+        same.append(SAME_WITHOUT_CUDNN[run.layer, run.variant])
+    for variant in same:
+        for r in runs:
+            if (r.devices == 1 and r.variant == variant and r.layer == run.layer
+                    and r.scenario == run.scenario and r.global_batch == run.global_batch
+                    and r.device_kind == run.device_kind):
+                return r
+    return None
+
+
+def _single_reference(run: SmokeRun, runs: list[SmokeRun]) -> tuple[SmokeRun | None, str]:
+    """For the evidence: the 1-device twin, else (levels that skip it) the 1-device run of the
+    dataset that is a multiple of the global batch; and how to name it."""
+    twin = single_twin(run, runs)
+    if twin is not None:
+        return twin, "same data on 1 device"
+    even = single_twin(replace(run, scenario="even"), runs)
+    return even, "same model on 1 device, dataset a multiple of the global batch"
 
 
 def _loss_difference(run: SmokeRun, single: SmokeRun) -> float | None:

@@ -20,9 +20,9 @@ from mgpu_doctor.childproc import ChildOutcome, run_child
 from mgpu_doctor.probes.interpreter import CHILD_SCRIPTS
 from mgpu_doctor.smoke.measure import failed_run, run_from_child
 from mgpu_doctor.smoke.model import SmokeRun, SmokeSpec
+from mgpu_doctor.smoke.request import DEFAULT_STALL_TIMEOUT_S
 
 WORKER_SCRIPT = CHILD_SCRIPTS / "smoke_worker.py"
-DEFAULT_STALL_TIMEOUT_S = 120.0  # a first step on a GPU can compile kernels for a minute
 STARTUP_TIMEOUT_S = 180.0  # importing TensorFlow before the first heartbeat
 PER_RUN_BUDGET_S = 600.0  # backstop only: stalls are caught by the heartbeat much sooner
 

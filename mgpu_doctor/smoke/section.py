@@ -15,6 +15,7 @@ from typing import IO, TextIO
 from mgpu_doctor.errors import BadInput
 from mgpu_doctor.facts import Unavailable, interpreter_broken
 from mgpu_doctor.findings import CheckOutcome, CheckStatus
+from mgpu_doctor.inputs import shorten
 from mgpu_doctor.masking import mask_credentials
 from mgpu_doctor.matrix.known_issues import load_matrix
 from mgpu_doctor.matrix.match import environment_from_resolved
@@ -27,20 +28,19 @@ from mgpu_doctor.redact import Identity, Redactor, redactor_for
 from mgpu_doctor.resolve import resolve
 from mgpu_doctor.serde import to_jsonable
 from mgpu_doctor.smoke.model import SmokeRun, SmokeSpec
-from mgpu_doctor.smoke.plan import PlanError, SmokeOptions, batch_splits, check_device_counts, plan_runs
+from mgpu_doctor.smoke.plan import (
+    LEVELS,
+    Level,
+    PlanError,
+    SmokeOptions,
+    batch_splits,
+    check_device_counts,
+    plan_runs,
+)
+from mgpu_doctor.smoke.request import SmokeRequest
 from mgpu_doctor.smoke.rules import batch_split_outcomes, compare_with_single, smoke_outcomes
 from mgpu_doctor.smoke.runner import run_suite
 from mgpu_doctor.snapshot import Snapshot
-
-
-@dataclass(frozen=True)
-class SmokeRequest:
-    """The smoke trainings asked for: what to train, when to call a hang, where to log runs."""
-
-    options: SmokeOptions
-    stall_timeout_s: float
-    results_path: Path | None = None
-    redact: bool = True  # the results file as every output: identities redacted, credentials masked
 
 
 @dataclass
@@ -80,11 +80,12 @@ def with_matrix_verdicts(
 
 
 def replayed_section(
-    runs: list[SmokeRun], snapshot: Snapshot, matrix_dirs: tuple[Path, ...] = ()
+    runs: list[SmokeRun], snapshot: Snapshot, matrix_dirs: tuple[Path, ...] = (), level: str = ""
 ) -> SmokeSection:
     """Smoke runs read back from a saved report (`check --from`), judged by today's rules and matrix."""
+    at = f" (level {level if level in LEVELS else shorten(level)})" if level else ""
     return SmokeSection(outcomes=judged_outcomes(runs, snapshot, matrix_dirs), runs=runs,
-                        notes=[f"{len(runs)} smoke run(s) replayed from the file, not run here."])
+                        notes=[f"{len(runs)} smoke run(s) replayed from the file{at}, not run here."])
 
 
 def run_smoke_section(
@@ -138,10 +139,16 @@ def run_smoke_section(
         notes.append(f"Smoke trainings were simulated on {specs[0].virtual_devices} logical CPU devices "
                      "(fewer than 2 GPUs): correctness results hold, speed figures say nothing about "
                      "GPUs.")
+    notes.append(level_note(options.plan_level, len(specs)))
     if suite.interrupted:
         notes.append(f"Interrupted: {len(runs)} of {len(specs)} smoke runs finished.")
     outcomes = judged_outcomes(runs, snapshot, matrix_dirs, stall) + batch_split_outcomes(splits)
     return SmokeSection(outcomes=outcomes, runs=runs, notes=notes, interrupted=suite.interrupted)
+
+
+def level_note(level: Level, runs: int) -> str:
+    more = "" if level.name == "long" else f"; `--level long`: {LEVELS['long'].summary}"
+    return f"Level {level.name}: {runs} smoke training(s), {level.summary}{more}."
 
 
 def gpu_count(snapshot: Snapshot) -> tuple[int, str]:

@@ -1,0 +1,25 @@
+"""What the command line asks of the smoke trainings, apart from the engine that runs them.
+
+The CLI builds (and checks) a :class:`SmokeRequest` even for `check --quick`, which trains
+nothing: keeping it here lets the quick check leave the runner, the rules and the worker
+plumbing unimported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mgpu_doctor.smoke.plan import SmokeOptions
+
+DEFAULT_STALL_TIMEOUT_S = 120.0  # a first step on a GPU can compile kernels for a minute
+
+
+@dataclass(frozen=True)
+class SmokeRequest:
+    """The smoke trainings asked for: what to train, when to call a hang, where to log runs."""
+
+    options: SmokeOptions
+    stall_timeout_s: float
+    results_path: Path | None = None
+    redact: bool = True  # the results file as every output: identities redacted, credentials masked

@@ -1,0 +1,81 @@
+"""README parts that are made, not written: the finding-code table and the example output.
+
+Both are regenerated with MGPU_DOCTOR_UPDATE_GOLDEN=1 (then read the diff), like the goldens.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from mgpu_doctor.checks import CHECKS
+from mgpu_doctor.cli import main
+from mgpu_doctor.code_table import all_declared, markdown_table
+from mgpu_doctor.codes import AREAS, RENAMED, is_declared
+
+ROOT = Path(__file__).parent.parent
+README = ROOT / "README.md"
+EXAMPLE_SNAPSHOT = "tests/data/sick-box.json"
+# Files the README names that look like codes.
+NOT_CODES = {"cpu.max", "nccl.h"}
+
+
+def block(name: str, text: str) -> tuple[int, int]:
+    """Where README's generated block ``name`` starts and ends (between its two markers)."""
+    begin, end = f"<!-- {name}:begin (generated: MGPU_DOCTOR_UPDATE_GOLDEN=1) -->\n", f"<!-- {name}:end -->"
+    assert begin in text and end in text, f"README has no {name} block"
+    return text.index(begin) + len(begin), text.index(end)
+
+
+def check_block(name: str, made: str, normalize=lambda s: s) -> None:
+    text = README.read_text(encoding="utf-8")
+    start, stop = block(name, text)
+    if os.environ.get("MGPU_DOCTOR_UPDATE_GOLDEN"):
+        README.write_text(text[:start] + made + text[stop:], encoding="utf-8")
+        text = README.read_text(encoding="utf-8")
+        start, stop = block(name, text)
+    assert normalize(text[start:stop]) == normalize(made), (
+        f"README's {name} block is stale: regenerate it with MGPU_DOCTOR_UPDATE_GOLDEN=1 "
+        f"{Path(__file__).name} and read the diff")
+
+
+def test_the_finding_code_table_lists_every_code():
+    table = markdown_table()
+    check_block("finding-codes", f"<details><summary>All {len(all_declared())} finding codes</summary>\n\n"
+                f"{table}\n</details>\n")
+
+
+def test_the_example_is_what_the_cli_prints(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    main(["check", "--from", EXAMPLE_SNAPSHOT])
+    printed = capsys.readouterr().out
+    # The version in the header changes with every release; the output does not.
+    version = re.compile(r"^mgpu-doctor \S+:", re.M)
+    check_block("example", f"```text\n$ mgpu-doctor check --from {EXAMPLE_SNAPSHOT}\n{printed}```\n",
+                normalize=lambda s: version.sub("mgpu-doctor VERSION:", s))
+
+
+def test_every_check_has_its_readme_row():
+    text = README.read_text(encoding="utf-8")
+    missing = [c.name for c in CHECKS if f"\n| `{c.name}` | " not in text]
+    assert not missing, f"add a row `| \\`NAME\\` | finds |` to README's check table for {missing}"
+
+
+def test_every_code_the_readme_names_exists():
+    """A code in README's prose or tables (``area.condition`` in backticks) is a declared one, or
+    an old name in the code table's 'formerly' column."""
+    text = README.read_text(encoding="utf-8")
+    declared = all_declared()
+    named = set(re.findall(r"`([a-z][a-z0-9-]*\.[A-Za-z0-9.-]*[A-Za-z0-9])`", text))
+    unknown = [c for c in sorted(named - NOT_CODES) if c.split(".")[0] in AREAS
+               and not is_declared(c, declared) and c not in RENAMED and not _describes_declared(c, declared)]
+    assert not unknown, unknown
+
+
+def _describes_declared(pattern: str, declared: tuple[str, ...]) -> bool:
+    """``smoke.LAYER.CONDITION``: some declared code fits it (its upper-case segments are any)."""
+    parts = [".+" if s.isupper() else re.escape(s) for s in pattern.split(".")]
+    return any(s.isupper() for s in pattern.split(".")) and any(
+        re.fullmatch(r"\.".join(parts), d) for d in declared)
