@@ -3,7 +3,7 @@
 tests/data/smoke-runs-readme.json holds the runs of a real `smoke` on 2 virtual CPU devices.
 Regenerate both (after a change of the charts: only the README):
 
-    mgpu-doctor smoke --layers dense,conv2d --batch-sizes 32,64,128 --format json | python -c \
+    mgpu-doctor smoke --level long --layers dense,conv2d --batch-sizes 32,64,128 --format json | python -c \
       'import json,sys; json.dump({"smoke_runs": json.load(sys.stdin)["smoke_runs"]}, sys.stdout, indent=1)' \
       > tests/data/smoke-runs-readme.json
     MGPU_DOCTOR_UPDATE_GOLDEN=1 python -m pytest tests/test_readme_pictures.py
@@ -24,7 +24,7 @@ from mgpu_doctor.smoke.model import runs_from_report
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = ROOT / "tests" / "data" / "smoke-runs-readme.json"
 START, END = "<!-- example pictures: start -->", "<!-- example pictures: end -->"
-SHOWN = ("scaling-speedup", "loss-conv2d-b64")
+SHOWN = ("scaling-speedup", "loss-conv2d-b32")
 
 
 def example() -> str:
