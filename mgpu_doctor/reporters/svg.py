@@ -77,11 +77,17 @@ def render_svg(chart: Chart) -> str:
         hex_colour = colour(i)[1]
         # Earlier lines are wider, so a line that another covers (1 and N devices agreeing) shows.
         width = min(2.0 + 1.5 * (len(lines) - 1 - k), 8.0)
-        dash = ' stroke-dasharray="6 4"' if series.reference else ""
+        level = next((v for v in series.values if _finite(v)), None)
+        if series.reference and level is not None:  # a level to compare with: across the whole plot
+            y = y_of(level)
+            out.append(f'<line class="series-{i}" x1="{PLOT_LEFT}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" '
+                       f'stroke="{hex_colour}" stroke-width="2" stroke-dasharray="6 4">'
+                       f"<title>{escape(series.name)}</title></line>")
+            continue
         for segment in _segments(series.values):
             points = " ".join(f"{x_of(j):.1f},{y_of(v):.1f}" for j, v in segment)
             out.append(f'<polyline class="series-{i}" points="{points}" fill="none" stroke="{hex_colour}" '
-                       f'stroke-width="{width:.1f}"{dash}/>')
+                       f'stroke-width="{width:.1f}"/>')
         for j, value in enumerate(series.values):
             if _finite(value):
                 assert value is not None
