@@ -23,7 +23,7 @@ from typing import Any
 from mgpu_doctor.codes import canonical
 from mgpu_doctor.findings import Acknowledgement, CheckOutcome, Finding
 from mgpu_doctor.inputs import InputError
-from mgpu_doctor.matrix.toml_compat import TOMLDecodeError, load_toml
+from mgpu_doctor.matrix.toml_files import TOMLDecodeError, load_toml
 
 DEFAULT_FILE = ".mgpu-doctor.toml"
 TABLE = "acknowledge"

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mgpu_doctor.facts import Unavailable, absent, skipped
 from mgpu_doctor.snapshot import Snapshot
+from mgpu_doctor.unavailable import Unavailable, absent, skipped
 from mgpu_doctor.visibility import visible_gpus
 
 

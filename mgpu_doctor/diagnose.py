@@ -28,13 +28,12 @@ from mgpu_doctor.checks import VERSION_RULES, Check, known_issues, run_check
 from mgpu_doctor.checks.base import mostly_skipped
 from mgpu_doctor.devices import device_rows
 from mgpu_doctor.errors import BadInput
-from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import CheckOutcome, Section
-from mgpu_doctor.matrix.compat import CompatTableError, bundled_cuda_driver_table, load_bundled_tables
+from mgpu_doctor.interpreter import Interpreter
+from mgpu_doctor.matrix.compat_tables import CompatTableError, bundled_cuda_driver_table, load_bundled_tables
+from mgpu_doctor.matrix.environment import BadEnvironment
 from mgpu_doctor.matrix.known_issues import VERSION_KEYS
-from mgpu_doctor.matrix.match import BadEnvironment
 from mgpu_doctor.probes.gather import GatherOptions, Progress, gather_snapshot
-from mgpu_doctor.probes.interpreter import Interpreter
 from mgpu_doctor.redact import Identity, mask_snapshot, redact_report
 from mgpu_doctor.report import Report, new_report
 from mgpu_doctor.requirements import Requirements, layer_outcomes, requirement_checks
@@ -42,6 +41,7 @@ from mgpu_doctor.resolve import ResolvedEnvironment, resolve
 from mgpu_doctor.smoke.model import SmokeRun, runs_from_report
 from mgpu_doctor.smoke.request import SmokeRequest
 from mgpu_doctor.snapshot import Snapshot, SnapshotLoadError, load_document
+from mgpu_doctor.unavailable import Unavailable
 
 if TYPE_CHECKING:
     from mgpu_doctor.library_view import LibrariesView

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from itertools import combinations
 
 from mgpu_doctor.collective_facts import ACS_REDIRECTING, PciBridge, PcieFacts, PciGpu
-from mgpu_doctor.facts import Unavailable
+from mgpu_doctor.unavailable import Unavailable
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ Precedence — what was observed running beats what is predicted from metadata:
   when the build info gives only the major) > the tested-build table for its major.minor.
 - Driver: NVML > query. Python: the diagnosed interpreter > query.
 
-Versions are parsed here, once, with :func:`mgpu_doctor.matrix.versions.parse_version`.
+Versions are parsed here, once, with :func:`mgpu_doctor.versions.parse_version`.
 """
 
 from __future__ import annotations
@@ -32,19 +32,19 @@ from packaging.version import Version
 
 from mgpu_doctor.distributions import TF_COMPANIONS as COMPANIONS
 from mgpu_doctor.distributions import TF_DISTRIBUTIONS
-from mgpu_doctor.facts import Unavailable, absent, failed, skipped
 from mgpu_doctor.inputs import parse_json
-from mgpu_doctor.library_model import MAIN_LIBRARIES, best_version, cuda_major_of, soname_major
-from mgpu_doctor.matrix.compat import (
+from mgpu_doctor.library_copies import MAIN_LIBRARIES, best_version, cuda_major_of, soname_major
+from mgpu_doctor.matrix.compat_tables import (
     TfBuild,
     bundled_and_cuda_table,
     bundled_arch_table,
     bundled_tensorflow_requires_table,
     bundled_tensorflow_table,
 )
-from mgpu_doctor.matrix.versions import parse_version, requirement_name
 from mgpu_doctor.matrix.vocabulary import DEFAULT_BACKEND
 from mgpu_doctor.snapshot import LibraryCopy, LibraryFacts, PackageFacts, Snapshot, TensorFlowFacts
+from mgpu_doctor.unavailable import Unavailable, absent, failed, skipped
+from mgpu_doctor.versions import minor_text, parse_version, requirement_name
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -502,7 +502,8 @@ def _built_for(tf: TensorFlowFacts | None, tensorflow: ResolvedVersion, row: TfB
         info_cuda = tf.build_info.get("cuda_version", "")
         info_cudnn = tf.build_info.get("cudnn_version", "")
         if info_cuda:
-            cuda_readings.append(reading(_minor(info_cuda), Origin.BUILD_INFO, f"cuda_version {info_cuda}"))
+            cuda_readings.append(reading(minor_text(info_cuda), Origin.BUILD_INFO,
+                                         f"cuda_version {info_cuda}"))
         if info_cudnn and row is not None and _refines(info_cudnn, row.cudnn):
             cudnn_readings.append(reading(row.cudnn, Origin.BUILD_INFO,
                                           f"major {info_cudnn}, minor from the {table_where}"))
@@ -525,10 +526,6 @@ def _refines(build_info_value: str, table_value: str) -> bool:
     """Build info says "9", the table "9.3": the table adds the minor of the same major."""
     return "." not in build_info_value and table_value.split(".")[0] == build_info_value
 
-
-def _minor(text: str) -> str:
-    version = parse_version(text)
-    return f"{version.major}.{version.minor}" if version is not None else text
 
 
 def wanted_soname_major(name: str, built_cuda: ResolvedVersion, built_cudnn: ResolvedVersion) -> int | None:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from mgpu_doctor.matrix.compat import bundled_and_cuda_table
+from mgpu_doctor.matrix.compat_tables import bundled_and_cuda_table
 
 REPO = Path(__file__).resolve().parents[1]
 INSTALL_TIMEOUT_S = 1200

@@ -11,7 +11,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from mgpu_doctor.facts import absent, failed
 from mgpu_doctor.probes.nvml import gather_nvml
 from mgpu_doctor.snapshot import (
     KIND,
@@ -26,6 +25,7 @@ from mgpu_doctor.snapshot import (
     TensorFlowFacts,
     TfDevice,
 )
+from mgpu_doctor.unavailable import absent, failed
 from tests.fake_nvml import FakeGpu, FakeMachine, FakeNvml, bus, gpus, uuid
 
 DATA = Path(__file__).parent / "data"

@@ -8,8 +8,8 @@ import pytest
 
 from mgpu_doctor.checks import CHECKS, UnknownCheckError, select_checks
 from mgpu_doctor.checks.base import Check
-from mgpu_doctor.facts import failed, skipped
 from mgpu_doctor.findings import CheckStatus, Severity
+from mgpu_doctor.unavailable import failed, skipped
 from tests.checking import judge
 from tests.scenarios import packages, with_env
 
@@ -83,7 +83,7 @@ def test_import_failure_hints(scenario, detail, cause, title, fix_part):
 
 
 def test_quick_mode_skips_tensorflow_checks_with_the_reason(scenario):
-    from mgpu_doctor.facts import skipped
+    from mgpu_doctor.unavailable import skipped
 
     snap = replace(scenario("healthy-8gpu-nvlink"), tensorflow=skipped("--quick", cause="quick"))
     for name in ("tensorflow-import", "tensorflow-gpus"):

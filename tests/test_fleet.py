@@ -12,13 +12,13 @@ from dataclasses import replace
 import pytest
 
 from mgpu_doctor.cli import main
-from mgpu_doctor.facts import failed
 from mgpu_doctor.findings import Severity
 from mgpu_doctor.fleet.checks import FLEET_CHECKS, fleet_report
 from mgpu_doctor.fleet.compare import Fact, build_fleet
 from mgpu_doctor.fleet.facts import COMPARED_FACTS
 from mgpu_doctor.reporters import OutputFormat, RenderOptions
 from mgpu_doctor.snapshot import Snapshot, load_snapshot
+from mgpu_doctor.unavailable import failed
 from tests.scenarios import path_of
 from tests.test_reporters import assert_golden
 

@@ -15,7 +15,6 @@ from mgpu_doctor.acks import apply_acks, parse_acks
 from mgpu_doctor.checks import CHECKS
 from mgpu_doctor.cli import main
 from mgpu_doctor.diagnose import judge_snapshot
-from mgpu_doctor.facts import skipped
 from mgpu_doctor.findings import Severity
 from mgpu_doctor.requirements import (
     LayerOutcome,
@@ -28,6 +27,7 @@ from mgpu_doctor.requirements import (
 )
 from mgpu_doctor.resolve import resolve
 from mgpu_doctor.smoke.model import SmokeRun
+from mgpu_doctor.unavailable import skipped
 from tests.scenarios import SCENARIOS, path_of, with_env
 
 TODAY = dt.date(2026, 6, 1)

@@ -17,18 +17,14 @@ from packaging.version import Version
 
 from mgpu_doctor.checks import CHECKS
 from mgpu_doctor.cli import main
-from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import Severity
-from mgpu_doctor.matrix import compat
-from mgpu_doctor.matrix.compat import CompatTableError, load_cuda_driver_table, load_tensorflow_table
-from mgpu_doctor.probes.interpreter import Interpreter
-from mgpu_doctor.probes.libraries import (
-    LibraryProbeInput,
-    gather_libraries,
-    library_said,
-    load_library_versions,
-)
+from mgpu_doctor.interpreter import Interpreter
+from mgpu_doctor.matrix import compat_tables
+from mgpu_doctor.matrix.compat_tables import CompatTableError, load_cuda_driver_table, load_tensorflow_table
+from mgpu_doctor.probes.libraries import LibraryProbeInput, gather_libraries
+from mgpu_doctor.probes.library_loading import library_said, load_library_versions
 from mgpu_doctor.snapshot import LibraryCopy, load_snapshot, snapshot_from_data
+from mgpu_doctor.unavailable import Unavailable
 from tests.checking import judge
 from tests.scenarios import (
     AND_CUDA,
@@ -180,8 +176,8 @@ def test_real_cuda_runtime_wheel_loads_and_says_its_version_without_a_gpu(tmp_pa
 
 # --- the compatibility tables, every tested TensorFlow configuration both ways ----------------------
 
-TF_TABLE = load_tensorflow_table(Path(compat.bundled_matrix_dir()) / compat.TENSORFLOW_FILE)
-DRIVERS = load_cuda_driver_table(Path(compat.bundled_matrix_dir()) / compat.CUDA_DRIVER_FILE)
+TF_TABLE = load_tensorflow_table(Path(compat_tables.bundled_matrix_dir()) / compat_tables.TENSORFLOW_FILE)
+DRIVERS = load_cuda_driver_table(Path(compat_tables.bundled_matrix_dir()) / compat_tables.CUDA_DRIVER_FILE)
 
 
 def configured(scenario, tf_version: str, cuda: str, cudnn: str, driver: str):
@@ -374,16 +370,16 @@ def test_broken_driver_table_names_file_and_field(tmp_path, text, field):
 def test_broken_table_is_exit_2_with_one_line(tmp_path, capsys, monkeypatch):
     touch(tmp_path / "compat/cuda-driver.toml", "schema_version = 1\n[[toolkit]]\ncuda = 12\n")
     touch(tmp_path / "compat/tensorflow.toml",
-          (Path(compat.bundled_matrix_dir()) / compat.TENSORFLOW_FILE).read_text())
-    monkeypatch.setattr(compat, "bundled_matrix_dir", lambda: tmp_path)
-    compat.bundled_cuda_driver_table.cache_clear()
+          (Path(compat_tables.bundled_matrix_dir()) / compat_tables.TENSORFLOW_FILE).read_text())
+    monkeypatch.setattr(compat_tables, "bundled_matrix_dir", lambda: tmp_path)
+    compat_tables.bundled_cuda_driver_table.cache_clear()
     try:
         for command in ("check", "libs"):
             assert main([command, "--from", str(path_of("sick-box"))]) == 2
             err = capsys.readouterr().err
             assert err.count("\n") == 1 and "cuda-driver.toml: field toolkit[0].cuda: must be a string" in err
     finally:
-        compat.bundled_cuda_driver_table.cache_clear()
+        compat_tables.bundled_cuda_driver_table.cache_clear()
 
 
 def test_libs_command_human_and_json(capsys, tmp_path):

@@ -321,8 +321,9 @@ def test_findings_for_weights_that_differ_a_stall_and_a_nan():
     assert [e.split(":")[0] for e in finding.evidence] == ["worker 0", "worker 1", "Keras", "known issue"]
     # `smoke --workers` and `matrix query` tell one story: the finding names the matrix entry,
     # which carries the finding's source and matches the versions the workers ran
+    from mgpu_doctor.matrix.environment import environment_from_mapping
     from mgpu_doctor.matrix.known_issues import known_issue_line, load_matrix
-    from mgpu_doctor.matrix.match import Verdict, assess, environment_from_mapping
+    from mgpu_doctor.matrix.match import Verdict, assess
     from mgpu_doctor.matrix.paths import bundled_matrix_dir
     from mgpu_doctor.multiworker.findings import KERAS3_MWMS_ENTRY, KERAS3_MWMS_ISSUE
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from mgpu_doctor.facts import Unavailable
-from mgpu_doctor.probes.interpreter import CHILD_SCRIPTS, Interpreter
+from mgpu_doctor.interpreter import CHILD_SCRIPTS, Interpreter
 from mgpu_doctor.probes.packages import gather_python_and_packages
+from mgpu_doctor.unavailable import Unavailable
 
 
 def base_python() -> str:

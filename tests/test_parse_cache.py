@@ -12,7 +12,7 @@ import pytest
 from mgpu_doctor.matrix import parse_cache
 from mgpu_doctor.matrix.known_issues import load_matrix
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
-from mgpu_doctor.matrix.toml_compat import TOMLDecodeError, load_toml
+from mgpu_doctor.matrix.toml_files import TOMLDecodeError, load_toml
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -73,8 +73,8 @@ def test_inert_unless_asked(pytester):
 
 def test_live_quick_check_on_this_machine(pytester):
     """A real quick gather: without a GPU the GPU requirement is never passed, always skipped."""
-    from mgpu_doctor.facts import Unavailable
     from mgpu_doctor.probes.nvml import gather_nvml
+    from mgpu_doctor.unavailable import Unavailable
 
     nvml = gather_nvml()
     if not isinstance(nvml, Unavailable) and nvml.gpus:

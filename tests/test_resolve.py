@@ -15,13 +15,13 @@ import pytest
 from mgpu_doctor.checks import CHECKS
 from mgpu_doctor.cli import main
 from mgpu_doctor.diagnose import judge_snapshot
-from mgpu_doctor.facts import skipped
 from mgpu_doctor.findings import Severity
-from mgpu_doctor.matrix.compat import bundled_cuda_driver_table, bundled_tensorflow_table
-from mgpu_doctor.matrix.match import environment_from_resolved
+from mgpu_doctor.matrix.compat_tables import bundled_cuda_driver_table, bundled_tensorflow_table
+from mgpu_doctor.matrix.environment import environment_from_resolved
 from mgpu_doctor.probes.libraries import LibraryProbeInput, gather_libraries
 from mgpu_doctor.resolve import KerasFamily, Origin, reading, resolve, resolved, same_release
 from mgpu_doctor.snapshot import LibraryCopy, LibraryFacts, load_snapshot
+from mgpu_doctor.unavailable import skipped
 from tests.scenarios import (
     HOST,
     libcuda_copy,
@@ -299,7 +299,7 @@ def test_every_tested_build_with_a_driver_for_its_cuda_is_free_of_errors(capsys,
 
 
 def test_the_and_cuda_pins_table_has_every_release_that_declares_the_extra():
-    from mgpu_doctor.matrix.compat import bundled_and_cuda_table
+    from mgpu_doctor.matrix.compat_tables import bundled_and_cuda_table
 
     table = bundled_and_cuda_table()
     listed = {r.tensorflow for r in table.releases}

@@ -355,7 +355,7 @@ def test_an_oom_run_is_not_looked_up_as_a_layer_issue(scenario):
 def _child_helpers():
     import importlib.util
 
-    from mgpu_doctor.probes.interpreter import CHILD_SCRIPTS
+    from mgpu_doctor.interpreter import CHILD_SCRIPTS
 
     loaded = importlib.util.spec_from_file_location("_mgpu_child_under_test", CHILD_SCRIPTS / "_mgpu_child.py")
     module = importlib.util.module_from_spec(loaded)

@@ -7,11 +7,11 @@ from importlib import metadata
 
 import pytest
 
-from mgpu_doctor.facts import Unavailable
-from mgpu_doctor.probes.interpreter import Interpreter
+from mgpu_doctor.interpreter import Interpreter
 from mgpu_doctor.probes.packages import gather_python_and_packages
 from mgpu_doctor.probes.tensorflow import gather_tensorflow
 from mgpu_doctor.snapshot import TensorFlowFacts
+from mgpu_doctor.unavailable import Unavailable
 
 pytestmark = pytest.mark.tensorflow
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from mgpu_doctor.checks.facts_access import need
 from mgpu_doctor.collective_facts import CollectiveFacts, PcieFacts, PciGpu, normalise_bus_id
-from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.snapshot import GpuLink, Snapshot
+from mgpu_doctor.unavailable import Unavailable
 from mgpu_doctor.visibility import visible_gpus
 
 NCCL_TROUBLESHOOTING = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"

@@ -12,9 +12,9 @@ from __future__ import annotations
 from mgpu_doctor.checks.collective_access import CONTAINER_TOOLKIT_DOC, need_collective
 from mgpu_doctor.checks.facts_access import need
 from mgpu_doctor.collective_facts import ContainerFacts
-from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import Finding, Severity
 from mgpu_doctor.snapshot import Snapshot
+from mgpu_doctor.unavailable import Unavailable
 
 NO_GPU_VALUES = ("void", "none", "")
 K8S_GPU_DOC = "https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/"

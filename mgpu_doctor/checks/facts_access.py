@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import TypeVar
 
 from mgpu_doctor.checks.base import CheckSkipped
-from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.resolve import ResolvedEnvironment
-from mgpu_doctor.snapshot import NvmlFacts, PackageFacts, Snapshot, TensorFlowFacts
+from mgpu_doctor.snapshot import LibraryFacts, NvmlFacts, PackageFacts, Snapshot, TensorFlowFacts
+from mgpu_doctor.unavailable import Unavailable
 
 T = TypeVar("T")
 
@@ -69,3 +69,19 @@ def gib(n: int) -> str:
 
 def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def need_libraries(snapshot: Snapshot) -> LibraryFacts:
+    return need(snapshot.libraries, "CUDA library facts")
+
+
+def need_some_gpu(snapshot: Snapshot) -> None:
+    """Skip on a machine without NVIDIA GPUs: no CUDA library is used there, missing is fine.
+
+    An NVML that *failed* does not skip: the GPUs may well be there.
+    """
+    nvml = snapshot.nvml
+    if isinstance(nvml, Unavailable) and nvml.reason == "absent":
+        raise CheckSkipped("no NVIDIA driver: TensorFlow runs on the CPU and loads no CUDA library")
+    if not isinstance(nvml, Unavailable) and not nvml.gpus:
+        raise CheckSkipped("no GPU found by NVML: TensorFlow loads no CUDA library")

@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.facts_access import gib, need, need_any, need_gpus
-from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import Finding, Severity
 from mgpu_doctor.snapshot import GpuFacts, NvmlFacts, Snapshot
+from mgpu_doctor.unavailable import Unavailable
 from mgpu_doctor.visibility import cuda_enumeration_order
 
 MEMORY_IN_USE_FRACTION = 0.05

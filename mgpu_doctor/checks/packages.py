@@ -7,7 +7,7 @@ from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.facts_access import need_packages
 from mgpu_doctor.distributions import TF_DISTRIBUTIONS
 from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.matrix.compat import bundled_tensorflow_table
+from mgpu_doctor.matrix.compat_tables import bundled_tensorflow_table
 from mgpu_doctor.resolve import KERAS3_FIRST_TF, KERAS_PACKAGE_FIRST_TF, ResolvedEnvironment, ResolvedVersion
 from mgpu_doctor.snapshot import Snapshot
 

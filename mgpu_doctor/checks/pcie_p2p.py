@@ -20,10 +20,10 @@ from mgpu_doctor.checks.collective_access import (
     used_gpus,
 )
 from mgpu_doctor.collective_facts import IommuFacts, PciBridge
-from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import Finding, Severity
 from mgpu_doctor.pcie_paths import Route, acs_unknown, redirecting, routes
 from mgpu_doctor.snapshot import Snapshot
+from mgpu_doctor.unavailable import Unavailable
 
 ACS_HANG_THREAD = "https://github.com/NVIDIA/nccl/issues/2079"
 P2P_DISABLE_THREAD = "https://github.com/NVIDIA/nccl/issues/631"

@@ -6,9 +6,9 @@ import re
 
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.facts_access import need, need_nvml, need_tensorflow
-from mgpu_doctor.facts import Unavailable, interpreter_broken
 from mgpu_doctor.findings import Finding, Severity
 from mgpu_doctor.snapshot import Snapshot
+from mgpu_doctor.unavailable import Unavailable, interpreter_broken
 from mgpu_doctor.visibility import hides_all_on_purpose, visible_gpus
 
 # (pattern in the error or stderr, what it usually means, what to do)

@@ -14,8 +14,8 @@ from packaging.version import Version
 
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.matrix.versions import Pin, Tri, parse_pin, version_in
 from mgpu_doctor.resolve import ResolvedEnvironment, ResolvedVersion
+from mgpu_doctor.versions import Pin, Tri, parse_pin, version_in
 
 NAME = "tensorflow-requires"
 TITLE = "NumPy, protobuf, ml-dtypes and h5py fit TensorFlow's pins"
@@ -100,7 +100,8 @@ def _numpy2(version: ResolvedVersion, tf: str, reqs: list[Pin], source: str) -> 
     consequence, link = BREAKS["numpy"]
     return Finding(
         f"{NAME}.out-of-range", Severity.ERROR,
-        f"numpy {version.text} with {tf}, which was compiled against NumPy 1: {consequence}",
+        f"numpy {version.text} with {tf}, which was compiled against NumPy 1: "
+        + consequence[consequence.index("`import"):],
         [f"{tf} requires: {r.line}{source}" for r in reqs]
         + [f"numpy {version.describe()}",
            f"TensorFlow {NUMPY2_FIRST_TF} is the first release compiled against NumPy 2 (its release "

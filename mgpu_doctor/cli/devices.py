@@ -8,7 +8,6 @@ from typing import Any
 
 from mgpu_doctor.cli.output import out
 from mgpu_doctor.devices import device_rows
-from mgpu_doctor.facts import Unavailable, skipped
 from mgpu_doctor.probes.envvars import gather_env
 from mgpu_doctor.probes.host import gather_host
 from mgpu_doctor.probes.nvml import gather_nvml
@@ -16,6 +15,7 @@ from mgpu_doctor.reporters.common import DEVICE_HEADERS, device_cells
 from mgpu_doctor.reporters.tables import table
 from mgpu_doctor.serde import to_jsonable
 from mgpu_doctor.snapshot import KIND, SCHEMA_VERSION, Snapshot
+from mgpu_doctor.unavailable import Unavailable, skipped
 
 
 def add_parser(sub: Any) -> None:

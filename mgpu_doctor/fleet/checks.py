@@ -8,14 +8,14 @@ from collections import Counter
 from mgpu_doctor.checks import CHECKS
 from mgpu_doctor.checks.base import Check, CheckSkipped, run_check
 from mgpu_doctor.checks.facts_access import gib
-from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import Finding, Severity
 from mgpu_doctor.fleet.collective import MUST_MATCH, check_fleet_host_setup, check_fleet_nccl_tuning
 from mgpu_doctor.fleet.compare import FactRow, Fleet, describe, list_nodes, row_evidence
 from mgpu_doctor.fleet.facts import tf_config_of
-from mgpu_doctor.matrix.versions import parse_version
 from mgpu_doctor.report import Report, new_report
 from mgpu_doctor.resolve import resolve
+from mgpu_doctor.unavailable import Unavailable
+from mgpu_doctor.versions import minor_text, parse_version
 
 MWMS_DOC = "https://www.tensorflow.org/api_docs/python/tf/distribute/MultiWorkerMirroredStrategy"
 NCCL_INIT_SOURCE = "https://github.com/NVIDIA/nccl/blob/master/src/init.cc"
@@ -334,7 +334,7 @@ def check_python(fleet: Fleet) -> list[Finding]:
     row = _differing(fleet, "python.version")
     if row is None:
         return []
-    minors = {_minor(v) for v in row.values.values() if isinstance(v, str)}
+    minors = {minor_text(v) for v in row.values.values() if isinstance(v, str)}
     if len(minors) < 2:
         return []  # only the patch level differs: the same wheels install everywhere
     wanted, odd = _odd_ones(row)
@@ -343,14 +343,10 @@ def check_python(fleet: Fleet) -> list[Finding]:
         "The nodes run different Python versions: each installs other wheels, so library "
         "versions drift apart",
         row_evidence(row),
-        fix=f"Use Python {_minor(wanted)} on {list_nodes(odd)} too (one container image or one "
+        fix=f"Use Python {minor_text(wanted)} on {list_nodes(odd)} too (one container image or one "
         "shared environment for every worker).",
     )]
 
-
-def _minor(version: str) -> str:
-    parsed = parse_version(version)
-    return f"{parsed.major}.{parsed.minor}" if parsed is not None else version
 
 
 def check_comparable(fleet: Fleet) -> list[Finding]:

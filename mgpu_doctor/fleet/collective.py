@@ -14,7 +14,6 @@ from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.nccl_env import nccl_settings
 from mgpu_doctor.checks.shm import SHM_RECOMMENDED
 from mgpu_doctor.collective_facts import CollectiveFacts, NetworkFacts, ShmFacts
-from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import Finding, Severity
 from mgpu_doctor.fleet.compare import (
     Fact,
@@ -27,6 +26,7 @@ from mgpu_doctor.fleet.compare import (
 )
 from mgpu_doctor.pcie_paths import redirecting_bridges
 from mgpu_doctor.resolve import ResolvedEnvironment
+from mgpu_doctor.unavailable import Unavailable
 
 T = TypeVar("T")
 NCCL_TUNING_THREAD = "https://github.com/NVIDIA/nccl/issues/1136"

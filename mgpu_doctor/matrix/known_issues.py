@@ -8,8 +8,8 @@ from typing import Any
 
 from mgpu_doctor.distributions import TF_COMPANIONS
 from mgpu_doctor.matrix import vocabulary as vocab
-from mgpu_doctor.matrix.toml_compat import DataFileError, read_versioned
-from mgpu_doctor.matrix.versions import parse_specifier
+from mgpu_doctor.matrix.toml_files import DataFileError, read_versioned
+from mgpu_doctor.versions import parse_specifier
 
 SCHEMA_VERSION = 1
 SYMPTOMS = ("hang", "leak", "nan", "crash", "error", "slow")

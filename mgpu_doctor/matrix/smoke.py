@@ -14,16 +14,18 @@ from dataclasses import replace
 from typing import Protocol
 
 from mgpu_doctor.findings import CheckOutcome, Finding, Severity, status_for
+from mgpu_doctor.matrix.environment import Environment
 from mgpu_doctor.matrix.known_issues import KnownIssue, known_issue_line
-from mgpu_doctor.matrix.match import REPORT_COMMAND, Environment, Verdict, assess
-from mgpu_doctor.matrix.versions import below, parse_specifier
+from mgpu_doctor.matrix.match import Verdict, assess
 from mgpu_doctor.matrix.vocabulary import SMOKE_LAYER_TERMS
+from mgpu_doctor.versions import below, parse_specifier
 
 # Which symptoms explain a smoke status. A loss that diverges is how the NaN issues first show.
 STATUS_SYMPTOMS: dict[str, tuple[str, ...]] = {
     "hang": ("hang",), "crash": ("crash",), "error": ("error",), "nan": ("nan",),
     "diverged": ("nan",),
 }
+REPORT_COMMAND = "mgpu-doctor report -o mgpu-report.md"
 GPU_ONLY_KEYS = ("cuda", "cudnn", "nccl", "driver")
 # Statuses no known issue explains: a good run, and one the kernel's OOM killer ended.
 NOT_THE_LAYERS_FAULT = ("ok", "oom")

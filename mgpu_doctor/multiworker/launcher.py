@@ -19,9 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from mgpu_doctor.childproc import ChildOutcome
+from mgpu_doctor.interpreter import Interpreter
 from mgpu_doctor.multiworker.model import WorkerOutcome
 from mgpu_doctor.multiworker.tf_config import TfConfig, check_addresses, local_cluster
-from mgpu_doctor.probes.interpreter import Interpreter
 from mgpu_doctor.smoke.measure import MAX_TEXT, diverged
 
 WORKER_SCRIPT = "multiworker_worker.py"

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from mgpu_doctor.interpreter import Interpreter
 from mgpu_doctor.multiworker.findings import multiworker_run
 from mgpu_doctor.multiworker.launcher import TIMEOUT_S, run_local_workers, run_workers
 from mgpu_doctor.multiworker.model import MultiWorkerRun
 from mgpu_doctor.multiworker.tf_config import TfConfig
-from mgpu_doctor.probes.interpreter import Interpreter
 from mgpu_doctor.smoke.model import VARIANTS
 
 # What TF_USE_LEGACY_KERAS becomes for each --keras choice (None: left as the environment has it).

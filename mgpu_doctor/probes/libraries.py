@@ -6,52 +6,44 @@ TensorFlow's RUNPATH (the pip `nvidia/*/lib` wheels, TensorFlow 2.14+), then the
 (CUDA_HOME / CUDA_PATH, /usr/local/cuda*, the active conda environment) are listed too, so a
 user can see the copy they think they use and why it is not the one loaded.
 
-Versions come from the file names, the wheel metadata, a toolkit's version.json or dist-info,
-headers, and (unless ``load_versions`` is off) from loading each library with ctypes in a child
-process and calling its version function; a library that fails to load records the loader's
-error. None of this needs a GPU.
+Versions come from the file names, and from the sources in
+:mod:`~mgpu_doctor.probes.library_version_sources` (the wheel metadata, a toolkit's version.json
+or dist-info, headers, a tool's ``--version``), and (unless ``load_versions`` is off) from
+loading each library with ctypes in a child process (:mod:`~mgpu_doctor.probes.library_loading`);
+a library that fails to load records the loader's error. None of this needs a GPU.
 """
 
 from __future__ import annotations
 
 import glob
-import json
 import os
 import platform
 import re
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mgpu_doctor.childproc import run_tool
-from mgpu_doctor.facts import absent
-from mgpu_doctor.inputs import parse_json, read_text
-from mgpu_doctor.library_model import LIBRARY_FILE, TOOLS
-from mgpu_doctor.probes.interpreter import Interpreter
+from mgpu_doctor.interpreter import Interpreter
+from mgpu_doctor.library_copies import LIBRARY_FILE, TOOLS
+from mgpu_doctor.probes.library_loading import load_library_versions
+from mgpu_doctor.probes.library_version_sources import (
+    DIST_INFO_NAMES,
+    TOOL_TIMEOUT_S,
+    VERSION_JSON_KEYS,
+    dist_info_versions,
+    header_version,
+    tool_version,
+    version_json,
+    wheel_of,
+)
 from mgpu_doctor.snapshot import XLA_DATA_DIR_LABEL, CudaToolkit, LibraryCopy, LibraryFacts, SearchDir
+from mgpu_doctor.unavailable import absent
 
-LOAD_TIMEOUT_S = 20.0
-LOAD_STALL_S = 10.0
-TOOL_TIMEOUT_S = 5.0
 LDCONFIG_KEEP_BYTES = 16 * 1024 * 1024  # `ldconfig -p` lists every library: keep all of a large cache
 XLA_DATA_DIR = XLA_DATA_DIR_LABEL
 DEFAULT_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib")
-# Libraries the ctypes child asks for a version (cuDNN's sub-libraries are big and have none).
-LOADABLE = ("cuda", "cudart", "cublas", "cublasLt", "cufft", "curand", "cusolver", "cusparse", "cudnn",
-            "nccl", "nvrtc", "nvJitLink")
-# How a toolkit's version.json / dist-info names each library's component.
-VERSION_JSON_KEYS = {
-    "cudart": "cuda_cudart", "cublas": "libcublas", "cublasLt": "libcublas", "cufft": "libcufft",
-    "curand": "libcurand", "cusolver": "libcusolver", "cusparse": "libcusparse", "nvrtc": "cuda_nvrtc",
-    "nvJitLink": "libnvjitlink", "ptxas": "cuda_nvcc", "nvcc": "cuda_nvcc",
-}
-DIST_INFO_NAMES = {
-    "cudart": "cuda_runtime", "cublas": "cublas", "cublasLt": "cublas", "cufft": "cufft",
-    "curand": "curand", "cusolver": "cusolver", "cusparse": "cusparse", "nvrtc": "cuda_nvrtc",
-    "nvJitLink": "nvjitlink", "ptxas": "cuda_nvcc", "nvcc": "cuda_nvcc", "cudnn": "cudnn", "nccl": "nccl",
-}
 
 
 @dataclass(frozen=True)
@@ -98,7 +90,7 @@ def gather_libraries(
             _add_dir(state, entry, "LD_LIBRARY_PATH", on_path=True)
     for site in probe_input.site_packages:
         for lib_dir in sorted(glob.glob(os.path.join(site, "nvidia", "*", "lib"))):
-            wheel, version = _wheel_of(site, lib_dir)
+            wheel, version = wheel_of(site, lib_dir)
             _add_dir(state, lib_dir, "pip wheel (TensorFlow's RUNPATH)", on_path=True, wheel=wheel,
                      wheel_version=version)
     cache = probe_input.ldconfig_entries
@@ -232,39 +224,15 @@ def _library_copies(state: _State, probe_input: LibraryProbeInput) -> list[Libra
             ))
     return copies
 
-
-def _wheel_of(site: str, lib_dir: str) -> tuple[str, str]:
-    """The nvidia-* wheel (canonical name, version) that owns ``site/nvidia/<sub>/lib``."""
-    sub = Path(lib_dir).parent.name.lower()
-    candidates = []
-    for dist in glob.glob(os.path.join(site, "nvidia_*.dist-info")):
-        match = re.match(r"^(nvidia_.+?)-([^-]+)\.dist-info$", os.path.basename(dist))
-        if not match:
-            continue
-        name, version = match.group(1).lower(), match.group(2)
-        stem = re.sub(r"_cu\d+$", "", name[len("nvidia_"):])
-        if stem == sub:
-            return name.replace("_", "-"), version
-        candidates.append((name, version, dist))
-    for name, version, dist in candidates:  # CUDA 13 wheels share nvidia/cu13/lib: ask RECORD
-        try:
-            with open(os.path.join(dist, "RECORD"), encoding="utf-8", errors="replace") as fh:
-                if any(line.startswith(f"nvidia/{sub}/lib/") for line in fh):
-                    return name.replace("_", "-"), version
-        except OSError:
-            continue
-    return "", ""
-
-
 def _root_versions(d: _Dir, name: str, probe_input: LibraryProbeInput) -> dict[str, str]:
     found: dict[str, str] = {}
     root = d.root
     base = "cudnn" if name.startswith("cudnn") else name
     if root:
-        version = _version_json(root).get(VERSION_JSON_KEYS.get(base, ""), "")
+        version = version_json(root).get(VERSION_JSON_KEYS.get(base, ""), "")
         if version:
             found["version.json"] = version
-        dist = _dist_info_versions(root).get(DIST_INFO_NAMES.get(base, ""), "")
+        dist = dist_info_versions(root).get(DIST_INFO_NAMES.get(base, ""), "")
         if dist:
             found["dist-info"] = dist
     include_dirs = [os.path.join(root, "include")] if root else []
@@ -278,72 +246,6 @@ def _root_versions(d: _Dir, name: str, probe_input: LibraryProbeInput) -> dict[s
             found["header"] = header
             break
     return found
-
-
-_json_cache: dict[str, dict[str, str]] = {}
-_dist_cache: dict[str, dict[str, str]] = {}
-
-
-def _version_json(root: str) -> dict[str, str]:
-    if root not in _json_cache:
-        versions: dict[str, str] = {}
-        try:
-            path = Path(root, "version.json")
-            data = parse_json(read_text(path, "a version.json", limit=2**20), str(path))
-            for key, value in data.items():
-                if isinstance(value, dict) and isinstance(value.get("version"), str):
-                    versions[key] = value["version"]
-        except (OSError, ValueError, AttributeError):  # InputError is a ValueError
-            pass
-        _json_cache[root] = versions
-    return _json_cache[root]
-
-
-def _dist_info_versions(root: str) -> dict[str, str]:
-    """Toolkits installed from wheels keep ``dist-info/nvidia_cuda_runtime-13.0.96.dist-info``."""
-    if root not in _dist_cache:
-        versions: dict[str, str] = {}
-        for dist in glob.glob(os.path.join(root, "dist-info", "nvidia_*.dist-info")):
-            match = re.match(r"^nvidia_(.+?)(?:_cu\d+)?-([^-]+)\.dist-info$", os.path.basename(dist))
-            if match:
-                versions[match.group(1).lower()] = match.group(2)
-        _dist_cache[root] = versions
-    return _dist_cache[root]
-
-
-HEADERS = {
-    "cudart": ("cuda_runtime_api.h", ("CUDART_VERSION",)),
-    "cudnn": ("cudnn_version.h", ("CUDNN_MAJOR", "CUDNN_MINOR", "CUDNN_PATCHLEVEL")),
-    "nccl": ("nccl.h", ("NCCL_MAJOR", "NCCL_MINOR", "NCCL_PATCH")),
-    "cublas": ("cublas_api.h", ("CUBLAS_VER_MAJOR", "CUBLAS_VER_MINOR", "CUBLAS_VER_PATCH")),
-    "cublasLt": ("cublas_api.h", ("CUBLAS_VER_MAJOR", "CUBLAS_VER_MINOR", "CUBLAS_VER_PATCH")),
-}
-
-
-def header_version(include_dir: str, name: str) -> str:
-    """The version a header in ``include_dir`` declares for library ``name``; "" when none."""
-    if name not in HEADERS:
-        return ""
-    file_name, macros = HEADERS[name]
-    candidates = [file_name] + (["cudnn.h"] if name == "cudnn" else [])  # cuDNN <= 7 had no cudnn_version.h
-    for candidate in candidates:
-        try:
-            text = Path(include_dir, candidate).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        values = []
-        for macro in macros:
-            match = re.search(rf"#define\s+{macro}\s+(\d+)", text)
-            if not match:
-                break
-            values.append(int(match.group(1)))
-        if len(values) != len(macros):
-            continue
-        if name == "cudart":  # 12050 -> 12.5
-            return f"{values[0] // 1000}.{(values[0] % 1000) // 10}"
-        return ".".join(str(v) for v in values)
-    return ""
-
 
 def _tool_copies(env: Mapping[str, str], toolkit_roots: list[tuple[str, str]], site_packages: Sequence[str],
                  run_tools: bool) -> list[LibraryCopy]:
@@ -369,8 +271,8 @@ def _tool_copies(env: Mapping[str, str], toolkit_roots: list[tuple[str, str]], s
             seen.add((tool, real))
             versions: dict[str, str] = {}
             if root:
-                for source, value in (("version.json", _version_json(root).get("cuda_nvcc", "")),
-                                      ("dist-info", _dist_info_versions(root).get("cuda_nvcc", ""))):
+                for source, value in (("version.json", version_json(root).get("cuda_nvcc", "")),
+                                      ("dist-info", dist_info_versions(root).get("cuda_nvcc", ""))):
                     if value:
                         versions[source] = value
             if run_tools:
@@ -385,21 +287,11 @@ def _root_of_bin(bin_dir: str) -> str:
     path = Path(bin_dir)
     return str(path.parent) if path.name == "bin" and (path.parent / "version.json").exists() else ""
 
-
-def tool_version(path: str) -> str:
-    """``ptxas --version`` / ``nvcc --version``: "Cuda compilation tools, release 12.5, V12.5.82"."""
-    out = run_tool([path, "--version"], TOOL_TIMEOUT_S).stdout  # garbage costs no other fact
-    number = r"\d{1,6}"  # not a 5000-digit "version" from a program that only looks like nvcc
-    match = (re.search(rf"\bV({number}\.{number}\.{number})\b", out)
-             or re.search(rf"release ({number}\.{number})\b", out))
-    return match.group(1) if match else ""
-
-
 def _toolkit(root: str, how: str) -> CudaToolkit:
-    json_version = _version_json(root).get("cuda", "")
+    json_version = version_json(root).get("cuda", "")
     if json_version:
         return CudaToolkit(root, how, json_version, "version.json")
-    dist = _dist_info_versions(root).get("cuda_runtime", "")
+    dist = dist_info_versions(root).get("cuda_runtime", "")
     if dist:
         return CudaToolkit(root, how, dist, "dist-info")
     header = header_version(os.path.join(root, "include"), "cudart")
@@ -418,86 +310,3 @@ def _dedupe_toolkits(toolkits: list[CudaToolkit]) -> list[CudaToolkit]:
         seen.add(real)
         out.append(kit)
     return out
-
-
-def load_library_versions(copies: list[LibraryCopy], interpreter: Interpreter) -> list[LibraryCopy]:
-    """Load each library in a child process and record its version or the loader's error.
-
-    Each round loads at most one file per soname, so two copies of one library never meet in a
-    process. A load that crashes or hangs marks that file and the round goes on in a new child.
-    Each file is opened by ``path``, as the loader finds it, not by its resolved target: a
-    RUNPATH's ``$ORIGIN`` is the directory of the path opened (a ``libcudnn.so.9`` symlinked
-    away from its sub-libraries aborts there, and so it must here).
-    """
-    pending = [c for c in copies if c.name in LOADABLE]
-    results: dict[str, dict[str, str]] = {}
-    while pending:
-        batch: list[LibraryCopy] = []
-        taken: set[str] = set()
-        rest: list[LibraryCopy] = []
-        for copy in pending:
-            (rest if copy.soname in taken else batch).append(copy)
-            taken.add(copy.soname)
-        while batch:
-            done = _run_batch(batch, interpreter)
-            results.update(done)
-            batch = [c for c in batch if c.path not in results]
-        pending = rest
-    out = []
-    for copy in copies:
-        entry = results.get(copy.path)
-        if entry is None:
-            out.append(copy)
-            continue
-        versions = dict(copy.versions)
-        if entry.get("version"):
-            versions["ctypes"] = entry["version"]
-        out.append(replace(copy, versions=versions, load_error=entry.get("error", "")))
-    return out
-
-
-def _run_batch(batch: list[LibraryCopy], interpreter: Interpreter) -> dict[str, dict[str, str]]:
-    jobs = [{"path": c.path, "name": c.name} for c in batch]
-    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="mgpu-doctor-libs-", delete=False) as fh:
-        json.dump(jobs, fh)
-        jobs_file = fh.name
-    try:
-        outcome = interpreter.run_script("library_versions.py", jobs_file, timeout_s=LOAD_TIMEOUT_S,
-                                         stall_timeout_s=LOAD_STALL_S)
-    finally:
-        os.unlink(jobs_file)
-    got: dict[str, dict[str, str]] = {}
-    raw = outcome.result.get("results", {}) if isinstance(outcome.result, dict) else {}
-    for path, entry in raw.items():
-        if isinstance(entry, dict):
-            got[str(path)] = {str(k): str(v) for k, v in entry.items()}
-    if not (isinstance(outcome.result, dict) and outcome.result.get("done")):
-        # The first file without a final result is the one the child was busy with when it died.
-        culprit = next((c for c in batch if c.path not in got or "calling" in got[c.path]), None)
-        if culprit is not None:
-            calling = got.get(culprit.path, {}).get("calling", "")
-            doing = f"it loaded, but {calling}()" if calling else "loading it"
-            said = library_said(outcome.stderr)
-            error = f"{doing} {outcome.failure_summary()}" + (f": {said}" if said else "")
-            got[culprit.path] = {"error": error}
-    return {path: entry for path, entry in got.items() if "calling" not in entry}
-
-
-FAULTHANDLER_START = ("Fatal Python error", "Current thread", "Thread 0x")
-SAID_MAX_CHARS = 400
-
-
-def library_said(stderr: str) -> str:
-    """What a library printed before it killed the child, without faulthandler's stack dump.
-
-    cuDNN prints why it aborts ("Unable to load any of {libcudnn_graph.so.9.3.0, ...}") and
-    then calls abort(); those words are the useful part of the error.
-    """
-    lines: list[str] = []
-    for line in stderr.splitlines():
-        if line.startswith(FAULTHANDLER_START):
-            break
-        if line.strip():
-            lines.append(line.strip())
-    text = "; ".join(lines[-2:])
-    return text if len(text) <= SAID_MAX_CHARS else text[:SAID_MAX_CHARS - 3] + "..."

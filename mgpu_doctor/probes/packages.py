@@ -9,9 +9,9 @@ from typing import Any
 
 from mgpu_doctor.childproc import ChildOutcome, run_tool
 from mgpu_doctor.errors import BadInput
-from mgpu_doctor.facts import Unavailable, failed
-from mgpu_doctor.probes.interpreter import CHILD_SCRIPTS, Interpreter
+from mgpu_doctor.interpreter import CHILD_SCRIPTS, Interpreter
 from mgpu_doctor.snapshot import PackageFacts, PythonFacts
+from mgpu_doctor.unavailable import Unavailable, failed
 
 PACKAGES_TIMEOUT_S = 30.0
 TIMEOUT_ENV = "MGPU_DOCTOR_PYTHON_TIMEOUT"  # seconds the diagnosed Python has to answer

@@ -8,9 +8,9 @@ from typing import Any
 
 from mgpu_doctor.childproc import ChildOutcome
 from mgpu_doctor.distributions import TF_DISTRIBUTIONS
-from mgpu_doctor.facts import Unavailable, absent, failed, interpreter_broken
-from mgpu_doctor.probes.interpreter import Interpreter
+from mgpu_doctor.interpreter import Interpreter
 from mgpu_doctor.snapshot import PackageFacts, TensorFlowFacts, TfDevice
+from mgpu_doctor.unavailable import Unavailable, absent, failed, interpreter_broken
 
 TF_PROBE_TIMEOUT_S = 120.0
 MAX_DETAIL_LINES = 12

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from mgpu_doctor.devices import DeviceRow
-from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import MOSTLY_SKIPPED_CHECK, CheckStatus, Finding, Severity
 from mgpu_doctor.report import Report
+from mgpu_doctor.unavailable import Unavailable
 
 DEVICE_HEADERS = {
     "nvml": "NVML", "cuda": "CUDA", "tensorflow": "TensorFlow", "name": "GPU",

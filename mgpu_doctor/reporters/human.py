@@ -6,7 +6,6 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING
 
-from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Section, Severity
 from mgpu_doctor.report import Report
 from mgpu_doctor.reporters import RenderOptions
@@ -20,6 +19,7 @@ from mgpu_doctor.reporters.common import (
     summary_line,
 )
 from mgpu_doctor.reporters.tables import table
+from mgpu_doctor.unavailable import Unavailable
 
 if TYPE_CHECKING:
     from mgpu_doctor.library_view import LibrariesView

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mgpu_doctor.embedded import MARKER, json_block
-from mgpu_doctor.facts import Unavailable
 from mgpu_doctor.findings import Severity
+from mgpu_doctor.markdown_json_block import MARKER, json_block
 from mgpu_doctor.report import Report
 from mgpu_doctor.reporters import RenderOptions
 from mgpu_doctor.reporters.common import (
@@ -23,6 +22,7 @@ from mgpu_doctor.reporters.mermaid import pictures_markdown
 from mgpu_doctor.reporters.smoke_table import SIMULATED_LINE, SMOKE_HEADERS, smoke_rows
 from mgpu_doctor.reporters.tables import table
 from mgpu_doctor.serde import to_jsonable
+from mgpu_doctor.unavailable import Unavailable
 
 KNOWN_ISSUES_CHECK = "known-issues"
 # GitHub refuses issue bodies over 65536 characters.

@@ -1,4 +1,7 @@
-"""Run child scripts under the interpreter being diagnosed (``--python``)."""
+"""The Python being diagnosed (``--python``), and running the child scripts under it.
+
+Not a probe: probes, the smoke trainings and the multi-worker suite all run their children here.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from pathlib import Path
 
 from mgpu_doctor.childproc import ChildOutcome, ProgressCallback, run_child
 
-CHILD_SCRIPTS = Path(__file__).resolve().parent.parent / "child_scripts"
+CHILD_SCRIPTS = Path(__file__).resolve().parent / "child_scripts"
 
 
 @dataclass(frozen=True)

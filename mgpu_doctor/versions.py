@@ -65,6 +65,18 @@ def parse_version(text: str | None) -> Version | None:
         return None
 
 
+def minor_text(text: str) -> str:
+    """``"12.5.1"`` -> ``"12.5"``; a text that is not a version is kept as it is."""
+    version = parse_version(text)
+    return f"{version.major}.{version.minor}" if version is not None else text
+
+
+def major_minor(text: str) -> tuple[int, int] | None:
+    """``"12.5.1"`` -> ``(12, 5)``, or None for a text that is not a version."""
+    version = parse_version(text)
+    return (version.major, version.minor) if version is not None else None
+
+
 def parse_specifier(text: str) -> SpecifierSet:
     """Raises ValueError with the reason for a specifier that is not PEP 440 or cannot match."""
     if not text.strip():

@@ -1,4 +1,5 @@
-"""TOML reading: `tomllib` on Python 3.11+, the `tomli` backport (same API) on 3.10."""
+"""Reading TOML data files (matrices, acknowledge files) within the input limits, and checking
+their ``schema_version``: `tomllib` on Python 3.11+, the `tomli` backport (same API) on 3.10."""
 
 from __future__ import annotations
 

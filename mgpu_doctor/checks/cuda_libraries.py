@@ -1,0 +1,137 @@
+"""The CUDA and cuDNN libraries in use against the versions TensorFlow was built for."""
+
+from __future__ import annotations
+
+from mgpu_doctor.checks.base import CheckSkipped
+from mgpu_doctor.checks.facts_access import need_libraries, need_some_gpu
+from mgpu_doctor.checks.library_evidence import in_use_text, where_found
+from mgpu_doctor.checks.tensorflow_build import TF_PIP_DOC, TF_SOURCE_DOC, BuiltFor, built_for
+from mgpu_doctor.findings import Finding, Severity
+from mgpu_doctor.library_copies import MAIN_LIBRARIES, cuda_major_of
+from mgpu_doctor.resolve import ResolvedEnvironment
+from mgpu_doctor.versions import major_minor
+
+# CUDA libraries TensorFlow's GPU support cannot start without (it logs "Cannot dlopen some GPU
+# libraries" and registers no GPU).
+REQUIRED = ("cudart", "cublas", "cublasLt", "cufft", "cusolver", "cusparse", "cudnn")
+# Loading an older minor than TensorFlow was built with: cuDNN refuses ("CuDNN library needs to
+# have matching major version and equal or higher minor version"); CUDA libraries usually start
+# but may miss symbols or fixes the build relied on.
+OLDER_MINOR_SEVERITY = {"cudnn": Severity.ERROR}
+
+CODES = (
+    "libraries.match",
+    "libraries.missing",
+    "libraries.major-mismatch",
+    "libraries.older-minor",
+    "libraries.newer-minor",
+    "libraries.version-unknown",
+)
+
+
+def check_tensorflow_build_libraries(env: ResolvedEnvironment) -> list[Finding]:
+    """The libraries in use (or named in a query) against the CUDA/cuDNN TensorFlow was built for."""
+    snapshot = env.snapshot
+    if snapshot is not None:
+        need_libraries(snapshot)
+        need_some_gpu(snapshot)
+    built = built_for(env)
+    findings: list[Finding] = []
+    cuda_major = env.built_cuda.version.major if env.built_cuda.version is not None else None
+    wheel_hint = f"pip install 'tensorflow[and-cuda]=={built.tensorflow}'"
+    for name, value, expected in (("cudart", env.cuda, built.cuda), ("cudnn", env.cudnn, built.cudnn)):
+        lib = env.libraries.get(name)
+        if lib is not None and lib.copy is None:
+            continue  # missing: reported below
+        if not value.observed and not (lib is not None and lib.copy is not None):
+            continue  # nothing in use is known (a query that does not name it)
+        evidence = [f"built for: {('cuDNN ' + built.cudnn) if name == 'cudnn' else 'CUDA ' + built.cuda} "
+                    f"({built.source})", f"in use: {in_use_text(lib, value)}"]
+        findings.extend(_compare(name, expected, value.text if value.observed else "", evidence, built,
+                                 wheel_hint))
+    missing = [n for n in REQUIRED if snapshot is not None and
+               (n not in env.libraries or env.libraries[n].copy is None)]
+    for name in MAIN_LIBRARIES:
+        lib = env.libraries.get(name)
+        if name in ("cuda", "cudart", "cudnn") or lib is None or lib.copy is None:
+            continue
+        belongs = cuda_major_of(lib.copy)
+        if cuda_major is not None and belongs is not None and belongs != cuda_major:
+            findings.append(Finding(
+                "libraries.major-mismatch", Severity.ERROR,
+                f"lib{name} in use is for CUDA {belongs}, TensorFlow {built.tensorflow} was built for "
+                f"CUDA {built.cuda}",
+                [f"built for: CUDA {built.cuda} ({built.source})",
+                 f"in use: {where_found(lib.copy, lib.how())}"],
+                fix=f"{wheel_hint}, or put CUDA {cuda_major}'s lib{name} first on LD_LIBRARY_PATH.",
+                links=[TF_SOURCE_DOC],
+            ))
+    if missing:
+        findings.append(_missing_finding(env, built, missing, wheel_hint))
+    if not findings and snapshot is None and not (env.cuda.observed or env.cudnn.observed):
+        raise CheckSkipped("no CUDA runtime or cuDNN version named")
+    if not any(f.severity > Severity.INFO for f in findings):
+        findings.append(Finding(
+            "libraries.match", Severity.OK,
+            f"CUDA {built.cuda}, cuDNN {built.cudnn} for TensorFlow {built.tensorflow}",
+            [f"built for: CUDA {built.cuda}, cuDNN {built.cudnn} ({built.source})"],
+        ))
+    return findings
+
+
+def _missing_finding(
+    env: ResolvedEnvironment, built: BuiltFor, missing: list[str], wheel_hint: str
+) -> Finding:
+    others = [c for name in missing if name in env.libraries for c in env.libraries[name].others]
+    why = [env.libraries[n].why_none for n in missing if n in env.libraries and env.libraries[n].why_none]
+    return Finding(
+        "libraries.missing", Severity.ERROR,
+        f"{', '.join('lib' + n for n in missing)} not on the library search path: TensorFlow "
+        f"{built.tensorflow} will not use the GPUs",
+        [f"TensorFlow {built.tensorflow} was built for CUDA {built.cuda}, cuDNN {built.cudnn} "
+         f"({built.source})"]
+        + why[:4]
+        + [f"present, not used: {where_found(c, c.found_by if not c.on_search_path else 'another soname')}"
+           for c in others][:6],
+        fix=f"{wheel_hint}, or add the directories holding CUDA {built.cuda} / cuDNN {built.cudnn} "
+        "libraries to LD_LIBRARY_PATH (`mgpu-doctor libs` shows what is where).",
+        links=[TF_PIP_DOC],
+    )
+
+
+def _compare(name: str, expected: str, found: str, evidence: list[str], built: BuiltFor,
+             wheel_hint: str) -> list[Finding]:
+    want = major_minor(expected)
+    have = major_minor(found)
+    label = "cuDNN" if name == "cudnn" else "the CUDA runtime"
+    if want is None or have is None:
+        return [Finding(
+            "libraries.version-unknown", Severity.WARNING,
+            f"Cannot tell which version lib{name} is; TensorFlow expects {expected}",
+            evidence, fix=f"Run `mgpu-doctor libs` without --quick to load it and read its version; "
+            f"or reinstall with {wheel_hint}.",
+        )]
+    only_major = "." not in expected
+    if have[0] != want[0]:
+        return [Finding(
+            "libraries.major-mismatch", Severity.ERROR,
+            f"{label} in use is {found}, TensorFlow {built.tensorflow} was built for {expected}",
+            evidence, fix=f"{wheel_hint}, or put the {expected} lib{name} first on LD_LIBRARY_PATH.",
+            links=[TF_SOURCE_DOC],
+        )]
+    if only_major or have[1] == want[1]:
+        return []
+    if have[1] < want[1]:
+        severity = OLDER_MINOR_SEVERITY.get(name, Severity.WARNING)
+        return [Finding(
+            "libraries.older-minor", severity,
+            f"{label} in use ({found}) is older than the {expected} TensorFlow {built.tensorflow} was "
+            "built with" + (": TensorFlow refuses to use it" if severity is Severity.ERROR else ""),
+            evidence, fix=f"Install {label} {expected} or newer within {want[0]}.x: {wheel_hint}.",
+            links=[TF_SOURCE_DOC],
+        )]
+    return [Finding(
+        "libraries.newer-minor", Severity.INFO,
+        f"{label} in use ({found}) is newer than the {expected} TensorFlow was built with (compatible)",
+        evidence,
+    )]
