@@ -32,3 +32,22 @@ def scenario():
         return load_snapshot(path_of(name))
 
     return load
+
+
+@pytest.fixture(scope="session")
+def smoke_report_file(tmp_path_factory):
+    """One real smoke run shared by the picture tests: `dense` on 2 virtual CPU devices at two
+    global batches (so the scaling map has a line), as the `--format json` report file."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path_factory.mktemp("smoke") / "smoke-dense.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "mgpu_doctor", "smoke", "--layers", "dense", "--batch-sizes", "32,64",
+         "--stall-timeout", "120", "--format", "json"],
+        capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    path.write_text(done.stdout)
+    return path

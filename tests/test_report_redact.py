@@ -194,7 +194,7 @@ def test_planted_secrets_appear_in_no_output(capsys, planted):
     code, outputs["snapshot"], _ = run(capsys, "snapshot", "--quick")
     assert code == 0
     (planted / "snap.json").write_text(outputs["snapshot"])
-    for fmt in ("human", "json", "markdown"):
+    for fmt in ("human", "json", "markdown", "html"):
         code, outputs[fmt], _ = run(capsys, "check", "--from", str(planted / "snap.json"), "--format", fmt,
                                     "-v", "--junit", str(planted / "j.xml"))
         assert code in (0, 1)

@@ -11,17 +11,21 @@ from mgpu_doctor.cli.options import add_diagnose_options, diagnose_options
 from mgpu_doctor.cli.output import out, write_text
 from mgpu_doctor.diagnose import diagnose
 from mgpu_doctor.reporters import RenderOptions
-from mgpu_doctor.reporters.support import render
+from mgpu_doctor.reporters.html_report import render as render_html
+from mgpu_doctor.reporters.support import render, verdict
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
-        "report", help="write a Markdown bug report to paste into an issue (redacted)",
+        "report", help="write a Markdown bug report to paste into an issue, or an HTML file (redacted)",
         description="Diagnose this machine (or a saved snapshot) and write one Markdown file for a "
         "support request: findings with fixes, environment tables, and the full facts as JSON, which "
         "`mgpu-doctor check --from FILE` replays on any machine. Hostname, user name, home directory "
         "and GPU UUIDs are redacted unless --no-redact.")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument("--format", choices=["markdown", "html"], default="markdown",
+                   help="markdown (default: to paste into an issue) or html (one self-contained file "
+                        "with the charts as SVG, for CI artifacts)")
     add_diagnose_options(p)
     p.set_defaults(run=run)
 
@@ -30,11 +34,16 @@ def run(args: argparse.Namespace) -> int:
     options = diagnose_options(args, "report")
     with progress_on_stderr() as progress:
         result = diagnose(options, progress)
-    text = render(result.report, RenderOptions(), redacted=args.redact)
+    if args.format == "html":
+        text = render_html(result.report, RenderOptions(), title="mgpu-doctor report: "
+                           + verdict(result.report))
+    else:
+        text = render(result.report, RenderOptions(), redacted=args.redact)
     if args.output:
         write_text(args.output, text)
-        print(f"mgpu-doctor: report written to {args.output}: paste it into the issue, or attach it "
-              "(`mgpu-doctor check --from FILE` replays it)", file=sys.stderr)
+        how = ("open it in a browser, or keep it as a CI artifact" if args.format == "html" else
+               "paste it into the issue, or attach it (`mgpu-doctor check --from FILE` replays it)")
+        print(f"mgpu-doctor: report written to {args.output}: {how}", file=sys.stderr)
     else:
         out(text)
     return interrupted_exit() if result.interrupted else 0

@@ -22,12 +22,15 @@ class OutputFormat(str, enum.Enum):
     HUMAN = "human"
     JSON = "json"
     MARKDOWN = "markdown"
+    HTML = "html"
 
     def renderer(self) -> Callable[[Report, RenderOptions], str]:
         if self is OutputFormat.HUMAN:
             from mgpu_doctor.reporters.human import render
         elif self is OutputFormat.JSON:
             from mgpu_doctor.reporters.json_report import render
-        else:
+        elif self is OutputFormat.MARKDOWN:
             from mgpu_doctor.reporters.markdown import render
+        else:
+            from mgpu_doctor.reporters.html_report import render
         return render

@@ -14,6 +14,7 @@ from mgpu_doctor.reporters.common import (
     fleet_heading,
     summary_line,
 )
+from mgpu_doctor.reporters.mermaid import pictures_markdown
 from mgpu_doctor.reporters.tables import table
 
 STATUS_WORDS = {
@@ -35,6 +36,7 @@ def render(report: Report, options: RenderOptions) -> str:
         out += ["## Findings", ""]
         for f in problems:
             out += finding_lines(f)
+    out += pictures_markdown(report.smoke_runs)
     if report.fleet is not None:
         out += ["## Differences between nodes", "", fleet_heading(report), ""]
         differences = fleet_difference_rows(report)

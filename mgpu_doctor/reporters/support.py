@@ -18,6 +18,8 @@ from mgpu_doctor.reporters.common import (
     summary_line,
 )
 from mgpu_doctor.reporters.markdown import STATUS_WORDS, finding_lines
+from mgpu_doctor.reporters.mermaid import pictures_markdown
+from mgpu_doctor.reporters.smoke_table import SIMULATED_LINE, SMOKE_HEADERS, smoke_rows
 from mgpu_doctor.reporters.tables import table
 from mgpu_doctor.serde import to_jsonable
 from mgpu_doctor.unavailable import Unavailable
@@ -28,7 +30,7 @@ GITHUB_BODY_LIMIT = 65536
 
 
 def render(report: Report, options: RenderOptions, *, redacted: bool = True) -> str:
-    out = [f"# mgpu-doctor report: {_verdict(report)}",
+    out = [f"# mgpu-doctor report: {verdict(report)}",
            f"{MARKER} schema_version={report.schema_version}: the JSON block at the end is what "
            "`mgpu-doctor check --from THIS_FILE` reads -->", ""]
     snap = report.snapshot
@@ -41,6 +43,7 @@ def render(report: Report, options: RenderOptions, *, redacted: bool = True) -> 
                else "; NOT redacted"), "", f"**{summary_line(report)}**", ""]
     out += _findings(report, options)
     out += smoke_section(report)
+    out += pictures_markdown(report.smoke_runs, "###")
     out += _known_issues(report)
     out += _environment(report)
     out += ["## Checks", "", _table([[f"`{c.name}`", c.title, STATUS_WORDS[c.status],
@@ -63,20 +66,12 @@ def smoke_section(report: Report) -> list[str]:
     if not runs:
         why = " (`--quick`)" if report.quick else ""
         return out + [f"_No smoke training results in this report{why}._", ""]
-    simulated = any(r.simulated for r in runs)
-    if simulated:
-        out += ["_Simulated on logical CPU devices: says nothing about GPUs or NCCL._", ""]
-    rows = [[f"{r.layer}-{r.variant}" if r.variant else r.layer, f"{r.devices}x {r.device_kind}",
-             r.scenario.replace("_", " "), f"{r.global_batch}", r.status,
-             " ".join("nan" if v is None else f"{v:.4g}" for v in r.losses) or "-",
-             f"{r.median_step_s * 1000:.1f}" if r.median_step_s is not None else "-",
-             f"{r.speedup:.2f}x" if r.speedup is not None else "-",
-             r.framework or "-"] for r in runs]
-    return out + [_table(rows, ["Layer", "Devices", "Scenario", "Global batch", "Status",
-                                "Loss per epoch", "Step (ms)", "Speedup", "Keras"]), ""]
+    if any(r.simulated for r in runs):
+        out += [f"_{SIMULATED_LINE}_", ""]
+    return out + [_table(smoke_rows(runs), SMOKE_HEADERS), ""]
 
 
-def _verdict(report: Report) -> str:
+def verdict(report: Report) -> str:
     worst = report.worst
     if worst <= Severity.INFO:
         return "no problems found"

@@ -1,0 +1,209 @@
+"""Chart data from smoke runs: the scaling map, loss per epoch and memory per epoch.
+
+Pure functions from ``SmokeRun``s to ``Chart``s; `mermaid` and `svg` draw them. A chart knows
+nothing about how it is drawn, so both pictures of one report always show the same numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from mgpu_doctor.smoke.model import SmokeRun
+
+# Colours of the series, in order (Tableau 10): named, so a Markdown legend can say which is which
+# where the renderer draws none (Mermaid's xychart has no legend before Mermaid 12).
+PALETTE: tuple[tuple[str, str], ...] = (
+    ("blue", "#1f77b4"), ("orange", "#ff7f0e"), ("green", "#2ca02c"), ("red", "#d62728"),
+    ("purple", "#9467bd"), ("brown", "#8c564b"), ("pink", "#e377c2"), ("grey", "#7f7f7f"),
+    ("olive", "#bcbd22"), ("cyan", "#17becf"),
+)
+SIMULATED_TITLE = "simulated on logical CPU devices"
+SIMULATED_NOTE = ("Simulated: the devices were logical CPU devices, so these speeds say nothing about "
+                  "GPUs or NCCL.")
+
+
+@dataclass(frozen=True)
+class Series:
+    """One line (or bar series) of a chart: a value per category, ``None`` where there is none."""
+
+    name: str
+    values: tuple[float | None, ...]
+    kind: str = "line"  # "line" or "bar"
+    reference: bool = False  # a fixed level to compare with (1x, 100 %), not a measurement
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One picture: categories along x, one or more series of values along y."""
+
+    key: str  # stable and unique within a report: "scaling-speedup", "loss-dense-b64"
+    title: str
+    x_label: str
+    categories: tuple[str, ...]
+    y_label: str
+    series: tuple[Series, ...]
+    y_min: float | None = None  # None: from the data
+    note: str = ""
+    group: str = ""  # a key of GROUPS
+
+
+# How the pictures are grouped in a report, in order: (group, heading).
+GROUPS = (("scaling", "Scaling map: N vs 1 devices"), ("loss", "Loss per epoch, 1 vs N devices"),
+          ("memory", "Memory per epoch"))
+
+
+@dataclass(frozen=True)
+class ScalingCell:
+    """One point of the scaling map: N devices vs 1 for a layer at a global batch (and model size)."""
+
+    layer: str  # "lstm-cudnn"
+    devices: int
+    global_batch: int
+    model_size: str
+    speedup: float | None  # None: a run that failed, or whose 1-device twin did
+    efficiency: float | None
+    simulated: bool
+
+
+def colour(index: int) -> tuple[str, str]:
+    """(name, hex) of the ``index``-th series; the palette repeats after ten."""
+    return PALETTE[index % len(PALETTE)]
+
+
+def layer_label(run: SmokeRun) -> str:
+    return f"{run.layer}-{run.variant}" if run.variant else run.layer
+
+
+def model_size(run: SmokeRun) -> str:
+    """The model-size axis of the scaling map; runs carry no model size yet (issue 18 item 4),
+    so every run is in the one unnamed size and the map has one chart per measure."""
+    return str(getattr(run, "model_size", "") or "")
+
+
+def scaling_cells(runs: Iterable[SmokeRun]) -> list[ScalingCell]:
+    """The points of the map: every N-device run with the even split (the speedup is None where
+    it or its 1-device twin failed, which leaves a gap)."""
+    return [ScalingCell(layer_label(r), r.devices, r.global_batch, model_size(r), r.speedup,
+                        r.scaling_efficiency, r.simulated)
+            for r in runs if r.devices > 1 and r.scenario == "even"]
+
+
+def scaling_charts(runs: Iterable[SmokeRun]) -> list[Chart]:
+    """Speedup and scaling efficiency of N vs 1 devices: per model size, over the global batch.
+
+    With one global batch the x axis is the layer instead (a line needs two points).
+    """
+    cells = scaling_cells(runs)
+    if all(c.speedup is None for c in cells):
+        return []
+    charts: list[Chart] = []
+    for size in sorted({c.model_size for c in cells}):
+        group = [c for c in cells if c.model_size == size]
+        simulated = any(c.simulated for c in group)
+        for measure in ("speedup", "efficiency"):
+            charts.append(_scaling_chart(group, measure, size, simulated))
+    return charts
+
+
+def _scaling_chart(cells: list[ScalingCell], measure: str, size: str, simulated: bool) -> Chart:
+    def value(c: ScalingCell) -> float | None:
+        if measure == "speedup":
+            return c.speedup
+        return None if c.efficiency is None else round(c.efficiency * 100, 6)
+
+    counts = sorted({c.devices for c in cells})
+    vs = f"{'/'.join(str(n) for n in counts)} vs 1 devices"
+    title = ("Speedup" if measure == "speedup" else "Scaling efficiency") + f" of {vs}"
+    title += f", model {size}" if size else ""
+    title += f" ({SIMULATED_TITLE})" if simulated else ""
+    y_label = "speedup (x)" if measure == "speedup" else "efficiency (percent of ideal)"
+    ref_name = "1x: no faster than 1 device" if measure == "speedup" else "100: ideal"
+    ref_value = 1.0 if measure == "speedup" else 100.0
+    key = f"scaling-{measure}" + (f"-{size}" if size else "")
+    batches = sorted({c.global_batch for c in cells})
+    note = SIMULATED_NOTE if simulated else ""
+    if len(batches) >= 2:
+        series_keys = sorted({(c.layer, c.devices) for c in cells}, key=lambda k: (k[1], k[0]))
+        by_point = {(c.layer, c.devices, c.global_batch): value(c) for c in cells}
+        series = [Series(_series_name(layer, n, len(counts) > 1),
+                         tuple(by_point.get((layer, n, b)) for b in batches))
+                  for layer, n in series_keys]
+        series.append(Series(ref_name, tuple(ref_value for _ in batches), reference=True))
+        return Chart(key, title, "global batch", tuple(str(b) for b in batches), y_label,
+                     tuple(series), y_min=0.0, note=note, group="scaling")
+    # A bar per layer that has a value; a gap among bars would read as a missing layer.
+    points = sorted((c for c in cells if value(c) is not None), key=lambda c: (c.devices, c.layer))
+    failed = sorted({_series_name(c.layer, c.devices, len(counts) > 1) for c in cells if value(c) is None})
+    if failed:
+        note = " ".join(filter(None, [note, f"No speedup for {', '.join(failed)}: the run or its "
+                                             "1-device twin failed."]))
+    categories = tuple(_series_name(c.layer, c.devices, len(counts) > 1) for c in points)
+    bars = Series(f"{'speedup' if measure == 'speedup' else 'efficiency'} at global batch {batches[0]}",
+                  tuple(value(c) for c in points), "bar")
+    reference = Series(ref_name, tuple(ref_value for _ in points), reference=True)
+    return Chart(key, title, "layer", categories, y_label, (bars, reference), y_min=0.0, note=note,
+                 group="scaling")
+
+
+def _series_name(layer: str, devices: int, several_counts: bool) -> str:
+    return f"{layer} {devices}x" if several_counts else layer
+
+
+def loss_charts(runs: Iterable[SmokeRun]) -> list[Chart]:
+    """Per layer and global batch: the loss after each epoch, one line per device count and scenario."""
+    return [chart for _, chart in _per_epoch_charts(
+        [r for r in runs if r.losses], "loss", _losses, "Loss per epoch", "loss", "loss")]
+
+
+def memory_charts(runs: Iterable[SmokeRun]) -> list[Chart]:
+    """Per layer and global batch: host RSS after each epoch, and GPU memory where measured."""
+    runs = list(runs)
+    charts = _per_epoch_charts([r for r in runs if r.rss_mb], "host-memory", _rss,
+                               "Host memory (RSS) per epoch", "MB", "memory")
+    charts += _per_epoch_charts([r for r in runs if r.gpu_memory_mb], "gpu-memory", _gpu_memory,
+                                "GPU memory per epoch", "MB", "memory")
+    return [chart for _, chart in sorted(charts, key=lambda pair: pair[0])]
+
+
+def _losses(run: SmokeRun) -> list[float | None]:
+    return list(run.losses)
+
+
+def _rss(run: SmokeRun) -> list[float | None]:
+    return list(run.rss_mb)
+
+
+def _gpu_memory(run: SmokeRun) -> list[float | None]:
+    return list(run.gpu_memory_mb)
+
+
+def _per_epoch_charts(runs: list[SmokeRun], what: str, values_of: Callable[[SmokeRun], list[float | None]],
+                      title: str, y_label: str, group: str) -> list[tuple[tuple[str, int], Chart]]:
+    groups: dict[tuple[str, int], list[SmokeRun]] = {}
+    for run in runs:
+        groups.setdefault((layer_label(run), run.global_batch), []).append(run)
+    charts = []
+    for (layer, batch), members in sorted(groups.items()):
+        members.sort(key=lambda r: (r.scenario != "even", r.scenario, r.devices))
+        epochs = max(len(values_of(r)) for r in members)
+        series = tuple(Series(_run_name(r), tuple(_pad(values_of(r), epochs))) for r in members)
+        charts.append(((layer, batch), Chart(
+            f"{what}-{layer}-b{batch}", f"{title}: {layer}, global batch {batch}",
+            "epoch", tuple(str(i + 1) for i in range(epochs)), y_label, series, group=group)))
+    return charts
+
+
+def _run_name(run: SmokeRun) -> str:
+    devices = "1 device" if run.devices == 1 else f"{run.devices} devices"
+    return f"{devices}, {run.scenario.replace('_', ' ')}" + ("" if run.status == "ok" else f" ({run.status})")
+
+
+def _pad(values: list[float | None], length: int) -> list[float | None]:
+    return list(values) + [None] * (length - len(values))
+
+
+def all_charts(runs: Iterable[SmokeRun]) -> list[Chart]:
+    """Every picture of a report, in the order it shows them."""
+    runs = list(runs)
+    return scaling_charts(runs) + loss_charts(runs) + memory_charts(runs)
