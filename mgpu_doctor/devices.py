@@ -1,6 +1,6 @@
 """The device table: per GPU, NVML's index, CUDA's ordinal, TensorFlow's device and what it is.
 
-Computed once from the snapshot into the report (`check`, `devices`); reporters only render it.
+Computed once from the snapshot into the report (`check`, `devices`); renderers only draw it.
 """
 
 from __future__ import annotations

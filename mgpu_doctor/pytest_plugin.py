@@ -68,7 +68,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     if not config.getoption("mgpu_check"):
         return None
     from mgpu_doctor.findings import Severity
-    from mgpu_doctor.reporters.common import summary_line
+    from mgpu_doctor.renderers.common import summary_line
 
     report = config.stash[_FACTS].report()
     lines = [f"mgpu-doctor ({report.source}, quick): {summary_line(report)}"]

@@ -1,4 +1,5 @@
-"""The report: one object that every reporter renders."""
+"""The report: the one result object (checks, findings, smoke runs, facts) that every renderer draws;
+not to be confused with `mgpu-doctor report`, the bug report (`renderers/bug_report.py`)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from html.parser import HTMLParser
 import pytest
 
 from mgpu_doctor.cli import main
-from mgpu_doctor.reporters.charts import (
+from mgpu_doctor.renderers.charts import (
     SIMULATED_NOTE,
     all_charts,
     colour,
@@ -21,8 +21,8 @@ from mgpu_doctor.reporters.charts import (
     memory_charts,
     scaling_charts,
 )
-from mgpu_doctor.reporters.mermaid import chart_block, mermaid_text, number, pictures_markdown
-from mgpu_doctor.reporters.svg import render_svg, y_scale
+from mgpu_doctor.renderers.mermaid import chart_block, mermaid_text, number, pictures_markdown
+from mgpu_doctor.renderers.svg import render_svg, y_scale
 from mgpu_doctor.smoke.model import SmokeRun, runs_from_report
 
 pytestmark = [pytest.mark.tensorflow, pytest.mark.slow]

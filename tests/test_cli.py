@@ -275,13 +275,13 @@ def test_a_command_imports_only_its_own_module():
 
 
 # Heavy modules the quick check on this machine must leave alone (issue 16): the smoke engine,
-# the reporters it does not print with, TensorFlow and friends, and the standard library that
+# the renderers it does not print with, TensorFlow and friends, and the standard library that
 # only an error path or another command needs.
 NOT_FOR_THE_QUICK_CHECK = (
     "tensorflow", "keras", "numpy", "jsonschema", "mgpu_doctor.smoke.section",
     "mgpu_doctor.smoke.runner", "mgpu_doctor.smoke.rules", "mgpu_doctor.smoke.measure",
-    "mgpu_doctor.multiworker.launcher", "mgpu_doctor.reporters.junit", "mgpu_doctor.reporters.markdown",
-    "mgpu_doctor.reporters.json_report", "mgpu_doctor.reporters.support", "mgpu_doctor.query",
+    "mgpu_doctor.multiworker.launcher", "mgpu_doctor.renderers.junit", "mgpu_doctor.renderers.markdown",
+    "mgpu_doctor.renderers.json_report", "mgpu_doctor.renderers.bug_report", "mgpu_doctor.query",
     "mgpu_doctor.fleet.compare", "mgpu_doctor.multiworker.model", "mgpu_doctor.library_view",
     "xml.etree.ElementTree", "statistics", "traceback", "email",
     "tomllib",  # the parse cache answers for the matrices

@@ -1,4 +1,4 @@
-"""`mgpu-doctor fleet`: every compared fact both ways, the findings, reporters and the CLI."""
+"""`mgpu-doctor fleet`: every compared fact both ways, the findings, renderers and the CLI."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from mgpu_doctor.findings import Severity
 from mgpu_doctor.fleet.checks import FLEET_CHECKS, fleet_report
 from mgpu_doctor.fleet.compare import Fact, build_fleet
 from mgpu_doctor.fleet.facts import COMPARED_FACTS
-from mgpu_doctor.reporters import OutputFormat, RenderOptions
+from mgpu_doctor.renderers import OutputFormat, RenderOptions
 from mgpu_doctor.snapshot import Snapshot, load_snapshot
 from mgpu_doctor.unavailable import failed
 from tests.scenarios import path_of
-from tests.test_reporters import assert_golden
+from tests.test_renderers import assert_golden
 
 HEALTHY = load_snapshot(path_of("healthy-8gpu-nvlink"))
 TF_CONFIG = '{"cluster": {"worker": ["n1:2222", "n2:2222"]}, "task": {"type": "worker", "index": %d}}'

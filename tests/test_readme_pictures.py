@@ -17,8 +17,8 @@ import json
 import os
 from pathlib import Path
 
-from mgpu_doctor.reporters.charts import all_charts
-from mgpu_doctor.reporters.mermaid import chart_block
+from mgpu_doctor.renderers.charts import all_charts
+from mgpu_doctor.renderers.mermaid import chart_block
 from mgpu_doctor.smoke.model import runs_from_report
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,10 +44,10 @@ def test_readme_shows_the_pictures_of_the_recorded_run():
 
 
 def test_pictures_exact_output():
-    """The whole Markdown section and one SVG, exactly (regenerate as the goldens of test_reporters)."""
-    from mgpu_doctor.reporters.mermaid import pictures_markdown
-    from mgpu_doctor.reporters.svg import render_svg
-    from tests.test_reporters import assert_golden
+    """The whole Markdown section and one SVG, exactly (regenerate as the goldens of test_renderers)."""
+    from mgpu_doctor.renderers.mermaid import pictures_markdown
+    from mgpu_doctor.renderers.svg import render_svg
+    from tests.test_renderers import assert_golden
 
     runs = runs_from_report(json.loads(RECORDED.read_text()), str(RECORDED))
     assert_golden("smoke-pictures.md", "\n".join(pictures_markdown(runs)))

@@ -339,10 +339,10 @@ def imported_by(*modules: str) -> set[str]:
     return {m for m in out.split() if m.startswith("mgpu_doctor")}
 
 
-def test_the_report_and_the_reporters_import_no_check_and_no_probe():
-    loaded = imported_by("mgpu_doctor.report", "mgpu_doctor.reporters.human", "mgpu_doctor.reporters.json_report",
-                         "mgpu_doctor.reporters.markdown", "mgpu_doctor.reporters.junit",
-                         "mgpu_doctor.reporters.support", "mgpu_doctor.reporters.html_report")
+def test_the_report_and_the_renderers_import_no_check_and_no_probe():
+    loaded = imported_by("mgpu_doctor.report", "mgpu_doctor.renderers.human", "mgpu_doctor.renderers.json_report",
+                         "mgpu_doctor.renderers.markdown", "mgpu_doctor.renderers.junit",
+                         "mgpu_doctor.renderers.bug_report", "mgpu_doctor.renderers.html_report")
     assert not {m for m in loaded if m.startswith(("mgpu_doctor.checks", "mgpu_doctor.probes"))}
 
 

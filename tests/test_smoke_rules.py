@@ -9,7 +9,7 @@ import pytest
 
 from mgpu_doctor.cli import main
 from mgpu_doctor.findings import CheckStatus, Severity
-from mgpu_doctor.reporters import RenderOptions, junit
+from mgpu_doctor.renderers import RenderOptions, junit
 from mgpu_doctor.requirements import LayerOutcome, layer_outcomes
 from mgpu_doctor.serde import from_jsonable, to_jsonable
 from mgpu_doctor.smoke.layers import SMOKE_LAYERS
@@ -206,7 +206,7 @@ def test_memory_growth_and_replica_mismatch():
     assert codes[:2] == ["smoke.dense.replicas-differ", "smoke.dense.memory-growth"]
 
 
-def test_outcomes_feed_every_reporter_and_junit_has_one_testcase_per_run():
+def test_outcomes_feed_every_renderer_and_junit_has_one_testcase_per_run():
     runs = [run(devices=1), run(status="crash", signal="SIGABRT", stderr_tail="Fatal Python error: Aborted")]
     outcomes = smoke_outcomes(compare_with_single(runs))
     assert [o.status for o in outcomes] == [CheckStatus.PASSED, CheckStatus.FAILED]

@@ -52,12 +52,12 @@ def progress_on_stderr() -> Iterator[Progress]:
 
 def emit(report: Report, output: OutputOptions, interrupted: bool = False) -> int:
     """Print the report in its format, write the JUnit file, and return the exit code."""
-    from mgpu_doctor.reporters.common import exit_code_for
+    from mgpu_doctor.renderers.common import exit_code_for
 
     options = output.render_options()
     out(output.format.renderer()(report, options))
     if output.junit is not None:
-        from mgpu_doctor.reporters import junit
+        from mgpu_doctor.renderers import junit
 
         write_text(output.junit, junit.render(report, options))
     if interrupted:

@@ -11,8 +11,8 @@ from mgpu_doctor.devices import device_rows
 from mgpu_doctor.probes.envvars import gather_env
 from mgpu_doctor.probes.host import gather_host
 from mgpu_doctor.probes.nvml import gather_nvml
-from mgpu_doctor.reporters.common import DEVICE_HEADERS, device_cells
-from mgpu_doctor.reporters.tables import table
+from mgpu_doctor.renderers.common import DEVICE_HEADERS, device_cells
+from mgpu_doctor.renderers.tables import table
 from mgpu_doctor.serde import to_jsonable
 from mgpu_doctor.snapshot import KIND, SCHEMA_VERSION, Snapshot
 from mgpu_doctor.unavailable import Unavailable, skipped

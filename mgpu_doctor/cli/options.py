@@ -18,7 +18,7 @@ from mgpu_doctor.cli.errors import UsageError
 from mgpu_doctor.diagnose import DiagnoseOptions
 from mgpu_doctor.findings import Severity
 from mgpu_doctor.interpreter import Interpreter
-from mgpu_doctor.reporters import OutputFormat, RenderOptions
+from mgpu_doctor.renderers import OutputFormat, RenderOptions
 from mgpu_doctor.requirements import (
     Requirements,
     RequirementSyntaxError,

@@ -10,9 +10,9 @@ from mgpu_doctor.cli.common import interrupted_exit, progress_on_stderr
 from mgpu_doctor.cli.options import add_diagnose_options, diagnose_options
 from mgpu_doctor.cli.output import out, write_text
 from mgpu_doctor.diagnose import diagnose
-from mgpu_doctor.reporters import RenderOptions
-from mgpu_doctor.reporters.html_report import render as render_html
-from mgpu_doctor.reporters.support import render, verdict
+from mgpu_doctor.renderers import RenderOptions
+from mgpu_doctor.renderers.html_report import render as render_html
+from mgpu_doctor.renderers.bug_report import render, verdict
 
 
 def add_parser(sub: Any) -> None:

@@ -1,7 +1,7 @@
 """Pure rules: compare N-device runs with their 1-device twins and turn runs into findings.
 
 Every run becomes one `CheckOutcome` named after it (``smoke/dense/2xgpu/even/b64``), so the
-reporters, ``--fail-on`` and the exit codes treat smoke runs like any other check.
+renderers, ``--fail-on`` and the exit codes treat smoke runs like any other check.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from mgpu_doctor.findings import CheckStatus, Finding, Severity
 from mgpu_doctor.report import Report
-from mgpu_doctor.reporters import RenderOptions
-from mgpu_doctor.reporters.common import (
+from mgpu_doctor.renderers import RenderOptions
+from mgpu_doctor.renderers.common import (
     DEVICE_HEADERS,
     FLEET_HEADERS,
     acknowledgement_line,
@@ -14,8 +14,8 @@ from mgpu_doctor.reporters.common import (
     fleet_heading,
     summary_line,
 )
-from mgpu_doctor.reporters.mermaid import pictures_markdown
-from mgpu_doctor.reporters.tables import table
+from mgpu_doctor.renderers.mermaid import pictures_markdown
+from mgpu_doctor.renderers.tables import table
 
 STATUS_WORDS = {
     CheckStatus.PASSED: "✅ passed", CheckStatus.INFO: "ℹ️ info", CheckStatus.WARNING: "⚠️ warning",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from html import escape
 
-from mgpu_doctor.reporters.charts import Chart, Series, colour
+from mgpu_doctor.renderers.charts import Chart, Series, colour
 
 WIDTH = 760
 PLOT_LEFT = 72

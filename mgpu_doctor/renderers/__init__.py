@@ -26,11 +26,11 @@ class OutputFormat(str, enum.Enum):
 
     def renderer(self) -> Callable[[Report, RenderOptions], str]:
         if self is OutputFormat.HUMAN:
-            from mgpu_doctor.reporters.human import render
+            from mgpu_doctor.renderers.human import render
         elif self is OutputFormat.JSON:
-            from mgpu_doctor.reporters.json_report import render
+            from mgpu_doctor.renderers.json_report import render
         elif self is OutputFormat.MARKDOWN:
-            from mgpu_doctor.reporters.markdown import render
+            from mgpu_doctor.renderers.markdown import render
         else:
-            from mgpu_doctor.reporters.html_report import render
+            from mgpu_doctor.renderers.html_report import render
         return render

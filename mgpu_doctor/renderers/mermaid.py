@@ -12,7 +12,7 @@ import math
 import unicodedata
 from decimal import Decimal
 
-from mgpu_doctor.reporters.charts import GROUPS, Chart, Series, all_charts, colour
+from mgpu_doctor.renderers.charts import GROUPS, Chart, Series, all_charts, colour
 from mgpu_doctor.smoke.model import SmokeRun
 
 _SAFE_PUNCTUATION = set(" _.,:()/+'-=")

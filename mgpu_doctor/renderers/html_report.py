@@ -12,9 +12,9 @@ from html import escape
 
 from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity
 from mgpu_doctor.report import Report
-from mgpu_doctor.reporters import RenderOptions
-from mgpu_doctor.reporters.charts import GROUPS, all_charts
-from mgpu_doctor.reporters.common import (
+from mgpu_doctor.renderers import RenderOptions
+from mgpu_doctor.renderers.charts import GROUPS, all_charts
+from mgpu_doctor.renderers.common import (
     DEVICE_HEADERS,
     FLEET_HEADERS,
     acknowledgement_line,
@@ -23,9 +23,9 @@ from mgpu_doctor.reporters.common import (
     fleet_heading,
     summary_line,
 )
-from mgpu_doctor.reporters.human import libraries_lines
-from mgpu_doctor.reporters.smoke_table import SIMULATED_LINE, SMOKE_HEADERS, smoke_rows
-from mgpu_doctor.reporters.svg import render_svg
+from mgpu_doctor.renderers.human import libraries_lines
+from mgpu_doctor.renderers.smoke_table import SIMULATED_LINE, SMOKE_HEADERS, smoke_rows
+from mgpu_doctor.renderers.svg import render_svg
 from mgpu_doctor.serde import to_jsonable
 
 CSS = """

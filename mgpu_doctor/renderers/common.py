@@ -1,4 +1,4 @@
-"""Pieces several reporters share: the summary line and the device table."""
+"""Pieces several renderers share: the summary line and the device table."""
 
 from __future__ import annotations
 

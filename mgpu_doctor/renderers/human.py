@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Section, Severity
 from mgpu_doctor.report import Report
-from mgpu_doctor.reporters import RenderOptions
-from mgpu_doctor.reporters.common import (
+from mgpu_doctor.renderers import RenderOptions
+from mgpu_doctor.renderers.common import (
     DEVICE_HEADERS,
     FLEET_HEADERS,
     acknowledgement_line,
@@ -18,7 +18,7 @@ from mgpu_doctor.reporters.common import (
     fleet_heading,
     summary_line,
 )
-from mgpu_doctor.reporters.tables import table
+from mgpu_doctor.renderers.tables import table
 from mgpu_doctor.unavailable import Unavailable
 
 if TYPE_CHECKING:

@@ -12,8 +12,8 @@ import xml.etree.ElementTree as ET
 
 from mgpu_doctor.findings import CheckStatus, Finding, Severity
 from mgpu_doctor.report import Report
-from mgpu_doctor.reporters import RenderOptions
-from mgpu_doctor.reporters.common import acknowledgement_line
+from mgpu_doctor.renderers import RenderOptions
+from mgpu_doctor.renderers.common import acknowledgement_line
 
 
 def render(report: Report, options: RenderOptions) -> str:

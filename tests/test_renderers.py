@@ -15,7 +15,7 @@ import pytest
 from mgpu_doctor.checks import CHECKS
 from mgpu_doctor.diagnose import judge_snapshot
 from mgpu_doctor.findings import Section, Severity
-from mgpu_doctor.reporters import OutputFormat, RenderOptions, junit
+from mgpu_doctor.renderers import OutputFormat, RenderOptions, junit
 from tests.scenarios import SCENARIOS
 
 GOLDEN = Path(__file__).parent / "data" / "golden"
@@ -74,9 +74,9 @@ def test_the_level_that_ran_heads_the_human_and_markdown_reports(scenario):
     assert human(leveled, RenderOptions()).splitlines()[0].endswith(", level long")
     assert markdown(leveled, RenderOptions()).splitlines()[0].endswith("mixed-models.json (level long)")
     assert json.loads(OutputFormat.JSON.renderer()(leveled, RenderOptions()))["level"] == "long"
-    from mgpu_doctor.reporters import support
+    from mgpu_doctor.renderers import bug_report
 
-    assert f"from {report.source}, level long;" in support.render(leveled, RenderOptions())
+    assert f"from {report.source}, level long;" in bug_report.render(leveled, RenderOptions())
 
 
 def test_colour_only_when_asked(scenario):

@@ -11,16 +11,16 @@ from typing import Any
 from mgpu_doctor.findings import Severity
 from mgpu_doctor.markdown_json_block import MARKER, json_block
 from mgpu_doctor.report import Report
-from mgpu_doctor.reporters import RenderOptions
-from mgpu_doctor.reporters.common import (
+from mgpu_doctor.renderers import RenderOptions
+from mgpu_doctor.renderers.common import (
     DEVICE_HEADERS,
     device_table_rows,
     summary_line,
 )
-from mgpu_doctor.reporters.markdown import STATUS_WORDS, finding_lines
-from mgpu_doctor.reporters.mermaid import pictures_markdown
-from mgpu_doctor.reporters.smoke_table import SIMULATED_LINE, SMOKE_HEADERS, smoke_rows
-from mgpu_doctor.reporters.tables import table
+from mgpu_doctor.renderers.markdown import STATUS_WORDS, finding_lines
+from mgpu_doctor.renderers.mermaid import pictures_markdown
+from mgpu_doctor.renderers.smoke_table import SIMULATED_LINE, SMOKE_HEADERS, smoke_rows
+from mgpu_doctor.renderers.tables import table
 from mgpu_doctor.serde import to_jsonable
 from mgpu_doctor.unavailable import Unavailable
 
