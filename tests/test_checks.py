@@ -258,8 +258,8 @@ def test_gpu_checks_judge_the_gpus_they_know_and_name_the_others(scenario, name)
 
 def test_most_checks_skipped_for_missing_facts_is_a_warning_that_says_so(scenario):
     from mgpu_doctor.checks.base import mostly_skipped, run_check
-    from mgpu_doctor.report import new_report
     from mgpu_doctor.renderers.common import exit_code_for, summary_line
+    from mgpu_doctor.report import new_report
     from mgpu_doctor.resolve import resolve
 
     broken = replace(scenario("sick-box"), nvml=failed("NVML did not answer in 10 s"),

@@ -11,8 +11,8 @@ from mgpu_doctor.cli.options import add_diagnose_options, diagnose_options
 from mgpu_doctor.cli.output import out, write_text
 from mgpu_doctor.diagnose import diagnose
 from mgpu_doctor.renderers import RenderOptions
-from mgpu_doctor.renderers.html_report import render as render_html
 from mgpu_doctor.renderers.bug_report import render, verdict
+from mgpu_doctor.renderers.html_report import render as render_html
 
 
 def add_parser(sub: Any) -> None:

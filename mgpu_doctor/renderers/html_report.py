@@ -11,7 +11,6 @@ import json
 from html import escape
 
 from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity
-from mgpu_doctor.report import Report
 from mgpu_doctor.renderers import RenderOptions
 from mgpu_doctor.renderers.charts import GROUPS, all_charts
 from mgpu_doctor.renderers.common import (
@@ -26,6 +25,7 @@ from mgpu_doctor.renderers.common import (
 from mgpu_doctor.renderers.human import libraries_lines
 from mgpu_doctor.renderers.smoke_table import SIMULATED_LINE, SMOKE_HEADERS, smoke_rows
 from mgpu_doctor.renderers.svg import render_svg
+from mgpu_doctor.report import Report
 from mgpu_doctor.serde import to_jsonable
 
 CSS = """

@@ -7,7 +7,6 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Section, Severity
-from mgpu_doctor.report import Report
 from mgpu_doctor.renderers import RenderOptions
 from mgpu_doctor.renderers.common import (
     DEVICE_HEADERS,
@@ -19,6 +18,7 @@ from mgpu_doctor.renderers.common import (
     summary_line,
 )
 from mgpu_doctor.renderers.tables import table
+from mgpu_doctor.report import Report
 from mgpu_doctor.unavailable import Unavailable
 
 if TYPE_CHECKING:
