@@ -91,9 +91,9 @@ def _compiled(keras, flavor, spec):
     return model
 
 
-def save_stage(tf, configure_devices, spec, directory):
-    import numpy as np
-
+def _training(tf, np, configure_devices, spec):
+    """The model built under the N-device strategy, seeded, and its data: what save and resume
+    both train."""
     keras, flavor, _ = keras_flavor(tf)
     strategy = _strategy(tf, configure_devices, spec, int(spec["devices"]))
     keras.utils.set_random_seed(int(spec.get("seed", 7)))
@@ -101,6 +101,13 @@ def save_stage(tf, configure_devices, spec, directory):
     with strategy.scope():
         model = _compiled(keras, flavor, spec)
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(int(spec["global_batch"]))
+    return keras, flavor, model, x, dataset
+
+
+def save_stage(tf, configure_devices, spec, directory):
+    import numpy as np
+
+    keras, flavor, model, x, dataset = _training(tf, np, configure_devices, spec)
     model.fit(dataset, epochs=int(spec["epochs"]), verbose=0, callbacks=[_beat(keras, parse_fault(spec["layer"]))])
     _mgpu_child.heartbeat("trained")
     probe = x[:PROBE_SAMPLES]
@@ -175,13 +182,7 @@ def load_stage(tf, configure_devices, spec, directory, devices, formats, referen
 def resume_stage(tf, configure_devices, spec, backup_dir, weights_path, kill):
     import numpy as np
 
-    keras, flavor, _ = keras_flavor(tf)
-    strategy = _strategy(tf, configure_devices, spec, int(spec["devices"]))
-    keras.utils.set_random_seed(int(spec.get("seed", 7)))
-    x, y = make_data(np, spec["layer"], int(spec["samples"]))
-    with strategy.scope():
-        model = _compiled(keras, flavor, spec)
-    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(int(spec["global_batch"]))
+    keras, flavor, model, x, dataset = _training(tf, np, configure_devices, spec)
     begun = []
 
     class Track(keras.callbacks.Callback):
