@@ -107,6 +107,11 @@ def write_result(obj):
         json.dump(obj, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return
+    write_json_file(path, obj)
+
+
+def write_json_file(path, obj):
+    """Write ``obj`` as JSON to ``path`` atomically (a temporary file, then a rename)."""
     tmp = path + ".tmp"
     with open(tmp, "w") as fh:
         json.dump(obj, fh)

@@ -219,9 +219,7 @@ def in_fresh_process(stage, out_path):
         except BaseException as exc:
             result = {"error": _error(exc)}
         try:
-            with open(out_path + ".tmp", "w") as fh:
-                json.dump(result, fh)
-            os.replace(out_path + ".tmp", out_path)
+            _mgpu_child.write_json_file(out_path, result)
         except BaseException:
             code = 3
         sys.stdout.flush()

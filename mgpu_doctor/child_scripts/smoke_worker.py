@@ -240,10 +240,7 @@ def run_one(tf, spec, out_dir, worker_pid, attempt):
                       traceback=info["traceback"][-4000:])
     result["duration_s"] = time.time() - start
     try:
-        path = os.path.join(out_dir, "run-%d.json" % spec["index"])
-        with open(path + ".tmp", "w") as fh:
-            json.dump(result, fh)
-        os.replace(path + ".tmp", path)
+        _mgpu_child.write_json_file(os.path.join(out_dir, "run-%d.json" % spec["index"]), result)
     except BaseException:
         code = 3
     sys.stdout.flush()
