@@ -254,13 +254,13 @@ class Pin:
         """Whether the marker holds for the diagnosed Python (unknown Python: it may)."""
         if not self.marker or python is None:
             return True
-        from packaging.markers import InvalidMarker, Marker  # only lines with a marker need it
+        from packaging.markers import Marker  # only lines with a marker need it
 
         try:
             return bool(Marker(self.marker).evaluate({
                 "python_version": f"{python.major}.{python.minor}", "python_full_version": str(python),
                 "extra": ""}))
-        except (InvalidMarker, Exception):  # a marker this interpreter cannot evaluate: keep it
+        except Exception:  # InvalidMarker, or a marker this interpreter cannot evaluate: keep it
             return True
 
 
