@@ -66,6 +66,7 @@ RENAMED: dict[str, str] = {
     "gpus.cross-socket": "gpu.cross-socket",
     "known-issues.none": "matrix.no-known-issue",
     "known-issues.matrix-problems": "matrix.problems",
+    "smoke.batch-size-sweep": "smoke.scaling-map",
 }
 _OLD_CRASHED = re.compile(rf"({_SEGMENT})\.crashed")
 

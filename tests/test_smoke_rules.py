@@ -247,17 +247,6 @@ def test_smoke_usage_errors_are_one_line_with_exit_2(capsys, argv, message):
     assert message in err and len(err.strip().splitlines()) == 1
 
 
-def test_batch_size_sweep_summarises_the_speedup_per_batch():
-    runs = [run(devices=1, global_batch=b, samples_per_s=1000.0 * b) for b in (64, 1024)]
-    runs += [run(devices=2, global_batch=64, samples_per_s=32000.0),
-             run(devices=2, global_batch=1024, samples_per_s=1536000.0)]
-    outcomes = smoke_outcomes(compare_with_single(runs))
-    sweep = outcomes[-1]
-    assert sweep.name == "smoke/batch-size-sweep" and sweep.status is CheckStatus.INFO
-    assert sweep.findings[0].evidence == ["dense, 2 devices: batch 64: 0.50x, batch 1024: 1.50x"]
-    assert smoke_outcomes(compare_with_single(runs[:1] + runs[2:3]))[-1].name != "smoke/batch-size-sweep"
-
-
 def _python_without_tensorflow() -> str | None:
     import shutil
     import subprocess

@@ -86,7 +86,7 @@ def _strategy(tf, configure_devices, spec, devices):
 
 
 def _compiled(keras, flavor, spec):
-    model = build_model(keras, flavor, spec["layer"], spec["variant"])
+    model = build_model(keras, flavor, spec["layer"], spec["variant"], spec.get("model_size", 1))
     model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05), loss="mse")
     return model
 

@@ -32,37 +32,38 @@ def recurrent(keras, flavor, kind, variant, units):
     return keras.layers.RNN(cell)  # the plain RNN wrapper never uses cuDNN
 
 
-# Each smoke layer's model body: (keras, flavor, variant, input tensor) -> features. The parent's
+# Each smoke layer's model body: (keras, flavor, variant, input tensor, width) -> features, with
+# ``width`` the model size (a multiplier of the layer's units, filters or dimensions). The parent's
 # table (mgpu_doctor/smoke/layers.py, SMOKE_LAYERS) lists the same layers with the same data kind;
 # a test holds the two equal, since this module cannot import the package.
-def _dense(keras, flavor, variant, inp):
-    return keras.layers.Dense(32, activation="relu")(inp)
+def _dense(keras, flavor, variant, inp, width):
+    return keras.layers.Dense(32 * width, activation="relu")(inp)
 
 
-def _conv2d(keras, flavor, variant, inp):
-    return keras.layers.Flatten()(keras.layers.Conv2D(4, 3, activation="relu")(inp))
+def _conv2d(keras, flavor, variant, inp, width):
+    return keras.layers.Flatten()(keras.layers.Conv2D(4 * width, 3, activation="relu")(inp))
 
 
-def _lstm(keras, flavor, variant, inp):
-    return recurrent(keras, flavor, "lstm", variant, 8)(inp)
+def _lstm(keras, flavor, variant, inp, width):
+    return recurrent(keras, flavor, "lstm", variant, 8 * width)(inp)
 
 
-def _gru(keras, flavor, variant, inp):
-    return recurrent(keras, flavor, "gru", variant, 8)(inp)
+def _gru(keras, flavor, variant, inp, width):
+    return recurrent(keras, flavor, "gru", variant, 8 * width)(inp)
 
 
-def _batchnorm(keras, flavor, variant, inp):
+def _batchnorm(keras, flavor, variant, inp, width):
     L = keras.layers
-    x = L.BatchNormalization(synchronized=(variant == "sync"))(L.Dense(16)(inp))
+    x = L.BatchNormalization(synchronized=(variant == "sync"))(L.Dense(16 * width)(inp))
     return L.Activation("relu")(x)
 
 
-def _embedding(keras, flavor, variant, inp):
-    return keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(50, 8)(inp))
+def _embedding(keras, flavor, variant, inp, width):
+    return keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(50, 8 * width)(inp))
 
 
-def _attention(keras, flavor, variant, inp):
-    x = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)(inp, inp)
+def _attention(keras, flavor, variant, inp, width):
+    x = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4 * width)(inp, inp)
     return keras.layers.GlobalAveragePooling1D()(x)
 
 
@@ -107,13 +108,13 @@ DATA = {
 }
 
 
-def build_model(keras, flavor, layer, variant):
+def build_model(keras, flavor, layer, variant, width=1):
     if layer not in MODELS:
         raise ValueError("unknown layer %r" % layer)
     kind, body = MODELS[layer]
     shape, dtype, _ = DATA[kind]
     inp = keras.Input(shape, dtype=dtype)
-    out = keras.layers.Dense(1)(body(keras, flavor, variant, inp))
+    out = keras.layers.Dense(1)(body(keras, flavor, variant, inp, max(1, int(width))))
     return keras.Model(inp, out)
 
 

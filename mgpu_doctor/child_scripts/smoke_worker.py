@@ -17,7 +17,8 @@ the running child so that faulthandler dumps *its* threads, and kills the proces
 Test-only fault injection: MGPU_DOCTOR_SMOKE_FAULT="LAYER:FAULT[:DEVICES][,...]" with FAULT one of
 hang (block forever inside a training step), abort (os.abort() in a step), leak (keep 48 MB
 more host memory each epoch), raise (a Python exception in a step), killed (SIGKILL in a step of
-the first attempt only, as a kill from outside would).
+the first attempt only, as a kill from outside would), slow_input (the input pipeline sleeps
+SLOW_INPUT_S for every batch, as a pipeline that decodes on one thread would).
 """
 
 import json
@@ -41,6 +42,7 @@ CHECKPOINT_SCENARIOS = {"checkpoint": _smoke_checkpoint.run_checkpoint, "resume"
 
 FAULT_ENV = "MGPU_DOCTOR_SMOKE_FAULT"
 LEAK_BYTES = 48 * 1024 * 1024
+SLOW_INPUT_S = 0.03
 _leaked = []
 _current_child = [0]
 _attempt = [1]
@@ -154,10 +156,13 @@ def train(tf, spec, result):
     keras.utils.set_random_seed(int(spec.get("seed", 7)))
     x, y = make_data(np, spec["layer"], int(spec["samples"]))
     with strategy.scope():
-        model = build_model(keras, flavor, spec["layer"], spec["variant"])
+        model = build_model(keras, flavor, spec["layer"], spec["variant"], spec.get("model_size", 1))
         model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05), loss="mse")
-    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(int(spec["global_batch"]))
+    result["parameters"] = int(model.count_params())
     fault = parse_fault(spec["layer"], devices)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(int(spec["global_batch"]))
+    if fault == "slow_input":
+        dataset = dataset.map(lambda a, b: slow_batch(tf, a, b))
     steps_per_epoch = -(-int(spec["samples"]) // int(spec["global_batch"]))
     epochs = int(spec["epochs"])
     step_times = []
@@ -208,12 +213,64 @@ def train(tf, spec, result):
     result["step_times_s"] = [round(t, 6) for t in steady]
     result["rss_mb"] = [round(v, 2) for v in epoch_rss if v is not None]
     result["gpu_memory_mb"] = [round(v, 2) for v in epoch_gpu]
+    if spec.get("input_probe"):
+        probe_input(tf, keras, model, dataset, spec, result, steps_per_epoch * epochs)
     bad = [i for i, v in enumerate(raw_losses) if finite_or_none(v) is None]
     if bad or not weights_finite:
         result["status"] = "nan"
         result["nonfinite_epoch"] = (bad[0] + 1) if bad else None
     else:
         result["status"] = "ok"
+
+
+def slow_batch(tf, x, y):
+    """The slow_input fault: a host-side step per batch that takes SLOW_INPUT_S."""
+    def sleep(a):
+        time.sleep(SLOW_INPUT_S)
+        return a
+    slowed = tf.py_function(sleep, [x], x.dtype)
+    slowed.set_shape(x.shape)
+    return slowed, y
+
+
+def pipeline_rate(dataset, batches):
+    """Samples per second the input pipeline delivers alone, nothing training: every batch after
+    the first (which pays for starting the iterator), over ``batches`` batches or more."""
+    count = max(int(batches), 4)
+    samples = 0
+    start = None
+    for x, _ in dataset.repeat().take(count + 1):
+        if start is None:
+            start = time.perf_counter()
+            continue
+        samples += int(x.shape[0])
+    elapsed = time.perf_counter() - (start or time.perf_counter())
+    return samples / elapsed if elapsed > 0 and samples else None
+
+
+def probe_input(tf, keras, model, dataset, spec, result, batches):
+    """The input-bound probe, after the training: the pipeline alone, and the same step on these
+    devices fed from one batch kept in memory (`take(1).cache()`: the pipeline's element type,
+    so the step is not traced again), in samples per second."""
+    _mgpu_child.heartbeat("input probe")
+    result["input_samples_per_s"] = pipeline_rate(dataset, batches)
+    times = []
+    state = {"t": 0.0}
+
+    class Timer(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            state["t"] = time.perf_counter()
+
+        def on_train_batch_end(self, batch, logs=None):
+            times.append(time.perf_counter() - state["t"])
+            _mgpu_child.heartbeat("probe step")
+
+    steps = max(int(batches), 4) + 1
+    in_memory = dataset.take(1).cache().repeat()
+    model.fit(in_memory, steps_per_epoch=steps, epochs=1, verbose=0, callbacks=[Timer()])
+    steady = sorted(times[1:] or times)  # the first step reads the pipeline once
+    median = steady[len(steady) // 2] if steady else 0.0
+    result["compute_samples_per_s"] = int(spec["global_batch"]) / median if median > 0 else None
 
 
 def run_one(tf, spec, out_dir, worker_pid, attempt):

@@ -32,6 +32,7 @@ from mgpu_doctor.smoke.plan import (
     LEVELS,
     MAX_BATCH_SIZE,
     MAX_DEVICES,
+    MAX_MODEL_SIZE,
     SMOKE_LEVELS,
     PlanError,
     SmokeOptions,
@@ -86,8 +87,19 @@ def add_smoke_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> N
                         "the first, the others compare speed (default: "
                         + "; ".join(f"{','.join(map(str, LEVELS[n].batch_sizes))} at {n}"
                                     for n in SMOKE_LEVELS) + ")")
+    p.add_argument("--model-sizes", metavar="1,4,16",
+                   help="model sizes for the scaling map: multipliers of each layer's width (units, "
+                        "filters); the map compares 1 vs N devices at every batch x size, every "
+                        "scenario runs at the first (default: "
+                        + "; ".join(_sizes_help(n) for n in SMOKE_LEVELS) + ")")
     p.add_argument("--results", metavar="FILE",
                    help="append each run's result to FILE as a JSON line as soon as it finishes")
+
+
+def _sizes_help(level: str) -> str:
+    layers = LEVELS[level].map_layers
+    return (f"{','.join(map(str, LEVELS[level].model_sizes))} at {level}"
+            + (f" for {' and '.join(layers)}" if layers else ""))
 
 
 def add_level_option(p: argparse.ArgumentParser, levels: tuple[str, ...]) -> None:
@@ -203,6 +215,7 @@ def smoke_request(args: argparse.Namespace, level: str = DEFAULT_LEVEL) -> Smoke
                          f"{MAX_STALL_TIMEOUT_S:g} (a day), got {stall:g}")
     try:
         batches = parse_counts(getattr(args, "batch_sizes", None), "--batch-sizes", MAX_BATCH_SIZE)
+        sizes = parse_counts(getattr(args, "model_sizes", None), "--model-sizes", MAX_MODEL_SIZE)
         options = SmokeOptions(
             layers=parse_smoke_layers(getattr(args, "layers", None)),
             gpus=parse_counts(getattr(args, "gpus", None), "--gpus", MAX_DEVICES),
@@ -214,6 +227,8 @@ def smoke_request(args: argparse.Namespace, level: str = DEFAULT_LEVEL) -> Smoke
         raise UsageError(str(exc)) from None
     if batches:
         options = replace(options, batch_sizes=batches)
+    if sizes:
+        options = replace(options, model_sizes=sizes)
     results = getattr(args, "results", None)
     return SmokeRequest(options, float(args.stall_timeout), Path(results) if results else None,
                         redact=getattr(args, "redact", True))

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from mgpu_doctor.smoke.model import SmokeRun
+from mgpu_doctor.smoke.scaling_map import MapPoint, layer_label, map_points
 
 # Colours of the series, in order (Tableau 10): named, so a Markdown legend can say which is which
 # where the renderer draws none (Mermaid's xychart has no legend before Mermaid 12).
@@ -53,40 +54,9 @@ GROUPS = (("scaling", "Scaling map: N vs 1 devices"), ("loss", "Loss per epoch, 
           ("memory", "Memory per epoch"))
 
 
-@dataclass(frozen=True)
-class ScalingCell:
-    """One point of the scaling map: N devices vs 1 for a layer at a global batch (and model size)."""
-
-    layer: str  # "lstm-cudnn"
-    devices: int
-    global_batch: int
-    model_size: str
-    speedup: float | None  # None: a run that failed, or whose 1-device twin did
-    efficiency: float | None
-    simulated: bool
-
-
 def colour(index: int) -> tuple[str, str]:
     """(name, hex) of the ``index``-th series; the palette repeats after ten."""
     return PALETTE[index % len(PALETTE)]
-
-
-def layer_label(run: SmokeRun) -> str:
-    return f"{run.layer}-{run.variant}" if run.variant else run.layer
-
-
-def model_size(run: SmokeRun) -> str:
-    """The model-size axis of the scaling map; runs carry no model size yet (issue 18 item 4),
-    so every run is in the one unnamed size and the map has one chart per measure."""
-    return str(getattr(run, "model_size", "") or "")
-
-
-def scaling_cells(runs: Iterable[SmokeRun]) -> list[ScalingCell]:
-    """The points of the map: every N-device run with the even split (the speedup is None where
-    it or its 1-device twin failed, which leaves a gap)."""
-    return [ScalingCell(layer_label(r), r.devices, r.global_batch, model_size(r), r.speedup,
-                        r.scaling_efficiency, r.simulated)
-            for r in runs if r.devices > 1 and r.scenario == "even"]
 
 
 def scaling_charts(runs: Iterable[SmokeRun]) -> list[Chart]:
@@ -94,20 +64,29 @@ def scaling_charts(runs: Iterable[SmokeRun]) -> list[Chart]:
 
     With one global batch the x axis is the layer instead (a line needs two points).
     """
-    cells = scaling_cells(runs)
+    cells = map_points(runs)
     if all(c.speedup is None for c in cells):
         return []
     charts: list[Chart] = []
-    for size in sorted({c.model_size for c in cells}):
+    sizes = sorted({c.model_size for c in cells})
+    for size in sizes:
         group = [c for c in cells if c.model_size == size]
         simulated = any(c.simulated for c in group)
+        label = _size_label(group) if len(sizes) > 1 else ""
         for measure in ("speedup", "efficiency"):
-            charts.append(_scaling_chart(group, measure, size, simulated))
+            charts.append(_scaling_chart(group, measure, label, simulated))
     return charts
 
 
-def _scaling_chart(cells: list[ScalingCell], measure: str, size: str, simulated: bool) -> Chart:
-    def value(c: ScalingCell) -> float | None:
+def _size_label(cells: list[MapPoint]) -> str:
+    """"x4" (with the parameter count where each layer has one: "x4, dense 2,305 parameters")."""
+    size = cells[0].model_size
+    counts = dict.fromkeys(f"{c.layer} {c.parameters:,}" for c in cells if c.parameters is not None)
+    return f"x{size}" + (f" ({', '.join(counts)} parameters)" if counts and len(counts) <= 2 else "")
+
+
+def _scaling_chart(cells: list[MapPoint], measure: str, size: str, simulated: bool) -> Chart:
+    def value(c: MapPoint) -> float | None:
         if measure == "speedup":
             return c.speedup
         return None if c.efficiency is None else round(c.efficiency * 100, 6)
@@ -120,7 +99,7 @@ def _scaling_chart(cells: list[ScalingCell], measure: str, size: str, simulated:
     y_label = "speedup (x)" if measure == "speedup" else "efficiency (percent of ideal)"
     ref_name = "1x: no faster than 1 device" if measure == "speedup" else "100: ideal"
     ref_value = 1.0 if measure == "speedup" else 100.0
-    key = f"scaling-{measure}" + (f"-{size}" if size else "")
+    key = f"scaling-{measure}" + (f"-x{cells[0].model_size}" if size else "")
     batches = sorted({c.global_batch for c in cells})
     note = SIMULATED_NOTE if simulated else ""
     if len(batches) >= 2:

@@ -111,6 +111,9 @@ def run_from_child(spec: SmokeSpec, data: dict[str, Any]) -> SmokeRun:
         stderr_tail=str(data.get("stderr_tail", ""))[-MAX_TEXT:],
         duration_s=float(data.get("duration_s", 0.0) or 0.0),
         checkpoint=checkpoint,
+        parameters=_count(data.get("parameters")),
+        input_samples_per_s=_positive(data.get("input_samples_per_s")),
+        compute_samples_per_s=_positive(data.get("compute_samples_per_s")),
     )
 
 
@@ -127,7 +130,8 @@ def failed_run(spec: SmokeSpec, status: str, *, error_type: str = "", message: s
 def _spec_fields(spec: SmokeSpec) -> dict[str, Any]:
     return dict(layer=spec.layer, variant=spec.variant, devices=spec.devices,
                 device_kind=spec.device_kind, scenario=spec.scenario,
-                global_batch=spec.global_batch, samples=spec.samples, epochs=spec.epochs)
+                global_batch=spec.global_batch, samples=spec.samples, epochs=spec.epochs,
+                model_size=spec.model_size)
 
 
 def diverged(losses: list[float | None]) -> bool:
@@ -135,6 +139,15 @@ def diverged(losses: list[float | None]) -> bool:
     if len(finite) < 2:
         return False
     return finite[-1] > DIVERGE_FACTOR * max(finite[0], 1e-12) or finite[-1] > 1e6
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _positive(value: Any) -> float | None:
+    number = _float(value)
+    return number if number is not None and number > 0 else None
 
 
 def _float(value: Any) -> float | None:

@@ -27,11 +27,15 @@ class SmokeSpec:
     epochs: int
     virtual_devices: int = 0  # logical CPU devices configured in the child (cpu-virtual only)
     seed: int = 7
+    model_size: int = 1  # width multiplier of the layer's units, filters or dimensions
+    # Also time the input pipeline alone and the step with the batch already in memory.
+    input_probe: bool = False
 
     @property
     def label(self) -> str:
         layer = f"{self.layer}-{self.variant}" if self.variant else self.layer
-        return f"{layer} {self.devices}x{self.device_kind} {self.scenario} b{self.global_batch}"
+        size = f" w{self.model_size}" if self.model_size != 1 else ""
+        return f"{layer} {self.devices}x{self.device_kind} {self.scenario} b{self.global_batch}{size}"
 
     def to_child(self) -> dict[str, object]:
         return asdict(self)
@@ -81,13 +85,20 @@ class SmokeRun:
     stderr_tail: str = ""
     duration_s: float = 0.0
     checkpoint: list[CheckpointStep] = field(default_factory=list)  # checkpoint and resume scenarios
+    model_size: int = 1  # width multiplier (`--model-sizes`); 1: the smoke's own tiny model
+    parameters: int | None = None  # the model's parameter count, as the child built it
+    # Input-bound probe (smoke/input_bound.py): the input pipeline alone, and the N-device step
+    # fed from a batch already in memory, in samples per second.
+    input_samples_per_s: float | None = None
+    compute_samples_per_s: float | None = None
 
     @property
     def name(self) -> str:
         """Stable identifier, also the check / JUnit testcase name."""
         layer = f"{self.layer}-{self.variant}" if self.variant else self.layer
         batch = f"/b{self.global_batch}" if self.global_batch else ""
-        return f"smoke/{layer}/{self.devices}x{self.device_kind}/{self.scenario}{batch}"
+        size = f"/w{self.model_size}" if self.model_size != 1 else ""
+        return f"smoke/{layer}/{self.devices}x{self.device_kind}/{self.scenario}{batch}{size}"
 
     @property
     def simulated(self) -> bool:

@@ -16,6 +16,7 @@ DEFAULT_VIRTUAL_DEVICES = 2
 # Bounds on what a smoke option may ask for: beyond them the request is a typo, not a plan.
 MAX_DEVICES = 1024
 MAX_BATCH_SIZE = 1 << 20
+MAX_MODEL_SIZE = 256  # width x256: a dense layer of 8192 units, an LSTM of 2048
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,13 @@ class Level:
     # each row of the layer table).
     checkpoint_layers: tuple[str, ...] = ()
     resume_layers: tuple[str, ...] = ()
+    # The scaling map: model sizes (width multipliers) the layers in ``map_layers`` train at,
+    # each at every batch of ``batch_sizes`` (``--model-sizes`` applies to every planned layer).
+    model_sizes: tuple[int, ...] = (1,)
+    map_layers: tuple[str, ...] = ()
+    # The input-bound probe runs on the N-device run of these layers (smoke/input_bound.py);
+    # where none of them is planned, on the first planned layer.
+    input_probe_layers: tuple[str, ...] = ()
 
 
 EVERY_LAYER = ("*",)
@@ -56,12 +64,14 @@ LEVELS: dict[str, Level] = {level.name: level for level in (
           uneven_everywhere=False, single_device_uneven=False, same_twice=False,
           summary="every layer type on 1 and N devices; the uneven final batch where an empty "
                   "replica can break the layer; 2 epochs; a checkpoint round trip of dense",
-          checkpoint_layers=("dense",)),
+          checkpoint_layers=("dense",), input_probe_layers=("dense",)),
     Level("long", trains=True, epochs=8, steps=4, batch_sizes=(DEFAULT_GLOBAL_BATCH, 256, 1024),
           uneven_everywhere=True, single_device_uneven=True, same_twice=True,
-          summary="every variant x scenario on 1 and N devices, a batch-size sweep, 8 epochs "
-                  "(memory growth), a checkpoint round trip of every layer type, resume after a kill",
-          checkpoint_layers=EVERY_LAYER, resume_layers=("dense",)),
+          summary="every variant x scenario on 1 and N devices, a batch-size sweep, the scaling "
+                  "map of dense and conv2d over model sizes 1,4,16, 8 epochs (memory growth), a "
+                  "checkpoint round trip of every layer type, resume after a kill",
+          checkpoint_layers=EVERY_LAYER, resume_layers=("dense",), model_sizes=(1, 4, 16),
+          map_layers=("dense", "conv2d"), input_probe_layers=EVERY_LAYER),
 )}
 DEFAULT_LEVEL = "standard"
 SMOKE_LEVELS = tuple(name for name, level in LEVELS.items() if level.trains)
@@ -77,6 +87,7 @@ class SmokeOptions:
     gpus: tuple[int, ...] | None = None  # None: 1 and every visible GPU
     virtual_devices: int = DEFAULT_VIRTUAL_DEVICES
     batch_sizes: tuple[int, ...] | None = None  # None: the level's
+    model_sizes: tuple[int, ...] | None = None  # None: the level's, for its map layers
     level: str = DEFAULT_LEVEL
     # the scenarios the level may plan (tests narrow it)
     scenarios: tuple[str, ...] = SCENARIOS + CHECKPOINT_SCENARIOS
@@ -96,6 +107,22 @@ class SmokeOptions:
     @property
     def requested_batches(self) -> tuple[int, ...]:
         return self.batch_sizes or self.plan_level.batch_sizes
+
+    def model_sizes_for(self, layer: str) -> tuple[int, ...]:
+        """The model sizes ``layer`` trains at; every scenario runs at the first."""
+        if self.model_sizes:
+            return self.model_sizes
+        level = self.plan_level
+        mapped = layer in level.map_layers or level.map_layers == EVERY_LAYER
+        return level.model_sizes if mapped else level.model_sizes[:1]
+
+    @property
+    def input_probe_layer_names(self) -> tuple[str, ...]:
+        wanted = self.plan_level.input_probe_layers
+        if wanted == EVERY_LAYER:
+            return self.planned_layers
+        chosen = tuple(layer for layer in self.planned_layers if layer in wanted)
+        return chosen or self.planned_layers[:1]
 
 
 def parse_layers(value: str | None) -> tuple[str, ...]:
@@ -190,29 +217,37 @@ def plan_runs(options: SmokeOptions, gpu_count: int) -> list[SmokeSpec]:
     kind, counts = device_plan(options, gpu_count)
     specs: list[SmokeSpec] = []
     batches = tuple(dict.fromkeys(even_batch(b, counts) for b in options.requested_batches))
+    probed = options.input_probe_layer_names
     for layer in options.planned_layers:
+        sizes = options.model_sizes_for(layer)
         for variant in SMOKE_LAYERS[layer].variants:
             if not level.same_twice and kind != "gpu" and same_without_cudnn(layer, variant):
                 continue
             for batch in batches:
-                for scenario in (s for s in options.scenarios if s in SCENARIOS):
-                    if not _scenario_planned(level, layer, scenario, sweep=batch != batches[0]):
-                        continue
-                    samples = batch * level.steps + (1 if scenario == "uneven_final_batch" else 0)
-                    for devices in counts:
-                        if devices == 1 and not _single_planned(level, layer, variant, scenario):
+                for size in sizes:
+                    main = batch == batches[0] and size == sizes[0]
+                    for scenario in (s for s in options.scenarios if s in SCENARIOS):
+                        if not _scenario_planned(level, layer, scenario, sweep=not main):
                             continue
-                        specs.append(SmokeSpec(
-                            index=len(specs), layer=layer, variant=variant, devices=devices,
-                            device_kind=kind, scenario=scenario, global_batch=batch,
-                            samples=samples, epochs=level.epochs,
-                            virtual_devices=max(counts) if kind == "cpu-virtual" else 0,
-                        ))
+                        samples = batch * level.steps + (1 if scenario == "uneven_final_batch" else 0)
+                        for devices in counts:
+                            if devices == 1 and not _single_planned(level, layer, variant, scenario):
+                                continue
+                            specs.append(SmokeSpec(
+                                index=len(specs), layer=layer, variant=variant, devices=devices,
+                                device_kind=kind, scenario=scenario, global_batch=batch,
+                                samples=samples, epochs=level.epochs,
+                                virtual_devices=max(counts) if kind == "cpu-virtual" else 0,
+                                model_size=size,
+                                input_probe=(main and devices > 1 and scenario == "even"
+                                             and layer in probed),
+                            ))
             for scenario in _checkpoint_scenarios(level, layer, options.scenarios):
                 specs.append(SmokeSpec(
                     index=len(specs), layer=layer, variant=variant, devices=max(counts), device_kind=kind,
                     scenario=scenario, global_batch=batches[0], samples=batches[0] * level.steps,
                     epochs=level.epochs, virtual_devices=max(counts) if kind == "cpu-virtual" else 0,
+                    model_size=sizes[0],
                 ))
     return specs
 

@@ -11,9 +11,12 @@ from dataclasses import replace
 from mgpu_doctor.findings import CheckOutcome, Finding, Severity, status_for
 from mgpu_doctor.matrix.known_issues import known_issue_line
 from mgpu_doctor.smoke.checkpoint import CHECKPOINT_STATUSES, SCENARIO_TITLES, checkpoint_findings
+from mgpu_doctor.smoke.guides import DISTRIBUTE_GUIDE, INPUT_GUIDE
+from mgpu_doctor.smoke.input_bound import input_bound_findings, input_rates
 from mgpu_doctor.smoke.layers import SMOKE_LAYERS, same_on_one_device, same_without_cudnn
 from mgpu_doctor.smoke.model import SmokeRun
 from mgpu_doctor.smoke.plan import BatchSplit
+from mgpu_doctor.smoke.scaling_map import on_a_curve, scaling_map_outcome
 
 LOSS_TOLERANCE = 1e-3  # max relative loss difference 1 vs N without batch statistics
 LEAK_MB_PER_EPOCH = 16.0  # host RSS growth per epoch, after the first, that smells of a leak
@@ -21,8 +24,6 @@ GPU_LEAK_MB_PER_EPOCH = 16.0
 POOR_SCALING = 1.0  # N devices slower than 1: the second GPU does not help at all
 MAX_STACK_LINES = 40
 
-DISTRIBUTE_GUIDE = "https://www.tensorflow.org/guide/distributed_training"
-INPUT_GUIDE = "https://www.tensorflow.org/guide/data_performance"
 COLLECTIVE_REUSE_ISSUE = "https://github.com/tensorflow/tensorflow/issues/62790"
 # The known-issue entry with that source: the smoke finding names it, so `smoke` and
 # `matrix query` tell the same story (a test holds the link).
@@ -59,9 +60,9 @@ def smoke_outcomes(runs: list[SmokeRun], stall_timeout_s: float | None = None) -
         findings = sorted(hazard_only(run, runs, run_findings(run, runs, stall_timeout_s)),
                           key=lambda f: f.severity, reverse=True)
         outcomes.append(CheckOutcome(run.name, _title(run), status_for(findings), findings))
-    sweep = batch_size_sweep(runs)
-    if sweep is not None:
-        outcomes.append(sweep)
+    scaling_map = scaling_map_outcome(runs)
+    if scaling_map is not None:
+        outcomes.append(scaling_map)
     return outcomes
 
 
@@ -98,31 +99,6 @@ def batch_split_outcomes(splits: list[BatchSplit]) -> list[CheckOutcome]:
     ) for s in splits]
     return [CheckOutcome("smoke/batch-split", "Smoke trainings: the global batch splits evenly over the "
                          "replicas", status_for(findings), findings)]
-
-
-def batch_size_sweep(runs: list[SmokeRun]) -> CheckOutcome | None:
-    """With several ``--batch-sizes``: N-vs-1 speedup per global batch, per layer (even split)."""
-    if len({r.global_batch for r in runs}) < 2:
-        return None
-    rows: dict[str, list[str]] = {}
-    for run in runs:
-        if run.devices > 1 and run.scenario == "even" and run.speedup is not None:
-            key = f"{_layer_label(run)}, {run.devices} devices"
-            rows.setdefault(key, []).append(f"batch {run.global_batch}: {run.speedup:.2f}x")
-    if not rows:
-        return None
-    simulated = any(r.simulated for r in runs)
-    finding = Finding(
-        code="smoke.batch-size-sweep", severity=Severity.INFO,
-        title="Speedup of N devices over 1 by global batch size"
-              + (" (simulated on CPU: says nothing about GPUs)" if simulated else ""),
-        evidence=[f"{key}: {', '.join(values)}" for key, values in rows.items()],
-        fix="Train at a global batch where the speedup is well above 1, scaling the learning rate "
-            "with it; below that a second GPU does not pay for its gradient exchange.",
-        links=[INPUT_GUIDE],
-    )
-    return CheckOutcome("smoke/batch-size-sweep", "Smoke trainings: speedup by global batch size",
-                        status_for([finding]), [finding])
 
 
 def run_findings(run: SmokeRun, runs: list[SmokeRun], stall_timeout_s: float | None = None) -> list[Finding]:
@@ -195,7 +171,9 @@ def run_findings(run: SmokeRun, runs: list[SmokeRun], stall_timeout_s: float | N
         ))
     findings.extend(_agreement_findings(run))
     findings.extend(_memory_findings(run))
-    findings.extend(_scaling_findings(run))
+    findings.extend(input_bound_findings(run, label))
+    if not on_a_curve(run, runs):  # else the scaling map tells where N devices pay off
+        findings.extend(_scaling_findings(run))
     if run.retried_after:
         findings.append(_retried_finding(run))
     if run.status == "ok":
@@ -374,7 +352,8 @@ def _other_variant_fix(run: SmokeRun, runs: list[SmokeRun]) -> str:
 
 def _find(runs: list[SmokeRun], like: SmokeRun, **changes: object) -> SmokeRun | None:
     want = {**{"layer": like.layer, "variant": like.variant, "devices": like.devices,
-               "scenario": like.scenario, "global_batch": like.global_batch}, **changes}
+               "scenario": like.scenario, "global_batch": like.global_batch,
+               "model_size": like.model_size}, **changes}
     for r in runs:
         if all(getattr(r, k) == v for k, v in want.items()):
             return r
@@ -393,7 +372,7 @@ def single_twin(run: SmokeRun, runs: list[SmokeRun]) -> SmokeRun | None:
         for r in runs:
             if (r.devices == 1 and r.variant == variant and r.layer == run.layer
                     and r.scenario == run.scenario and r.global_batch == run.global_batch
-                    and r.device_kind == run.device_kind):
+                    and r.model_size == run.model_size and r.device_kind == run.device_kind):
                 return r
     return None
 
@@ -423,7 +402,9 @@ def _title(run: SmokeRun) -> str:
     where = f"{run.devices} simulated CPU device(s)" if run.simulated else f"{run.devices} GPU(s)"
     titles = {"uneven_final_batch": "uneven final batch", **SCENARIO_TITLES}
     scenario = titles.get(run.scenario, "even batches")
-    return f"Smoke training: {_layer_label(run)} on {where}, {scenario}, global batch {run.global_batch}"
+    size = f", model size x{run.model_size}" if run.model_size != 1 else ""
+    return (f"Smoke training: {_layer_label(run)} on {where}, {scenario}, global batch "
+            f"{run.global_batch}{size}")
 
 
 def _layer_label(run: SmokeRun) -> str:
@@ -450,12 +431,15 @@ def _measurements(run: SmokeRun) -> list[str]:
         note = " (simulated on one CPU: says nothing about GPUs)" if run.simulated else ""
         lines.append(f"speedup vs 1 device: {run.speedup:.2f}x, scaling efficiency "
                      f"{run.scaling_efficiency:.0%}{note}")
+    lines.extend(input_rates(run))
     if run.loss_vs_single is not None:
         lines.append(f"loss vs 1 device: {run.loss_vs_single:.2e} relative")
     if run.replicas_identical is not None:
         lines.append(f"replicas hold identical weights: {'yes' if run.replicas_identical else 'no'}")
     if run.rss_slope_mb_per_epoch is not None:
         lines.append(f"host RSS growth: {run.rss_slope_mb_per_epoch:.1f} MB/epoch")
+    if run.parameters is not None:
+        lines.append(f"model: {run.parameters:,} parameters (size x{run.model_size})")
     if run.framework:
         lines.append(f"framework: {run.framework}")
     return lines
