@@ -10,6 +10,7 @@ from mgpu_doctor.cli import main
 from mgpu_doctor.codes import canonical
 from mgpu_doctor.findings import CheckStatus, Severity
 from mgpu_doctor.renderers.charts import scaling_charts
+from mgpu_doctor.renderers.smoke_table import smoke_rows
 from mgpu_doctor.smoke.input_bound import input_bound
 from mgpu_doctor.smoke.model import SmokeRun
 from mgpu_doctor.smoke.plan import LEVELS, SmokeOptions, plan_runs
@@ -104,6 +105,7 @@ def test_the_charts_draw_one_speedup_and_one_efficiency_chart_per_model_size():
                                        "scaling-speedup-x4", "scaling-efficiency-x4"]
     assert "model x4 (dense 400 parameters)" in charts[2].title
     assert charts[2].series[0].values == (0.8, 1.6)
+    assert [row[0] for row in smoke_rows(grid({(64, 4): 0.8}))] == ["dense x4", "dense x4"]
     # one model size: the charts carry no size (as before model sizes existed)
     assert [c.key for c in scaling_charts(grid({(64, 1): 0.5, (256, 1): 1.2}))] == [
         "scaling-speedup", "scaling-efficiency"]

@@ -11,9 +11,15 @@ SIMULATED_LINE = "Simulated on logical CPU devices: says nothing about GPUs or N
 
 def smoke_rows(runs: list[SmokeRun]) -> list[list[str]]:
     """A row of cells (SMOKE_HEADERS) per run."""
-    return [[f"{r.layer}-{r.variant}" if r.variant else r.layer, f"{r.devices}x {r.device_kind}",
+    return [[_layer(r), f"{r.devices}x {r.device_kind}",
              r.scenario.replace("_", " "), f"{r.global_batch}", r.status,
              " ".join("nan" if v is None else f"{v:.4g}" for v in r.losses) or "-",
              f"{r.median_step_s * 1000:.1f}" if r.median_step_s is not None else "-",
              f"{r.speedup:.2f}x" if r.speedup is not None else "-",
              r.framework or "-"] for r in runs]
+
+
+def _layer(run: SmokeRun) -> str:
+    """The layer, and its model size where it is not the smoke's own (x1): "dense x4"."""
+    layer = f"{run.layer}-{run.variant}" if run.variant else run.layer
+    return f"{layer} x{run.model_size}" if run.model_size != 1 else layer
