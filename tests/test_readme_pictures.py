@@ -3,7 +3,7 @@
 tests/data/smoke-runs-readme.json holds the runs of a real `smoke` on 2 virtual CPU devices.
 Regenerate both (after a change of the charts: only the README):
 
-    mgpu-doctor smoke --level long --layers dense,conv2d --batch-sizes 32,64,128 --format json | python -c \
+    mgpu-doctor smoke --level long --layers dense,conv2d --batch-sizes 32,128 --model-sizes 1,8 --format json | python -c \
       'import json,sys; json.dump({"smoke_runs": json.load(sys.stdin)["smoke_runs"]}, sys.stdout, indent=1)' \
       > tests/data/smoke-runs-readme.json
     MGPU_DOCTOR_UPDATE_GOLDEN=1 python -m pytest tests/test_readme_pictures.py
@@ -24,7 +24,7 @@ from mgpu_doctor.smoke.model import runs_from_report
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = ROOT / "tests" / "data" / "smoke-runs-readme.json"
 START, END = "<!-- example pictures: start -->", "<!-- example pictures: end -->"
-SHOWN = ("scaling-speedup", "loss-conv2d-b32")
+SHOWN = ("scaling-speedup-x1", "scaling-speedup-x8", "loss-conv2d-b32")
 
 
 def example() -> str:
@@ -52,4 +52,4 @@ def test_pictures_exact_output():
     runs = runs_from_report(json.loads(RECORDED.read_text()), str(RECORDED))
     assert_golden("smoke-pictures.md", "\n".join(pictures_markdown(runs)))
     charts = {c.key: c for c in all_charts(runs)}
-    assert_golden("smoke-scaling-speedup.svg", render_svg(charts["scaling-speedup"]) + "\n")
+    assert_golden("smoke-scaling-speedup.svg", render_svg(charts["scaling-speedup-x8"]) + "\n")

@@ -103,7 +103,7 @@ def test_the_charts_draw_one_speedup_and_one_efficiency_chart_per_model_size():
     charts = scaling_charts(grid({(64, 1): 0.5, (256, 1): 1.2, (64, 4): 0.8, (256, 4): 1.6}))
     assert [c.key for c in charts] == ["scaling-speedup-x1", "scaling-efficiency-x1",
                                        "scaling-speedup-x4", "scaling-efficiency-x4"]
-    assert "model x4 (dense 400 parameters)" in charts[2].title
+    assert "model size x4" in charts[2].title and "Model size x4: dense 400 parameters." in charts[2].note
     assert charts[2].series[0].values == (0.8, 1.6)
     assert [row[0] for row in smoke_rows(grid({(64, 4): 0.8}))] == ["dense x4", "dense x4"]
     # one model size: the charts carry no size (as before model sizes existed)

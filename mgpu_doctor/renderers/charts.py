@@ -72,20 +72,22 @@ def scaling_charts(runs: Iterable[SmokeRun]) -> list[Chart]:
     for size in sizes:
         group = [c for c in cells if c.model_size == size]
         simulated = any(c.simulated for c in group)
-        label = _size_label(group) if len(sizes) > 1 else ""
+        label = f"x{size}" if len(sizes) > 1 else ""
         for measure in ("speedup", "efficiency"):
-            charts.append(_scaling_chart(group, measure, label, simulated))
+            charts.append(_scaling_chart(group, measure, label, simulated, _parameters_note(group)))
     return charts
 
 
-def _size_label(cells: list[MapPoint]) -> str:
-    """"x4" (with the parameter count where each layer has one: "x4, dense 2,305 parameters")."""
-    size = cells[0].model_size
+def _parameters_note(cells: list[MapPoint]) -> str:
+    """"Model size x4: dense 2,305 parameters, conv2d 881." where the runs counted them."""
     counts = dict.fromkeys(f"{c.layer} {c.parameters:,}" for c in cells if c.parameters is not None)
-    return f"x{size}" + (f" ({', '.join(counts)} parameters)" if counts and len(counts) <= 2 else "")
+    if not counts:
+        return ""
+    return f"Model size x{cells[0].model_size}: {', '.join(counts)} parameters."
 
 
-def _scaling_chart(cells: list[MapPoint], measure: str, size: str, simulated: bool) -> Chart:
+def _scaling_chart(cells: list[MapPoint], measure: str, size: str, simulated: bool,
+                   size_note: str = "") -> Chart:
     def value(c: MapPoint) -> float | None:
         if measure == "speedup":
             return c.speedup
@@ -94,14 +96,14 @@ def _scaling_chart(cells: list[MapPoint], measure: str, size: str, simulated: bo
     counts = sorted({c.devices for c in cells})
     vs = f"{'/'.join(str(n) for n in counts)} vs 1 devices"
     title = ("Speedup" if measure == "speedup" else "Scaling efficiency") + f" of {vs}"
-    title += f", model {size}" if size else ""
+    title += f", model size {size}" if size else ""
     title += f" ({SIMULATED_TITLE})" if simulated else ""
     y_label = "speedup (x)" if measure == "speedup" else "efficiency (percent of ideal)"
     ref_name = "1x: no faster than 1 device" if measure == "speedup" else "100: ideal"
     ref_value = 1.0 if measure == "speedup" else 100.0
     key = f"scaling-{measure}" + (f"-x{cells[0].model_size}" if size else "")
     batches = sorted({c.global_batch for c in cells})
-    note = SIMULATED_NOTE if simulated else ""
+    note = " ".join(filter(None, [size_note if size else "", SIMULATED_NOTE if simulated else ""]))
     if len(batches) >= 2:
         series_keys = sorted({(c.layer, c.devices) for c in cells}, key=lambda k: (k[1], k[0]))
         by_point = {(c.layer, c.devices, c.global_batch): value(c) for c in cells}

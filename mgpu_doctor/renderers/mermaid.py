@@ -16,10 +16,11 @@ from mgpu_doctor.renderers.charts import GROUPS, Chart, Series, all_charts, colo
 from mgpu_doctor.smoke.model import SmokeRun
 
 _SAFE_PUNCTUATION = set(" _.,:()/+'-=")
-MAX_TEXT = 100
+MAX_TEXT = 100  # a title or a label inside a chart
+MAX_NOTE = 400  # the line of Markdown under it
 
 
-def mermaid_text(text: str) -> str:
+def mermaid_text(text: str, limit: int = MAX_TEXT) -> str:
     """``text`` with every character Mermaid or Markdown could read as syntax replaced by '?'."""
     out = []
     for ch in " ".join(str(text).split()):
@@ -28,7 +29,7 @@ def mermaid_text(text: str) -> str:
         else:
             out.append("?")
     cleaned = "".join(out)
-    return cleaned if len(cleaned) <= MAX_TEXT else cleaned[:MAX_TEXT - 3] + "..."
+    return cleaned if len(cleaned) <= limit else cleaned[:limit - 3] + "..."
 
 
 def number(value: float) -> str:
@@ -84,7 +85,7 @@ def chart_block(chart: Chart) -> list[str]:
             f"`{mermaid_text(s.name)}`" for s in skipped)
     lines += ["", f"_{legend}._" if legend else "_No values to draw._"]
     if chart.note:
-        lines += ["", f"_{mermaid_text(chart.note)}_"]
+        lines += ["", f"_{mermaid_text(chart.note, MAX_NOTE)}_"]
     return lines + [""]
 
 
