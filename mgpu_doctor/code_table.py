@@ -50,6 +50,8 @@ def declared_codes() -> list[CodeRow]:
     rows += [(code, "`smoke`") for code in SMOKE_CODES]
     rows += [(code, "`smoke` (looked up in the matrix)") for code in smoke_matching.CODES]
     rows += [(code, "`smoke --workers`, `--tf-config`") for code in multiworker.CODES]
+    rows += [(code, "`smoke --workers K --level long` (the resume test)")
+             for code in multiworker.RESUME_CODES]
     rows += [(code, f"`fleet`: `{c.name}`") for c in FLEET_CHECKS for code in c.codes]
     emitters: dict[str, list[str]] = {}
     for code, by in rows:

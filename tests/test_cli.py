@@ -222,7 +222,6 @@ def test_level_of_smoke(argv, level):
     (("check", "--quick", "--level", "long"), "--quick is --level quick: it cannot go with --level long"),
     (("report", "--level", "standard", "--quick"), "it cannot go with --level standard"),
     (("smoke", "--level", "quick"), "argument --level: invalid choice: 'quick'"),
-    (("smoke", "--workers", "2", "--level", "long"), "--level picks the single-host smoke trainings"),
 ])
 def test_a_bad_level_is_one_line_and_exit_2(capsys, argv, message):
     code, out, err = run(capsys, *argv)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import jsonschema
@@ -17,9 +18,10 @@ import pytest
 
 from mgpu_doctor.cli import main
 from mgpu_doctor.findings import CheckStatus, Severity
-from mgpu_doctor.multiworker.findings import multiworker_outcomes
-from mgpu_doctor.multiworker.launcher import DIE_STEP_ENV, DIE_TASK_ENV
+from mgpu_doctor.multiworker.findings import multiworker_outcomes, resume_run, skipped_resumes
+from mgpu_doctor.multiworker.launcher import DIE_STEP_ENV, DIE_TASK_ENV, MultiWorkerResult
 from mgpu_doctor.multiworker.model import MultiWorkerRun, WorkerOutcome
+from mgpu_doctor.multiworker.resume import FORGET_ENV, ResumeJobs, run_local_resume
 from mgpu_doctor.multiworker.tf_config import (
     TfConfig,
     TfConfigError,
@@ -392,3 +394,165 @@ def test_a_worker_that_lost_its_peer_is_told_to_look_at_the_peer():
     lost_finding = by_code["multiworker.dense.lost-peer"]
     assert "/job:worker/replica:0/task:1" in lost_finding.title
     assert "other worker first" in lost_finding.fix and "versions" not in lost_finding.fix
+
+
+# --- the resume test: BackupAndRestore, a worker killed in epoch 2, the job restarted ---------
+
+
+@pytest.mark.slow
+@pytest.mark.tensorflow
+def test_a_job_restarted_after_a_killed_worker_resumes_from_its_backup(capsys, monkeypatch, tmp_path):
+    """`smoke --workers 2 --level long`: the training, then the resume test's three jobs."""
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    monkeypatch.delenv(FORGET_ENV, raising=False)
+    marker = uuid.uuid4().hex
+    monkeypatch.setenv("MGPU_DOCTOR_TEST_MARK", marker)
+    started = time.monotonic()
+    code, out, err = smoke(capsys, "--workers", "2", "--keras", "tf-keras", "--level", "long",
+                           "--format", "json", "--junit", str(tmp_path / "junit.xml"), "--stall-timeout", "60")
+    print(f"smoke --workers 2 --level long: {time.monotonic() - started:.1f} s")
+    assert processes_with(marker) == []
+    data = json.loads(out)
+    jsonschema.Draft202012Validator(report_schema()).validate(data)
+    assert code == 0, err
+    assert data["level"] == "long"
+    checks = {c["name"]: c for c in data["checks"]}
+    resumed = checks["smoke/multiworker/dense/2workers/tf-keras/resume"]
+    assert checks["smoke/multiworker/dense/2workers/tf-keras"]["status"] == "passed"
+    assert resumed["status"] == "passed", resumed
+    [finding] = resumed["findings"]
+    assert finding["code"] == "multiworker.dense.ok"
+    assert "killed in epoch 2" in finding["title"] and "resumed from the BackupAndRestore backup at epoch 2" in finding["title"]
+    runs = [from_jsonable(MultiWorkerRun, r) for r in data["multiworker_runs"]]
+    assert [r.kind for r in runs] == ["train", "resume"]
+    run = runs[1]
+    assert run.status == "ok" and run.resume is not None
+    resume = run.resume
+    assert (resume.stage, resume.killed_task, resume.killed_in_epoch, resume.resumed_at_epoch) == ("restarted", 1, 2, 1)
+    assert resume.killed_job == ["worker 0: stopped by the launcher after worker 1 failed",
+                                 "worker 1: crashed with SIGKILL"]
+    assert resume.stopped_after_s is not None and resume.stopped_after_s < 10  # not the stall timeout
+    assert resume.max_abs_diff is not None and resume.max_abs_diff <= resume.tolerance
+    assert resume.max_abs_reference and resume.max_abs_reference > 0
+    assert [w.epochs_begun for w in run.worker_outcomes] == [[1], [1]]  # every restarted worker
+    assert set(resume.job_seconds) == {"reference", "killed", "restarted"} and not resume.backup_lost
+    assert [w.epochs_begun for w in runs[0].worker_outcomes] == [[0, 1], [0, 1]]
+    assert any(n.startswith("Multi-worker resume test (dense)") for n in data["notes"])
+    assert "smoke/multiworker/dense/2workers/tf-keras/resume" in (tmp_path / "junit.xml").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.tensorflow
+def test_a_restart_that_lost_its_backup_is_reported_as_restarted_from_scratch(monkeypatch, tmp_path):
+    from mgpu_doctor.interpreter import Interpreter
+
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    monkeypatch.setenv(FORGET_ENV, "1")
+    jobs = run_local_resume(Interpreter.current(), 2, legacy_keras=True, stall_timeout_s=60, scratch=tmp_path)
+    assert list(tmp_path.iterdir()) == []  # the scratch directory (the backups) is gone
+    assert jobs.backup_lost and jobs.kill_went_as_planned and jobs.restarted is not None
+    run = resume_run(jobs, layer="dense", workers=2, keras="tf-keras")
+    assert run.status == "resume-failed" and run.resume is not None and run.resume.resumed_at_epoch == 0
+    [outcome] = multiworker_outcomes([run])
+    assert outcome.status is CheckStatus.FAILED
+    [finding] = outcome.findings
+    assert finding.code == "multiworker.dense.restarted-from-scratch" and finding.severity is Severity.ERROR
+    assert "began again at epoch 1" in finding.title
+    assert "worker 0: 1, 2; worker 1: 1, 2" in "\n".join(finding.evidence)
+    assert "shared file system" in finding.fix and "backup_dir" in finding.fix
+
+
+def _worker(index: int, status: str = "ok", *, epochs: list[int] | None = None, summary: str = "trained",
+            signal: str = "", duration_s: float = 6.0) -> WorkerOutcome:
+    return WorkerOutcome(index, status, summary, keras="tf_keras 2.21.0", loss=[0.5], signal=signal,
+                         epochs_begun=epochs or [], duration_s=duration_s)
+
+
+def _job(*workers: WorkerOutcome, weights: dict[int, list[float]] | None = None) -> MultiWorkerResult:
+    return MultiWorkerResult(list(workers), True, 7.0, weights or {})
+
+
+REFERENCE = _job(_worker(0, epochs=[0, 1]), _worker(1, epochs=[0, 1]), weights={0: [0.5, -2.0], 1: [0.5, -2.0]})
+KILLED = _job(_worker(0, "stopped", summary="stopped by the launcher after worker 1 failed", duration_s=7.0),
+              _worker(1, "crash", summary="crashed with SIGKILL", signal="SIGKILL"))
+
+
+def _restarted(epochs: list[int], weights: list[float]) -> MultiWorkerResult:
+    return _job(_worker(0, epochs=epochs), _worker(1, epochs=epochs), weights={0: weights, 1: weights})
+
+
+def test_resume_findings_for_every_way_it_can_go():
+    def judged(jobs: ResumeJobs) -> tuple[MultiWorkerRun, list]:
+        run = resume_run(jobs, layer="dense", workers=2, keras="tf-keras")
+        [outcome] = multiworker_outcomes([run])
+        assert outcome.name == "smoke/multiworker/dense/2workers/tf-keras/resume"
+        return run, outcome.findings
+
+    run, [ok] = judged(ResumeJobs(REFERENCE, KILLED, _restarted([1], [0.5, -2.0])))
+    assert run.status == "ok" and ok.code == "multiworker.dense.ok"
+    assert "the launcher stopped the other workers 1.0 s after worker 1 died" in ok.evidence
+    # within the tolerance 1e-5 x max(1, |w|max = 2): equal; beyond it: other weights
+    run, [ok] = judged(ResumeJobs(REFERENCE, KILLED, _restarted([1], [0.5, -2.0 + 1.9e-5])))
+    assert run.status == "ok"
+    run, [differs] = judged(ResumeJobs(REFERENCE, KILLED, _restarted([1], [0.5, -2.0 + 2.1e-5])))
+    assert run.status == "resume-failed" and differs.code == "multiworker.dense.resume-differs"
+    assert any("largest final-weight difference to the uninterrupted reference: 2.1e-05 (tolerance 2e-05"
+               in e for e in differs.evidence)
+    assert "save_freq" in differs.fix
+    _, findings = judged(ResumeJobs(REFERENCE, KILLED, _restarted([0, 1], [0.5, -2.0])))
+    assert [f.code for f in findings] == ["multiworker.dense.restarted-from-scratch"]
+    # the workers of the restart disagree: not comparable
+    split = _job(_worker(0, epochs=[1]), _worker(1, epochs=[0, 1]), weights={0: [0.5, -2.0], 1: [0.5, -2.0]})
+    _, [failed] = judged(ResumeJobs(REFERENCE, KILLED, split))
+    assert failed.code == "multiworker.dense.resume-failed"
+    assert failed.evidence[0] == "the restarted workers began at different epochs: worker 0: 2, worker 1: 1"
+    # nobody died: the test did not run as planned
+    run, [failed] = judged(ResumeJobs(REFERENCE, REFERENCE))
+    assert run.status == "resume-failed" and failed.code == "multiworker.dense.resume-failed"
+    assert "worker 1 was not killed in epoch 2 as planned" in failed.evidence[0]
+    # a job's own failure is that failure's finding, said to be the resume test's
+    crashed = _job(_worker(0, "crash", summary="crashed with SIGSEGV", signal="SIGSEGV"),
+                   _worker(1, "stopped", summary="stopped by the launcher after worker 0 failed"))
+    run, [crash] = judged(ResumeJobs(crashed))
+    assert run.status == "crash" and run.resume is not None and run.resume.stage == "reference"
+    assert crash.code == "multiworker.dense.crash"
+    assert crash.title.endswith("(resume test, the uninterrupted reference job)")
+    assert crash.evidence[0] == "during the resume test, the uninterrupted reference job"
+
+
+def test_the_resume_test_follows_the_level_and_is_skipped_after_a_failed_training(capsys, monkeypatch):
+    from argparse import Namespace
+
+    from mgpu_doctor.cli.smoke_workers import plan_from, plan_notes
+
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    args = Namespace(workers=2, tf_config=None, layers=None, keras="both")
+    assert plan_from(args, {}, "standard").resume_runs() == []
+    plan = plan_from(args, {}, "long")
+    assert plan.resume_runs() == [("dense", "", "default"), ("dense", "", "tf-keras")]
+    assert plan.planned() == 4
+    assert plan_from(Namespace(workers=2, tf_config=None, layers="conv2d", keras="env"), {}, "long").resume_runs() == []
+    task = plan_from(Namespace(workers=None, tf_config=None, layers=None, keras="env"),
+                     {"TF_CONFIG": local_cluster(2)[0].to_json()}, "long")
+    assert task.resume_runs() == []
+    assert "The resume test runs with --workers K only" in plan_notes(task, "long")[-1]
+    failed = MultiWorkerRun("dense", "", 2, "local", "default", "error", [_worker(0, "error")])
+    [skipped] = skipped_resumes(plan.resume_runs(), [failed])
+    assert skipped.name == "smoke/multiworker/dense/2workers/default/resume"
+    assert skipped.status is CheckStatus.SKIPPED
+    assert skipped.skip_reason == "the training itself did not pass (smoke/multiworker/dense/2workers/default: error)"
+
+
+def test_a_tf_keras_run_is_not_explained_by_a_keras_3_entry():
+    """The matrix lookup sees the Keras the run trained with, not this shell's `keras` package."""
+    from mgpu_doctor.matrix.environment import environment_from_mapping
+    from mgpu_doctor.matrix.smoke import run_environment
+
+    machine = environment_from_mapping({"tensorflow": "2.21.0", "keras": "3.15.1"})
+    run = MultiWorkerRun("dense", "", 2, "local", "tf-keras", "resume-failed", [_worker(0)],
+                         framework="tf_keras 2.21.0", kind="resume")
+    env = run_environment(machine, run, "multi_worker_mirrored")
+    assert "keras" not in env.versions and "tf_keras 2.21.0" in env.missing["keras"]
+    assert (env.usage, env.scenario, env.workers) == (("checkpoint",), "resume", 2)
+    keras3 = replace(run, framework="keras 3.15.1", keras="default")
+    assert run_environment(machine, keras3, "multi_worker_mirrored").versions["keras"] == "3.15.1"

@@ -1,6 +1,7 @@
 """Child script: one worker of a multi-worker smoke training (MultiWorkerMirroredStrategy).
 
-Usage: multiworker_worker.py [LAYER [VARIANT]]   (default: dense)
+Usage: multiworker_worker.py [LAYER [VARIANT]] [--backup-dir DIR] [--kill-task I --kill-epoch E]
+(default layer: dense)
 
 Reads TF_CONFIG from the environment (the launcher or the scheduler sets it), trains one of the
 smoke models (``_smoke_models.py``, shared with smoke_worker.py) on synthetic data with
@@ -10,10 +11,17 @@ weights over the strategy's own collectives (``strategy.gather``) and reports th
 difference, so a worker started alone under a scheduler can tell whether the others agree.
 Uses `tf.keras`, i.e. Keras 3 by default and tf-keras with TF_USE_LEGACY_KERAS=1.
 
+The resume test (mgpu_doctor/multiworker/resume.py) adds ``--backup-dir``: train with
+tf.keras.callbacks.BackupAndRestore(DIR), the same DIR in every worker; and ``--kill-task I
+--kill-epoch E``: task I SIGKILLs itself at the second step of epoch E (0-based), as a lost
+worker. Every worker reports the epochs model.fit began (``epochs_begun``): a restarted job that
+found its backup begins after the last epoch backed up.
+
 Test-only fault injection: with MGPU_DOCTOR_TEST_DIE_TASK=<index> and
 MGPU_DOCTOR_TEST_DIE_AT_STEP=<step>, that worker kills itself (SIGKILL) at that training step.
 """
 
+import argparse
 import json
 import math
 import os
@@ -38,9 +46,19 @@ def finite(value):
     return value is not None and not math.isnan(value) and not math.isinf(value)
 
 
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="multiworker_worker.py")
+    parser.add_argument("layer", nargs="?", default="dense")
+    parser.add_argument("variant", nargs="?", default="")
+    parser.add_argument("--backup-dir", default="")
+    parser.add_argument("--kill-task", type=int, default=-1)
+    parser.add_argument("--kill-epoch", type=int, default=-1)
+    return parser.parse_args(argv)
+
+
 def main():
-    layer = sys.argv[1] if len(sys.argv) > 1 else "dense"
-    variant = sys.argv[2] if len(sys.argv) > 2 else ""
+    args = parse_args(sys.argv[1:])
+    layer, variant = args.layer, args.variant
     config = json.loads(os.environ.get("TF_CONFIG", "{}"))
     task = config.get("task", {})
     index = int(task.get("index", 0))
@@ -85,8 +103,17 @@ def main():
                    .batch(GLOBAL_BATCH).repeat().with_options(options))
 
         state = {"step": 0}
+        begun = []
+        result["epochs_begun"] = begun
 
         class Beat(keras.callbacks.Callback):
+            def on_epoch_begin(self, epoch, logs=None):
+                begun.append(int(epoch))
+
+            def on_train_batch_begin(self, batch, logs=None):
+                if index == args.kill_task and begun and begun[-1] == args.kill_epoch and batch == 1:
+                    os.kill(os.getpid(), signal.SIGKILL)  # the lost worker of the resume test
+
             def on_train_batch_end(self, batch, logs=None):
                 state["step"] += 1
                 _mgpu_child.heartbeat("step %d" % state["step"])
@@ -96,8 +123,14 @@ def main():
         result["phase"] = "fit"
         _mgpu_child.heartbeat("fit")
         started = time.time()
+        callbacks = [Beat()]
+        if args.backup_dir:
+            # Every worker restores from DIR/chief; the chief writes there, the others to temporary
+            # DIR/workertemp_N directories (tf_keras worker_training_state.py).
+            callbacks.insert(0, keras.callbacks.BackupAndRestore(args.backup_dir))
+            result["backup_dir"] = args.backup_dir
         history = model.fit(dataset, epochs=EPOCHS, steps_per_epoch=STEPS_PER_EPOCH, verbose=0,
-                            callbacks=[Beat()])
+                            callbacks=callbacks)
         timings["fit"] = round(time.time() - started, 3)
         flat = np.concatenate([np.asarray(w, dtype="float32").reshape(-1) for w in model.get_weights()])
         losses = [float(v) for v in history.history.get("loss", [])]

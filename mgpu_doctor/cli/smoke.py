@@ -9,7 +9,6 @@ from typing import Any
 from mgpu_doctor import __version__
 from mgpu_doctor.checks import CHECKS, run_check
 from mgpu_doctor.cli.common import emit, progress_on_stderr
-from mgpu_doctor.cli.errors import UsageError
 from mgpu_doctor.cli.options import (
     add_level_option,
     add_matrix_option,
@@ -38,7 +37,9 @@ def add_multiworker_options(p: argparse.ArgumentParser) -> None:
     group = p.add_argument_group("multi-worker smoke (MultiWorkerMirroredStrategy)")
     group.add_argument("--workers", type=int, metavar="K",
                        help="train with K worker processes on this host (CPU, TF_CONFIG on free "
-                            "127.0.0.1 ports) instead of the single-host smoke")
+                            "127.0.0.1 ports) instead of the single-host smoke; with --level long "
+                            "also the resume test: BackupAndRestore, worker 1 killed in epoch 2, "
+                            "the job restarted (3 more jobs of K workers)")
     group.add_argument("--tf-config", metavar="JSON|@FILE",
                        help="run this node's one worker of a cluster with this TF_CONFIG (default "
                             "under a scheduler: $TF_CONFIG when it is set)")
@@ -70,10 +71,8 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
     from mgpu_doctor.cli.smoke_workers import plan_from, run_multiworker
 
     request = smoke_request(args, level_from(args))
-    multiworker = plan_from(args, os.environ)  # TF_CONFIG is validated before anything starts
-    if multiworker is not None and getattr(args, "level", None) is not None:
-        raise UsageError("--level picks the single-host smoke trainings; the multi-worker smoke "
-                         "(--workers, --tf-config, $TF_CONFIG) has a plan of its own")
+    # TF_CONFIG is validated before anything starts; --level long adds the multi-worker resume test
+    multiworker = plan_from(args, os.environ, request.options.level)
     interpreter = interpreter_from(args) or Interpreter.current()
     output = output_options(args)
     dirs = matrix_dirs(args)
@@ -92,7 +91,8 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
     try:
         if multiworker is not None:
             return run_multiworker(multiworker, interpreter, snapshot, results_file, dirs, output,
-                                   request.stall_timeout_s, redact=request.redact)
+                                   request.stall_timeout_s, redact=request.redact,
+                                   level=request.options.level)
         section = run_smoke_section(snapshot, request.options, interpreter,
                                     stall_timeout_s=request.stall_timeout_s, results_file=results_file,
                                     matrix_dirs=dirs)

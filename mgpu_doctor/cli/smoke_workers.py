@@ -23,16 +23,23 @@ from mgpu_doctor.cli.options import OutputOptions
 from mgpu_doctor.findings import CheckOutcome, CheckStatus
 from mgpu_doctor.inputs import InputError, read_text
 from mgpu_doctor.interpreter import Interpreter
-from mgpu_doctor.multiworker.findings import KERAS3_CODE, multiworker_outcomes
+from mgpu_doctor.multiworker.findings import KERAS3_CODE, multiworker_outcomes, skipped_resumes
 from mgpu_doctor.multiworker.model import MultiWorkerRun
-from mgpu_doctor.multiworker.suite import DEFAULT_LAYERS, MultiWorkerPlan, keras_choices, run_plan
+from mgpu_doctor.multiworker.resume import KILL_EPOCH, KILL_TASK
+from mgpu_doctor.multiworker.suite import (
+    DEFAULT_LAYERS,
+    MultiWorkerPlan,
+    keras_choices,
+    resume_layers,
+    run_plan,
+)
 from mgpu_doctor.multiworker.tf_config import TfConfigError, check_addresses, parse_tf_config
 from mgpu_doctor.probes.tensorflow import tensorflow_installed
 from mgpu_doctor.redact import Identity, redact_report
 from mgpu_doctor.report import new_report
 from mgpu_doctor.resolve import resolve
 from mgpu_doctor.serde import to_jsonable
-from mgpu_doctor.smoke.plan import PlanError, parse_layers
+from mgpu_doctor.smoke.plan import DEFAULT_LEVEL, LEVELS, PlanError, parse_layers
 from mgpu_doctor.smoke.section import ResultsFile, with_matrix_verdicts
 from mgpu_doctor.snapshot import Snapshot
 from mgpu_doctor.unavailable import Unavailable
@@ -42,8 +49,12 @@ MWMS_TASK_TYPES = ("chief", "worker")
 MAX_LOCAL_WORKERS = 32
 
 
-def plan_from(args: argparse.Namespace, environ: Mapping[str, str]) -> MultiWorkerPlan | None:
-    """The multi-worker plan asked for, or None for the single-host smoke. Raises UsageError."""
+def plan_from(
+    args: argparse.Namespace, environ: Mapping[str, str], level: str = DEFAULT_LEVEL
+) -> MultiWorkerPlan | None:
+    """The multi-worker plan asked for, or None for the single-host smoke. Raises UsageError.
+
+    ``level``: ``long`` adds the resume test (local mode) for the layers LEVELS names."""
     workers = getattr(args, "workers", None)
     text, source = getattr(args, "tf_config", None), "--tf-config"
     if workers is not None and text:
@@ -70,7 +81,8 @@ def plan_from(args: argparse.Namespace, environ: Mapping[str, str]) -> MultiWork
         if not 2 <= workers <= MAX_LOCAL_WORKERS:
             raise UsageError(f"--workers takes a number from 2 to {MAX_LOCAL_WORKERS} (each worker is a "
                              f"process importing TensorFlow on this host), got {workers}")
-        return MultiWorkerPlan(workers, layers, kerases)
+        return MultiWorkerPlan(workers, layers, kerases,
+                               resume_layers=resume_layers(level, layers, local=True))
     assert text is not None
     if text.startswith("@"):
         path = Path(text[1:])
@@ -89,7 +101,8 @@ def plan_from(args: argparse.Namespace, environ: Mapping[str, str]) -> MultiWork
         check_addresses(config)
     except TfConfigError as exc:
         raise UsageError(str(exc)) from None
-    return MultiWorkerPlan(config.num_workers, layers, kerases, task=config)
+    return MultiWorkerPlan(config.num_workers, layers, kerases, task=config,
+                           resume_layers=resume_layers(level, layers, local=False))
 
 
 def run_multiworker(
@@ -101,8 +114,9 @@ def run_multiworker(
     output: OutputOptions,
     stall_timeout_s: float,
     redact: bool = True,
+    level: str = "",
 ) -> int:
-    notes = plan_notes(plan)
+    notes = plan_notes(plan, level)
     outcomes: list[CheckOutcome] = []
     runs: list[MultiWorkerRun] = []
     interrupted = False
@@ -114,12 +128,12 @@ def run_multiworker(
         plan, skipped = without_missing_tf_keras(plan, snapshot, interpreter)
         outcomes += skipped
         runs, interrupted = _run(plan, interpreter, stall_timeout_s, results_file)
-        outcomes = judged(runs, snapshot, matrix_dirs) + outcomes
+        outcomes = judged(runs, snapshot, matrix_dirs) + skipped_resumes(plan.resume_runs(), runs) + outcomes
         notes += keras_notes(runs)
         if interrupted:
-            notes.append(f"Interrupted: {len(runs)} of {len(plan.runs())} multi-worker runs finished.")
+            notes.append(f"Interrupted: {len(runs)} of {plan.planned()} multi-worker runs finished.")
     report = new_report("smoke", "this machine", outcomes, tool_version=__version__, snapshot=snapshot,
-                        notes=notes, multiworker_runs=runs)
+                        notes=notes, multiworker_runs=runs, level=level)
     if redact:
         report = redact_report(report, snapshot, Identity.current())
     return emit(report, output, interrupted)
@@ -174,7 +188,7 @@ def _without_broken_env_keras(
                                         "multi-worker smoke with this environment's Keras was not run"])
     failed = CheckOutcome("smoke/multiworker", "Multi-worker smoke training", CheckStatus.FAILED, [finding])
     kept = tuple(k for k in plan.kerases if k != "env")
-    return MultiWorkerPlan(plan.workers, plan.layers, kept, plan.task), [failed]
+    return replace(plan, kerases=kept), [failed]
 
 
 def _without_tf_keras_runs(
@@ -190,18 +204,30 @@ def _without_tf_keras_runs(
                            CheckStatus.SKIPPED,
                            skip_reason=f"tf-keras is not installed for {interpreter.executable} "
                                        f"(pip install {pin})")
-    return MultiWorkerPlan(plan.workers, plan.layers, kept, plan.task), [skipped]
+    return replace(plan, kerases=kept), [skipped]
 
 
-def plan_notes(plan: MultiWorkerPlan) -> list[str]:
+def plan_notes(plan: MultiWorkerPlan, level: str = "") -> list[str]:
+    notes = []
     if plan.task is None:
-        return [f"Multi-worker smoke: {plan.workers} worker processes on this host, on CPU, with "
-                "TF_CONFIG on free 127.0.0.1 ports. It tests TensorFlow's collective runtime and Keras "
-                "under MultiWorkerMirroredStrategy, not the network or the GPUs between nodes: run it "
-                "under the scheduler (--tf-config or TF_CONFIG, one task per node) for those."]
-    task = plan.task
-    return [f"Multi-worker smoke: this node is task {task.task_type}:{task.task_index} of {plan.workers} "
-            f"({task.own_address}); the other tasks must run the same command at the same time."]
+        notes.append(f"Multi-worker smoke: {plan.workers} worker processes on this host, on CPU, with "
+                     "TF_CONFIG on free 127.0.0.1 ports. It tests TensorFlow's collective runtime and Keras "
+                     "under MultiWorkerMirroredStrategy, not the network or the GPUs between nodes: run it "
+                     "under the scheduler (--tf-config or TF_CONFIG, one task per node) for those.")
+    else:
+        task = plan.task
+        notes.append(f"Multi-worker smoke: this node is task {task.task_type}:{task.task_index} of "
+                     f"{plan.workers} ({task.own_address}); the other tasks must run the same command at "
+                     "the same time.")
+    if plan.resume_layers:
+        notes.append(f"Multi-worker resume test ({', '.join(plan.resume_layers)}): an uninterrupted "
+                     f"training with BackupAndRestore, then one in which worker {KILL_TASK} is killed in "
+                     f"epoch {KILL_EPOCH + 1} and the whole job restarted with the same backup directory "
+                     f"(3 jobs of {plan.workers} workers each).")
+    elif plan.task is not None and LEVELS.get(level) is not None and LEVELS[level].resume_layers:
+        notes.append("The resume test runs with --workers K only: under a scheduler, restarting a job "
+                     "after a lost worker is the scheduler's part.")
+    return notes
 
 
 def keras_notes(runs: list[MultiWorkerRun]) -> list[str]:
@@ -224,7 +250,7 @@ def _run(
     plan: MultiWorkerPlan, interpreter: Interpreter, stall_timeout_s: float, results_file: ResultsFile | None
 ) -> tuple[list[MultiWorkerRun], bool]:
     progress = Progress(sys.stderr)
-    total = len(plan.runs())
+    total = plan.planned()
 
     def started(index: int, label: str) -> None:
         progress(f"multi-worker smoke {index + 1}/{total}: {label} (each worker imports TensorFlow)",

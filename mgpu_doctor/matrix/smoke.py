@@ -69,6 +69,14 @@ def run_environment(environment: Environment, run: SmokeRunLike, strategy: str =
     workers = getattr(run, "workers", None)
     if isinstance(workers, int):
         env = replace(env, workers=workers)
+    framework = getattr(run, "framework", "")
+    if isinstance(framework, str) and framework.startswith("tf_keras") and "keras" in env.versions:
+        # `smoke --workers --keras tf-keras` trains with tf-keras whatever this shell's
+        # TF_USE_LEGACY_KERAS says: a Keras 3 entry does not explain what such a run did
+        versions = dict(env.versions)
+        keras = versions.pop("keras")
+        env = replace(env, versions=versions, missing={
+            **env.missing, "keras": f"the run's tf.keras was {framework}, not the keras package {keras}"})
     if run.device_kind != "gpu":
         # Virtual CPU devices use no CUDA, NCCL or GPU: GPU-only facts say nothing about the run.
         versions = {k: v for k, v in env.versions.items() if k not in GPU_ONLY_KEYS}

@@ -5,10 +5,18 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from mgpu_doctor.findings import CheckOutcome, Finding, Severity, status_for
+from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity, status_for
 from mgpu_doctor.matrix.known_issues import known_issue_line
 from mgpu_doctor.multiworker.launcher import MultiWorkerResult
-from mgpu_doctor.multiworker.model import MultiWorkerRun, WorkerOutcome, worst_status
+from mgpu_doctor.multiworker.model import (
+    RESUME_FAILED,
+    MultiWorkerResume,
+    MultiWorkerRun,
+    WorkerOutcome,
+    worst_status,
+)
+from mgpu_doctor.multiworker.resume import KILL_EPOCH, KILL_TASK, ResumeJobs
+from mgpu_doctor.smoke.checkpoint import BACKUP_GUIDE, RELOAD_TOLERANCE
 
 KERAS3_MWMS_ISSUE = "https://github.com/keras-team/keras/issues/20585"
 TF_KERAS3_MWMS_ISSUE = "https://github.com/tensorflow/tensorflow/issues/72388"
@@ -45,11 +53,104 @@ def multiworker_run(
     )
 
 
+def resume_run(
+    jobs: ResumeJobs, *, layer: str, variant: str = "", workers: int, keras: str,
+) -> MultiWorkerRun:
+    """The report's record of one resume test: the worker outcomes of the job that failed, or of
+    the restarted job, and what the three jobs measured."""
+    stage, job = "reference", jobs.reference
+    if jobs.killed is not None:
+        stage, job = "killed", jobs.killed
+    if jobs.restarted is not None:
+        stage, job = "restarted", jobs.restarted
+    seconds = {name: round(j.duration_s, 1) for name, j in
+               (("reference", jobs.reference), ("killed", jobs.killed), ("restarted", jobs.restarted))
+               if j is not None}
+    resume = MultiWorkerResume(stage=stage, killed_task=KILL_TASK, killed_in_epoch=KILL_EPOCH + 1,
+                               backup_lost=jobs.backup_lost, job_seconds=seconds)
+    if jobs.killed is not None:
+        victim = next((w for w in jobs.killed.workers if w.task_index == KILL_TASK), None)
+        others = [w.duration_s for w in jobs.killed.workers if w.task_index != KILL_TASK]
+        resume = replace(
+            resume, killed_job=[f"worker {w.task_index}: {w.summary}" for w in jobs.killed.workers],
+            stopped_after_s=(round(max(0.0, max(others) - victim.duration_s), 2)
+                             if victim is not None and others and jobs.kill_went_as_planned else None))
+    status = worst_status([w.status for w in job.workers])
+    if stage == "killed" and status == "ok":  # every worker finished: nobody was killed
+        status = RESUME_FAILED
+        resume = replace(resume, error=f"worker {KILL_TASK} was not killed in epoch {KILL_EPOCH + 1} "
+                                       "as planned: every worker finished the training")
+    if stage == "restarted" and job.ok:
+        resume = _compared(resume, jobs.reference, job)
+        if resume.error or resume.differs or resume.resumed_at_epoch != KILL_EPOCH:
+            status = RESUME_FAILED
+    return MultiWorkerRun(
+        layer=layer, variant=variant, workers=workers, mode="local", keras=keras, status=status,
+        worker_outcomes=list(job.workers),
+        framework=", ".join(sorted({w.keras for w in job.workers if w.keras})),
+        duration_s=sum(j.duration_s for j in (jobs.reference, jobs.killed, jobs.restarted) if j is not None),
+        kind="resume", resume=resume,
+    )
+
+
+def _compared(resume: MultiWorkerResume, reference: MultiWorkerResult,
+              restarted: MultiWorkerResult) -> MultiWorkerResume:
+    """Where the restarted job began and how far its final weights are from the reference's."""
+    starts = {w.task_index: (w.epochs_begun[0] if w.epochs_begun else None) for w in restarted.workers}
+    ours = reference.weights.get(0, [])
+    theirs = [restarted.weights.get(w.task_index, []) for w in restarted.workers]
+    errors = []
+    if len(set(starts.values())) > 1:
+        errors.append("the restarted workers began at different epochs: "
+                      + ", ".join(f"worker {i}: {_epoch(e)}" for i, e in sorted(starts.items())))
+    if not ours or any(len(t) != len(ours) for t in theirs):
+        errors.append("the restarted workers reported other weights than the reference "
+                      f"({len(ours)} values; restarted: {', '.join(str(len(t)) for t in theirs)})")
+        diff = None
+    else:
+        diff = max(abs(a - b) for t in theirs for a, b in zip(ours, t, strict=True))
+    return replace(resume, resumed_at_epoch=starts.get(0), max_abs_diff=diff,
+                   max_abs_reference=max((abs(v) for v in ours), default=0.0), error="; ".join(errors))
+
+
+def training_failed(
+    runs: list[MultiWorkerRun], layer: str, variant: str, keras: str
+) -> MultiWorkerRun | None:
+    """The training of this layer, variant and Keras when it did not pass: its resume test is not
+    run (its reference job would fail alike)."""
+    return next((r for r in runs if r.kind == "train" and r.status != "ok"
+                 and (r.layer, r.variant, r.keras) == (layer, variant, keras)), None)
+
+
+def skipped_resumes(planned: list[tuple[str, str, str]], runs: list[MultiWorkerRun]) -> list[CheckOutcome]:
+    """A skipped outcome for each planned resume test (layer, variant, keras) that was not run
+    because its training failed."""
+    out = []
+    for layer, variant, keras in planned:
+        failed = training_failed(runs, layer, variant, keras)
+        if failed is not None and not any(r.kind == "resume" and (r.layer, r.variant, r.keras)
+                                          == (layer, variant, keras) for r in runs):
+            title = _title(replace(failed, kind="resume"))
+            out.append(CheckOutcome(f"{failed.name}/resume", title, CheckStatus.SKIPPED,
+                                    skip_reason=f"the training itself did not pass ({failed.name}: "
+                                                f"{failed.status})"))
+    return out
+
+
+def _epoch(value: int | None) -> str:
+    return "none" if value is None else str(value + 1)
+
+
 # Every finding code of a multi-worker run; LAYER is the model trained.
 CODES = (
     "multiworker.LAYER.ok", "multiworker.LAYER.hang", "multiworker.LAYER.crash", "multiworker.LAYER.error",
     "multiworker.LAYER.nan", "multiworker.LAYER.diverged", "multiworker.LAYER.lost-peer",
     "multiworker.LAYER.weights-differ", "multiworker.keras3-fit-unsupported",
+)
+# ... and those only the resume test makes (its jobs' own failures have the codes above).
+RESUME_CODES = (
+    "multiworker.LAYER.restarted-from-scratch", "multiworker.LAYER.resume-differs",
+    "multiworker.LAYER.resume-failed",
 )
 
 
@@ -62,6 +163,12 @@ def multiworker_outcomes(runs: list[MultiWorkerRun]) -> list[CheckOutcome]:
 
 
 def run_findings(run: MultiWorkerRun) -> list[Finding]:
+    if run.kind == "resume" and run.resume is not None:
+        return resume_findings(run, run.resume)
+    return _training_findings(run)
+
+
+def _training_findings(run: MultiWorkerRun) -> list[Finding]:
     failed = [w for w in run.worker_outcomes if w.status not in ("ok", "stopped")]
     stopped = [w for w in run.worker_outcomes if w.status == "stopped"]
     if failed:
@@ -103,6 +210,97 @@ def run_findings(run: MultiWorkerRun) -> list[Finding]:
         f"{run.workers} workers trained with MultiWorkerMirroredStrategy and ended with the same weights",
         per_worker + [f"largest weight difference between workers ({how}): {difference:g}",
                       f"took {run.duration_s:.1f} s"],
+    )]
+
+
+STAGE_LABELS = {"reference": "the uninterrupted reference job",
+                "killed": f"the job whose worker {KILL_TASK} was to be killed in epoch {KILL_EPOCH + 1}",
+                "restarted": "the restarted job"}
+SHARED_BACKUP_FIX = (
+    "Give BackupAndRestore(backup_dir=...) a directory on storage every worker can read and that "
+    "outlives the job (a shared file system, or gs:// / s3:// through tf.io.gfile; not a node-local "
+    "/tmp or a pod's own disk): the chief writes backup_dir/chief and every worker, restarted on "
+    "any node, restores from there. Pass the same backup_dir on the restart, do not clean it "
+    "between attempts, and restart every worker of the job, not only the lost one.")
+SAME_TRAINING_FIX = (
+    "Restart with the same model code, compile arguments, strategy and number of workers: a "
+    "backup only fits the training that wrote it. With save_freq='epoch' the restart redoes the "
+    "interrupted epoch from the beginning of the dataset, so every epoch must get the same batches "
+    "(a seeded shuffle, steps_per_epoch covering whole passes of a repeated dataset); with an "
+    "integer save_freq the restart counts on from the saved step but its dataset iterator starts "
+    "from the beginning.")
+
+
+def resume_findings(run: MultiWorkerRun, resume: MultiWorkerResume) -> list[Finding]:
+    """The resume test: a job that failed on its own, or where the restart began and ended."""
+    where = f"resume test, {STAGE_LABELS.get(resume.stage, resume.stage)}"
+    killed = [f"killed job: {'; '.join(resume.killed_job)}"] if resume.killed_job else []
+    if run.status not in ("ok", RESUME_FAILED):  # a worker of one of the jobs failed by itself
+        return [replace(f, title=f"{f.title} ({where})",
+                        evidence=[f"during the {where}", *killed, *f.evidence])
+                for f in _training_findings(run)]
+    label = _label(run)
+    if resume.stage != "restarted":  # the jobs ran, but not as planned
+        return [Finding(
+            f"multiworker.{run.layer}.resume-failed", Severity.ERROR,
+            f"{label}: the resume test could not run as planned ({where})",
+            [resume.error or "no result", *killed],
+            fix="Run it again; if it persists, run the worker with the same TF_CONFIG by hand.",
+            links=[BACKUP_GUIDE],
+        )]
+    evidence = [*killed]
+    if resume.stopped_after_s is not None:
+        evidence.append(f"the launcher stopped the other workers {resume.stopped_after_s:.1f} s after "
+                        f"worker {resume.killed_task} died")
+    starts = {w.task_index: w.epochs_begun for w in run.worker_outcomes}
+    evidence.append("restarted job (fresh ports, the same backup_dir), epochs begun (1-based): "
+                    + "; ".join(f"worker {i}: {', '.join(str(e + 1) for e in epochs) or 'none'}"
+                                for i, epochs in sorted(starts.items())))
+    if resume.max_abs_diff is not None:
+        evidence.append(f"largest final-weight difference to the uninterrupted reference: "
+                        f"{resume.max_abs_diff:.3g} (tolerance {resume.tolerance:.3g}: {RELOAD_TOLERANCE:g} "
+                        f"x max(1, largest weight {resume.max_abs_reference or 0.0:.3g}))")
+    if resume.backup_lost:
+        evidence.append("test-only fault MGPU_DOCTOR_TEST_FORGET_BACKUP: the backup directory was "
+                        "emptied before the restart")
+    evidence.append("jobs: " + ", ".join(f"{name} {s:.1f} s" for name, s in resume.job_seconds.items()))
+    killed_in, began = resume.killed_in_epoch, resume.resumed_at_epoch
+    findings = []
+    if resume.restarted_from_scratch:
+        findings.append(Finding(
+            f"multiworker.{run.layer}.restarted-from-scratch", Severity.ERROR,
+            f"{label}: worker {resume.killed_task} was killed in epoch {killed_in} and the restarted "
+            f"job began again at epoch {_epoch(began)}: it did not find its BackupAndRestore backup",
+            evidence, fix=SHARED_BACKUP_FIX, links=[BACKUP_GUIDE, MWMS_GUIDE],
+        ))
+    elif began is not None and began != killed_in - 1:
+        findings.append(Finding(
+            f"multiworker.{run.layer}.resume-differs", Severity.ERROR,
+            f"{label}: killed in epoch {killed_in}, the restarted job began at epoch {_epoch(began)} "
+            f"instead of {killed_in}: epochs were skipped",
+            evidence, fix=SAME_TRAINING_FIX, links=[BACKUP_GUIDE],
+        ))
+    if resume.differs:
+        findings.append(Finding(
+            f"multiworker.{run.layer}.resume-differs", Severity.ERROR,
+            f"{label}: the restarted job ended with other weights than an uninterrupted training",
+            evidence, fix=SAME_TRAINING_FIX, links=[BACKUP_GUIDE],
+        ))
+    if resume.error or began is None:
+        findings.append(Finding(
+            f"multiworker.{run.layer}.resume-failed", Severity.ERROR,
+            f"{label}: the restarted job cannot be compared with the uninterrupted reference",
+            [resume.error or "the restarted workers did not report the epochs they began", *evidence],
+            fix=SAME_TRAINING_FIX, links=[BACKUP_GUIDE],
+        ))
+    if findings:
+        return findings
+    return [Finding(
+        f"multiworker.{run.layer}.ok", Severity.OK,
+        f"worker {resume.killed_task} of {run.workers} killed in epoch {killed_in}, the job restarted: "
+        f"it resumed from the BackupAndRestore backup at epoch {_epoch(began)} and ended with the "
+        "weights of an uninterrupted training",
+        evidence,
     )]
 
 
@@ -192,7 +390,9 @@ def _title(run: MultiWorkerRun) -> str:
     where = (f"{run.workers} workers on this host (CPU, 127.0.0.1)" if run.mode == "local"
              else f"task {run.worker_outcomes[0].task_index if run.worker_outcomes else 0} of "
                   f"{run.workers} (TF_CONFIG)")
-    return f"Multi-worker smoke training: {_layer(run)} on {where}" + (
+    what = ("Multi-worker resume after a kill (BackupAndRestore)" if run.kind == "resume"
+            else "Multi-worker smoke training")
+    return f"{what}: {_layer(run)} on {where}" + (
         f", {KERAS_LABELS[run.keras]}" if KERAS_LABELS.get(run.keras) else "")
 
 

@@ -14,7 +14,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
@@ -89,14 +89,17 @@ def run_local_workers(
     stall_timeout_s: float = STALL_TIMEOUT_S,
     extra_env: Mapping[str, str] | None = None,
     on_progress: Callable[[str], None] | None = None,
+    worker_args: Sequence[str] = (),
 ) -> MultiWorkerResult:
-    """Train the layer's model with ``count`` workers on 127.0.0.1, on CPU, and report each."""
+    """Train the layer's model with ``count`` workers on 127.0.0.1, on CPU, and report each.
+
+    Every call is a fresh cluster on fresh ports (a restarted job too)."""
     configs = local_cluster(count)
     for config in configs:
         check_addresses(config)
     return run_workers(interpreter, configs, layer=layer, variant=variant, legacy_keras=legacy_keras,
                        cpu_only=True, timeout_s=timeout_s, stall_timeout_s=stall_timeout_s,
-                       extra_env=extra_env, on_progress=on_progress)
+                       extra_env=extra_env, on_progress=on_progress, worker_args=worker_args)
 
 
 def run_workers(
@@ -111,13 +114,16 @@ def run_workers(
     stall_timeout_s: float = STALL_TIMEOUT_S,
     extra_env: Mapping[str, str] | None = None,
     on_progress: Callable[[str], None] | None = None,
+    worker_args: Sequence[str] = (),
 ) -> MultiWorkerResult:
     """One worker process per config (validated by the caller), side by side, on this host.
 
     Under a scheduler ``configs`` holds this node's one task; its peers run on the other nodes.
+    ``worker_args``: options of the worker script (the resume test's ``--backup-dir``...).
     """
     count = len(configs)
     args = [layer, variant] if variant else [layer]
+    args += list(worker_args)
     weights: dict[int, list[float]] = {}
     stop = threading.Event()
     failed_first: list[int] = []
@@ -128,13 +134,15 @@ def run_workers(
             if stop.is_set():
                 raise _Stopped
         env = worker_env(os.environ, config, legacy_keras, extra_env, cpu_only)
+        begun = time.monotonic()
         try:
             outcome = interpreter.run_script(WORKER_SCRIPT, *args, timeout_s=timeout_s,
                                              stall_timeout_s=stall_timeout_s, env=env, on_tick=tick)
         except _Stopped:
             who = f"worker {failed_first[0]}" if failed_first else "another worker"
             return WorkerOutcome(config.task_index, "stopped",
-                                 f"stopped by the launcher after {who} failed", task_type=config.task_type)
+                                 f"stopped by the launcher after {who} failed", task_type=config.task_type,
+                                 duration_s=time.monotonic() - begun)
         worker = replace(worker_outcome(config.task_index, outcome), task_type=config.task_type)
         if isinstance(outcome.result, dict) and isinstance(outcome.result.get("weights"), list):
             weights[config.task_index] = [float(x) for x in outcome.result["weights"]]
@@ -168,6 +176,8 @@ def worker_outcome(index: int, outcome: ChildOutcome) -> WorkerOutcome:
         local_gpus=_int(data.get("local_gpus")), loss=losses,
         weights_finite=data.get("weights_finite") if isinstance(data.get("weights_finite"), bool) else None,
         weight_spread=_finite(data.get("weight_spread")),
+        epochs_begun=[e for e in data.get("epochs_begun", []) if _int(e) is not None]
+        if isinstance(data.get("epochs_begun"), list) else [],
         seconds={k: float(v) for k, v in dict(data.get("seconds", {})).items()},
         duration_s=outcome.duration_s, stacks=outcome.stacks[-MAX_TEXT:],
         stderr_tail=outcome.stderr_tail[-MAX_TEXT:],

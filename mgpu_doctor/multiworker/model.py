@@ -9,8 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mgpu_doctor.smoke.checkpoint import RELOAD_TOLERANCE, SCENARIO_USAGE
+
 # The single-host smoke statuses, plus "stopped": killed by the launcher after another worker failed.
 WORKER_STATUSES = ("ok", "hang", "crash", "error", "nan", "diverged", "stopped")
+# A run's status: its worst worker's, or for the resume test: its jobs ran, but the restart did
+# not continue from the backup or ended with other weights than the uninterrupted reference.
+RESUME_FAILED = "resume-failed"
+RUN_KINDS = ("train", "resume")
 # Worst first: the run's status is that of its worst worker.
 _STATUS_ORDER = ("hang", "crash", "error", "nan", "diverged", "stopped", "ok")
 KERAS_CHOICES = ("env", "default", "tf-keras", "both")
@@ -34,12 +40,49 @@ class WorkerOutcome:
     # Largest difference of one weight between all workers, from the worker's own all-gather.
     weight_spread: float | None = None
     seconds: dict[str, float] = field(default_factory=dict)  # import, strategy, fit, gather
+    epochs_begun: list[int] = field(default_factory=list)  # 0-based, as model.fit began them
     duration_s: float = 0.0
     error_type: str = ""
     error_message: str = ""
     signal: str = ""
     stacks: str = ""  # every thread's Python stack when a hang was declared
     stderr_tail: str = ""
+
+
+@dataclass(frozen=True)
+class MultiWorkerResume:
+    """What the resume test measured (``multiworker/resume.py``); the run's worker outcomes are
+    those of ``stage``, the job that failed or the restarted one.
+
+    ``max_abs_diff``: the largest difference of a final weight of any restarted worker to the
+    reference's; judged against RELOAD_TOLERANCE x max(1, largest absolute reference weight).
+    """
+
+    stage: str  # reference, killed, restarted
+    killed_task: int
+    killed_in_epoch: int  # 1-based
+    killed_job: list[str] = field(default_factory=list)  # how each worker of the killed job ended
+    # From the killed worker's death until the launcher had stopped every other worker.
+    stopped_after_s: float | None = None
+    resumed_at_epoch: int | None = None  # 0-based: the first epoch the restarted job began
+    max_abs_diff: float | None = None
+    max_abs_reference: float | None = None
+    backup_lost: bool = False  # the test-only fault emptied the backup before the restart
+    job_seconds: dict[str, float] = field(default_factory=dict)  # reference, killed, restarted
+    error: str = ""  # why the jobs could not be compared
+
+    @property
+    def tolerance(self) -> float:
+        return RELOAD_TOLERANCE * max(1.0, self.max_abs_reference or 0.0)
+
+    @property
+    def restarted_from_scratch(self) -> bool:
+        """The restart began before the epoch it was killed in: it did not find the backup."""
+        return self.resumed_at_epoch is not None and self.resumed_at_epoch < self.killed_in_epoch - 1
+
+    @property
+    def differs(self) -> bool:
+        return self.max_abs_diff is not None and self.max_abs_diff > self.tolerance
 
 
 @dataclass(frozen=True)
@@ -66,6 +109,8 @@ class MultiWorkerRun:
     weights_identical: bool | None = None
     tf_config: str = ""  # the cluster (task mode), or "" for the loopback cluster
     duration_s: float = 0.0
+    kind: str = "train"  # RUN_KINDS: a training, or the resume test (three jobs)
+    resume: MultiWorkerResume | None = None
 
     @property
     def name(self) -> str:
@@ -74,7 +119,7 @@ class MultiWorkerRun:
         keras = "" if self.keras == "env" else f"/{self.keras}"
         where = (f"{self.workers}workers" if self.mode == "local"
                  else f"task{self._task_index}-of-{self.workers}")
-        return f"smoke/multiworker/{layer}/{where}{keras}"
+        return f"smoke/multiworker/{layer}/{where}{keras}" + ("/resume" if self.kind == "resume" else "")
 
     @property
     def _task_index(self) -> int:
@@ -92,7 +137,13 @@ class MultiWorkerRun:
 
     @property
     def scenario(self) -> str:
-        return "even"
+        return "resume" if self.kind == "resume" else "even"
+
+    @property
+    def usage(self) -> tuple[str, ...]:
+        """The ways of training (the matrix's ``usage``) beyond model.fit: BackupAndRestore is a
+        checkpoint, as for the single-host resume scenario."""
+        return SCENARIO_USAGE["resume"] if self.kind == "resume" else ()
 
 
 def worst_status(statuses: list[str]) -> str:

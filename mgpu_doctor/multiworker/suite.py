@@ -2,7 +2,10 @@
 
 ``local`` mode starts K workers on this host (a fresh loopback cluster per run); ``task`` mode
 starts this node's one worker with the scheduler's TF_CONFIG, once per planned run, so every
-node running the same command meets its peers run after run.
+node running the same command meets its peers run after run. After the trainings, the resume
+tests the level plans (``--level long``, local mode only): three jobs each (``resume.py``),
+each after its layer's training with the same Keras passed (a training that fails fails the
+resume test's reference job alike: it is not run again).
 """
 
 from __future__ import annotations
@@ -11,11 +14,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from mgpu_doctor.interpreter import Interpreter
-from mgpu_doctor.multiworker.findings import multiworker_run
+from mgpu_doctor.multiworker.findings import multiworker_run, resume_run, training_failed
 from mgpu_doctor.multiworker.launcher import TIMEOUT_S, run_local_workers, run_workers
 from mgpu_doctor.multiworker.model import MultiWorkerRun
+from mgpu_doctor.multiworker.resume import run_local_resume
 from mgpu_doctor.multiworker.tf_config import TfConfig
 from mgpu_doctor.smoke.layers import variants
+from mgpu_doctor.smoke.plan import EVERY_LAYER, LEVELS
 
 # What TF_USE_LEGACY_KERAS becomes for each --keras choice (None: left as the environment has it).
 LEGACY_KERAS: dict[str, bool | None] = {"env": None, "default": False, "tf-keras": True}
@@ -30,15 +35,34 @@ class MultiWorkerPlan:
     layers: tuple[str, ...] = DEFAULT_LAYERS
     kerases: tuple[str, ...] = ("env",)
     task: TfConfig | None = None
+    resume_layers: tuple[str, ...] = ()  # the layers of the resume test (local mode)
 
     @property
     def mode(self) -> str:
         return "local" if self.task is None else "task"
 
     def runs(self) -> list[tuple[str, str, str]]:
-        """(layer, variant, keras) in the order they run."""
+        """The trainings: (layer, variant, keras) in the order they run."""
         return [(layer, variant, keras) for layer in self.layers for variant in variants(layer)
                 for keras in self.kerases]
+
+    def resume_runs(self) -> list[tuple[str, str, str]]:
+        """The resume tests, after the trainings: the layer's first variant (resuming is about the
+        callback, not the layer), per Keras."""
+        return [(layer, variants(layer)[0], keras) for layer in self.resume_layers for keras in self.kerases]
+
+    def planned(self) -> int:
+        return len(self.runs()) + len(self.resume_runs())
+
+
+def resume_layers(level: str, layers: tuple[str, ...], local: bool) -> tuple[str, ...]:
+    """The planned layers the level's resume scenario covers (`LEVELS`, the same table as the
+    single-host smoke's); none under a scheduler's TF_CONFIG, where restarting the job is the
+    scheduler's part."""
+    wanted = LEVELS[level].resume_layers if level in LEVELS else ()
+    if not local:
+        return ()
+    return layers if wanted == EVERY_LAYER else tuple(layer for layer in layers if layer in wanted)
 
 
 def keras_choices(value: str) -> tuple[str, ...]:
@@ -58,6 +82,7 @@ def run_plan(
     """Every planned run; the second value says whether Ctrl-C cut the suite short."""
     runs: list[MultiWorkerRun] = []
     timeout_s = max(TIMEOUT_S, 3 * stall_timeout_s)
+    trainings = len(plan.runs())
     try:
         for i, (layer, variant, keras) in enumerate(plan.runs()):
             if on_start is not None:
@@ -80,6 +105,22 @@ def run_plan(
             runs.append(run)
             if on_run is not None:
                 on_run(run)
+        for i, (layer, variant, keras) in enumerate(plan.resume_runs()):
+            if training_failed(runs, layer, variant, keras):
+                continue
+            if on_start is not None:
+                on_start(trainings + i, f"resume test of {layer}{'-' + variant if variant else ''} on "
+                         f"{plan.workers} workers" + ("" if keras == "env" else f" ({keras})")
+                         + ": 3 jobs, one worker killed")
+            jobs = run_local_resume(interpreter, plan.workers, layer=layer, variant=variant,
+                                    legacy_keras=LEGACY_KERAS[keras], timeout_s=timeout_s,
+                                    stall_timeout_s=stall_timeout_s, extra_env=extra_env,
+                                    on_progress=on_progress)
+            run = resume_run(jobs, layer=layer, variant=variant, workers=plan.workers, keras=keras)
+            runs.append(run)
+            if on_run is not None:
+                on_run(run)
     except KeyboardInterrupt:
         return runs, True
     return runs, False
+
