@@ -3,6 +3,7 @@ options pick layers, device counts and batch sizes."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -223,25 +224,23 @@ def plan_runs(options: SmokeOptions, gpu_count: int) -> list[SmokeSpec]:
         for variant in SMOKE_LAYERS[layer].variants:
             if not level.same_twice and kind != "gpu" and same_without_cudnn(layer, variant):
                 continue
-            for batch in batches:
-                for size in sizes:
-                    main = batch == batches[0] and size == sizes[0]
-                    for scenario in (s for s in options.scenarios if s in SCENARIOS):
-                        if not _scenario_planned(level, layer, scenario, sweep=not main):
+            for batch, size in itertools.product(batches, sizes):
+                main = batch == batches[0] and size == sizes[0]  # the others compare speed only
+                for scenario in (s for s in options.scenarios if s in SCENARIOS):
+                    if not _scenario_planned(level, layer, scenario, sweep=not main):
+                        continue
+                    samples = batch * level.steps + (1 if scenario == "uneven_final_batch" else 0)
+                    for devices in counts:
+                        if devices == 1 and not _single_planned(level, layer, variant, scenario):
                             continue
-                        samples = batch * level.steps + (1 if scenario == "uneven_final_batch" else 0)
-                        for devices in counts:
-                            if devices == 1 and not _single_planned(level, layer, variant, scenario):
-                                continue
-                            specs.append(SmokeSpec(
-                                index=len(specs), layer=layer, variant=variant, devices=devices,
-                                device_kind=kind, scenario=scenario, global_batch=batch,
-                                samples=samples, epochs=level.epochs,
-                                virtual_devices=max(counts) if kind == "cpu-virtual" else 0,
-                                model_size=size,
-                                input_probe=(main and devices > 1 and scenario == "even"
-                                             and layer in probed),
-                            ))
+                        specs.append(SmokeSpec(
+                            index=len(specs), layer=layer, variant=variant, devices=devices,
+                            device_kind=kind, scenario=scenario, global_batch=batch,
+                            samples=samples, epochs=level.epochs,
+                            virtual_devices=max(counts) if kind == "cpu-virtual" else 0,
+                            model_size=size,
+                            input_probe=main and devices > 1 and scenario == "even" and layer in probed,
+                        ))
             for scenario in _checkpoint_scenarios(level, layer, options.scenarios):
                 specs.append(SmokeSpec(
                     index=len(specs), layer=layer, variant=variant, devices=max(counts), device_kind=kind,
