@@ -9,7 +9,7 @@ import pytest
 from mgpu_doctor.cli import main
 from mgpu_doctor.codes import canonical
 from mgpu_doctor.findings import CheckStatus, Severity
-from mgpu_doctor.renderers.charts import scaling_charts
+from mgpu_doctor.renderers.charts import input_charts, loss_charts, scaling_charts
 from mgpu_doctor.renderers.smoke_table import smoke_rows
 from mgpu_doctor.smoke.input_bound import input_bound
 from mgpu_doctor.smoke.model import SmokeRun
@@ -166,3 +166,22 @@ def test_model_size_usage_errors_are_one_line_with_exit_2(capsys, argv, message)
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_per_epoch_charts_keep_model_sizes_apart():
+    runs = grid({(64, 1): 0.5, (64, 4): 0.8})
+    charts = {c.key: c for c in loss_charts(runs)}
+    assert set(charts) == {"loss-dense-b64", "loss-dense-b64-w4"}
+    assert [s.name for s in charts["loss-dense-b64-w4"].series] == ["1 device, even", "2 devices, even"]
+    assert charts["loss-dense-b64-w4"].title.endswith("global batch 64, model size x4")
+
+
+def test_the_input_chart_shows_the_pipeline_headroom_of_each_probed_run():
+    fed = run(input_samples_per_s=40000.0, compute_samples_per_s=20000.0, device_kind="cpu-virtual")
+    starved = run(layer="lstm", input_samples_per_s=2000.0, compute_samples_per_s=20000.0,
+                  device_kind="cpu-virtual")
+    (chart,) = input_charts([fed, starved, run()])
+    assert chart.group == "input" and chart.categories == ("dense", "lstm")
+    assert chart.series[0].values == (2.0, 0.1) and chart.series[1].reference
+    assert "simulated" in chart.title and "Below 1x the devices wait" in chart.note
+    assert input_charts([run()]) == []

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from mgpu_doctor.smoke.input_bound import headroom
 from mgpu_doctor.smoke.model import SmokeRun
 from mgpu_doctor.smoke.scaling_map import MapPoint, layer_label, map_points
 
@@ -50,8 +51,8 @@ class Chart:
 
 
 # How the pictures are grouped in a report, in order: (group, heading).
-GROUPS = (("scaling", "Scaling map: N vs 1 devices"), ("loss", "Loss per epoch, 1 vs N devices"),
-          ("memory", "Memory per epoch"))
+GROUPS = (("scaling", "Scaling map: N vs 1 devices"), ("input", "Input pipeline vs the devices"),
+          ("loss", "Loss per epoch, 1 vs N devices"), ("memory", "Memory per epoch"))
 
 
 def colour(index: int) -> tuple[str, str]:
@@ -160,17 +161,20 @@ def _gpu_memory(run: SmokeRun) -> list[float | None]:
 
 
 def _per_epoch_charts(runs: list[SmokeRun], what: str, values_of: Callable[[SmokeRun], list[float | None]],
-                      title: str, y_label: str, group: str) -> list[tuple[tuple[str, int], Chart]]:
-    groups: dict[tuple[str, int], list[SmokeRun]] = {}
+                      title: str, y_label: str, group: str) -> list[tuple[tuple[str, int, int], Chart]]:
+    """One chart per layer, global batch and model size: a line per device count and scenario."""
+    groups: dict[tuple[str, int, int], list[SmokeRun]] = {}
     for run in runs:
-        groups.setdefault((layer_label(run), run.global_batch), []).append(run)
+        groups.setdefault((layer_label(run), run.global_batch, run.model_size), []).append(run)
     charts = []
-    for (layer, batch), members in sorted(groups.items()):
+    for (layer, batch, size), members in sorted(groups.items()):
         members.sort(key=lambda r: (r.scenario != "even", r.scenario, r.devices))
         epochs = max(len(values_of(r)) for r in members)
         series = tuple(Series(_run_name(r), tuple(_pad(values_of(r), epochs))) for r in members)
-        charts.append(((layer, batch), Chart(
-            f"{what}-{layer}-b{batch}", f"{title}: {layer}, global batch {batch}",
+        sized = f"-w{size}" if size != 1 else ""
+        charts.append(((layer, batch, size), Chart(
+            f"{what}-{layer}-b{batch}{sized}",
+            f"{title}: {layer}, global batch {batch}" + (f", model size x{size}" if size != 1 else ""),
             "epoch", tuple(str(i + 1) for i in range(epochs)), y_label, series, group=group)))
     return charts
 
@@ -184,7 +188,30 @@ def _pad(values: list[float | None], length: int) -> list[float | None]:
     return list(values) + [None] * (length - len(values))
 
 
+def input_charts(runs: Iterable[SmokeRun]) -> list[Chart]:
+    """The input-bound probe: how many times over the pipeline alone could feed the N devices
+    (its samples/s over theirs from memory); below 1 the devices wait for input."""
+    probed = [r for r in runs if headroom(r) is not None]
+    if not probed:
+        return []
+    probed.sort(key=lambda r: (r.devices, layer_label(r)))
+    several = len({r.devices for r in probed}) > 1
+    categories = tuple(_series_name(layer_label(r), r.devices, several) for r in probed)
+    ratios = tuple(round(headroom(r) or 0.0, 6) for r in probed)
+    simulated = any(r.simulated for r in probed)
+    devices = "/".join(str(n) for n in sorted({r.devices for r in probed}))
+    note = ("Below 1x the devices wait for their input (`smoke.LAYER.input-bound`). "
+            + ("Measured against simulated CPU devices: GPUs consume faster, so they need more "
+               "headroom." if simulated else ""))
+    return [Chart("input-headroom", f"Input pipeline headroom: samples/s delivered over consumed by "
+                  f"{devices} devices" + (f" ({SIMULATED_TITLE})" if simulated else ""),
+                  "layer", categories, "pipeline / devices (x)",
+                  (Series("pipeline alone / devices fed from memory", ratios, "bar"),
+                   Series("1x: the pipeline just keeps up", tuple(1.0 for _ in probed), reference=True)),
+                  y_min=0.0, note=note.strip(), group="input")]
+
+
 def all_charts(runs: Iterable[SmokeRun]) -> list[Chart]:
     """Every picture of a report, in the order it shows them."""
     runs = list(runs)
-    return scaling_charts(runs) + loss_charts(runs) + memory_charts(runs)
+    return scaling_charts(runs) + input_charts(runs) + loss_charts(runs) + memory_charts(runs)

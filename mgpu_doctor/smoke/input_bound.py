@@ -25,9 +25,15 @@ INPUT_FIX = (
 )
 
 
-def input_bound(run: SmokeRun) -> bool:
+def headroom(run: SmokeRun) -> float | None:
+    """How many times over the pipeline alone could feed the devices (below 1: they wait)."""
     supply, demand = run.input_samples_per_s, run.compute_samples_per_s
-    return run.status == "ok" and supply is not None and demand is not None and supply < FEEDS * demand
+    return supply / demand if supply is not None and demand else None
+
+
+def input_bound(run: SmokeRun) -> bool:
+    ratio = headroom(run)
+    return run.status == "ok" and ratio is not None and ratio < FEEDS
 
 
 def input_rates(run: SmokeRun) -> list[str]:
@@ -46,7 +52,7 @@ def input_bound_findings(run: SmokeRun, label: str) -> list[Finding]:
     if not input_bound(run):
         return []
     supply, demand = run.input_samples_per_s or 0.0, run.compute_samples_per_s or 1.0
-    waiting = 1.0 - supply / demand
+    waiting = 1.0 - (headroom(run) or 0.0)
     evidence = [*input_rates(run),
                 f"the devices would wait for input about {waiting:.0%} of every step"]
     if run.simulated:
