@@ -26,7 +26,7 @@ import threading
 import time
 
 import _mgpu_child
-from _smoke_models import build_model, keras_flavor, make_data
+from _smoke_models import build_model, finite_or_none, keras_flavor, make_data, replica_difference
 
 FAULT_ENV = "MGPU_DOCTOR_CHECKPOINT_FAULT"
 PROBE_SAMPLES = 8  # the fixed inputs every reload predicts
@@ -101,18 +101,21 @@ def _training(tf, np, configure_devices, spec):
     with strategy.scope():
         model = _compiled(keras, flavor, spec)
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(int(spec["global_batch"]))
-    return keras, flavor, model, x, dataset
+    return keras, flavor, model, x, dataset, strategy
 
 
 def save_stage(tf, configure_devices, spec, directory):
     import numpy as np
 
-    keras, flavor, model, x, dataset = _training(tf, np, configure_devices, spec)
+    keras, flavor, model, x, dataset, strategy = _training(tf, np, configure_devices, spec)
     model.fit(dataset, epochs=int(spec["epochs"]), verbose=0, callbacks=[_beat(keras, parse_fault(spec["layer"]))])
     _mgpu_child.heartbeat("trained")
     probe = x[:PROBE_SAMPLES]
+    # Variables the replicas keep apart (BatchNormalization's moving statistics): the model in
+    # training predicts with each replica's copy, a save keeps one version.
+    state = finite_or_none(replica_difference(np, strategy, model.non_trainable_weights))
     out = {"predictions": np.asarray(model.predict(probe, batch_size=PROBE_SAMPLES, verbose=0)).tolist(),
-           "steps": []}
+           "steps": [], "replica_state_max_abs_diff": state}
     paths = _paths(directory, flavor)
     fault = parse_fault(spec["layer"])
     for fmt in formats_for(flavor):
@@ -182,7 +185,7 @@ def load_stage(tf, configure_devices, spec, directory, devices, formats, referen
 def resume_stage(tf, configure_devices, spec, backup_dir, weights_path, kill):
     import numpy as np
 
-    keras, flavor, model, x, dataset = _training(tf, np, configure_devices, spec)
+    keras, flavor, model, x, dataset, _ = _training(tf, np, configure_devices, spec)
     begun = []
 
     class Track(keras.callbacks.Callback):
@@ -276,6 +279,7 @@ def run_checkpoint(tf, configure_devices, spec, result, workdir):
         result["status"] = "save-failed"
         return
     steps = list(saved["steps"])
+    result["replica_state_max_abs_diff"] = saved.get("replica_state_max_abs_diff")
     timings = {"save_s": time.time() - start}
     formats = [s["format"] for s in steps if s["ok"]]
     for devices in sorted({1, int(spec["devices"])}):

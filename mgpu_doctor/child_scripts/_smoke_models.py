@@ -1,5 +1,6 @@
-"""The smoke trainings' tiny models and data, shared by smoke_worker.py (1 and N devices in one
-process) and multiworker_worker.py (MultiWorkerMirroredStrategy). Python 3.6+, standard library,
+"""The smoke trainings' tiny models and data, and the comparison of the replicas' copies of their
+variables, shared by smoke_worker.py (1 and N devices in one process), _smoke_checkpoint.py and
+multiworker_worker.py (MultiWorkerMirroredStrategy). Python 3.6+, standard library,
 NumPy and TensorFlow/Keras only (passed in: importing this module imports nothing heavy).
 """
 
@@ -122,3 +123,40 @@ def make_data(np, layer, samples):
     shape, dtype, maker = DATA[MODELS[layer][0]]
     x, y = maker(np, np.random.RandomState(1234), samples)
     return x, y.reshape(-1, 1).astype("float32")
+
+
+def distributed_variable(v):
+    """The tf.distribute variable behind a Keras variable (Keras 3 wraps it in `.value`)."""
+    if hasattr(v, "_values"):
+        return v
+    inner = getattr(v, "value", None)
+    if inner is not None and not callable(inner) and hasattr(inner, "_values"):
+        return inner
+    return v
+
+
+def replica_difference(np, strategy, variables):
+    """The largest difference between the replicas' copies of ``variables`` (inf: NaN in some
+    copies only; 0.0 on one device)."""
+    worst = 0.0
+    for v in variables:
+        copies = [np.asarray(c) for c in strategy.experimental_local_results(distributed_variable(v))]
+        for other in copies[1:]:
+            with np.errstate(invalid="ignore"):
+                diff = np.abs(other - copies[0])
+            if not np.all(np.isfinite(diff)):
+                if not np.array_equal(np.isnan(other), np.isnan(copies[0])):
+                    return float("inf")
+                diff = np.nan_to_num(diff, nan=0.0, posinf=0.0, neginf=0.0)
+            worst = max(worst, float(diff.max()) if diff.size else 0.0)
+    return worst
+
+
+def finite_or_none(value):
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    if value != value or value in (float("inf"), float("-inf")):
+        return None
+    return value

@@ -35,7 +35,7 @@ import _mgpu_child  # noqa: E402
 if __name__ == "__main__":
     _mgpu_child.start()  # first: die with the doctor, stacks on SIGUSR1 even in C code
 
-from _smoke_models import build_model, keras_flavor, make_data  # noqa: E402
+from _smoke_models import build_model, finite_or_none, keras_flavor, make_data, replica_difference  # noqa: E402
 import _smoke_checkpoint  # noqa: E402
 
 CHECKPOINT_SCENARIOS = {"checkpoint": _smoke_checkpoint.run_checkpoint, "resume": _smoke_checkpoint.run_resume}
@@ -83,41 +83,6 @@ def rss_mb():
 
 
 # ----------------------------------------------------------------------------- one run
-
-def distributed_variable(v):
-    """The tf.distribute variable behind a Keras variable (Keras 3 wraps it in `.value`)."""
-    if hasattr(v, "_values"):
-        return v
-    inner = getattr(v, "value", None)
-    if inner is not None and not callable(inner) and hasattr(inner, "_values"):
-        return inner
-    return v
-
-
-def replica_difference(np, strategy, model):
-    worst = 0.0
-    for v in model.trainable_weights:
-        copies = [np.asarray(c) for c in strategy.experimental_local_results(distributed_variable(v))]
-        for other in copies[1:]:
-            with np.errstate(invalid="ignore"):
-                diff = np.abs(other - copies[0])
-            if not np.all(np.isfinite(diff)):
-                if not np.array_equal(np.isnan(other), np.isnan(copies[0])):
-                    return float("inf")
-                diff = np.nan_to_num(diff, nan=0.0, posinf=0.0, neginf=0.0)
-            worst = max(worst, float(diff.max()) if diff.size else 0.0)
-    return worst
-
-
-def finite_or_none(value):
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    if value != value or value in (float("inf"), float("-inf")):
-        return None
-    return value
-
 
 def configure_devices(tf, spec):
     """Make the devices this run uses visible (before the runtime starts); their names."""
@@ -205,9 +170,11 @@ def train(tf, spec, result):
     weights_finite = all(bool(np.all(np.isfinite(np.asarray(w)))) for w in model.get_weights())
     result["weights_finite"] = weights_finite
     if devices > 1:
-        diff = replica_difference(np, strategy, model)
+        diff = replica_difference(np, strategy, model.trainable_weights)
         result["replica_max_abs_diff"] = finite_or_none(diff)
         result["replicas_identical"] = diff == 0.0
+        result["replica_state_max_abs_diff"] = finite_or_none(
+            replica_difference(np, strategy, model.non_trainable_weights))
     # Step times after the first epoch: the first one includes tracing and graph building.
     steady = step_times[steps_per_epoch:] or step_times
     result["step_times_s"] = [round(t, 6) for t in steady]

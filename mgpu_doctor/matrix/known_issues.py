@@ -12,7 +12,9 @@ from mgpu_doctor.matrix.toml_files import DataFileError, read_versioned
 from mgpu_doctor.versions import parse_specifier
 
 SCHEMA_VERSION = 1
-SYMPTOMS = ("hang", "leak", "nan", "crash", "error", "slow")
+# wrong-result: it runs, but gives other numbers than it should (a reloaded model that predicts
+# differently, a resumed training that ends elsewhere).
+SYMPTOMS = ("hang", "leak", "nan", "crash", "error", "slow", "wrong-result")
 CONFIDENCES = ("confirmed", "reported")
 VERSION_KEYS = ("tensorflow", "keras", "tf-keras", "python", "cuda", "cudnn", "nccl", "cublas", "driver",
                 *TF_COMPANIONS)

@@ -25,8 +25,8 @@ STATUS_SYMPTOMS: dict[str, tuple[str, ...]] = {
     "hang": ("hang",), "crash": ("crash",), "error": ("error",), "nan": ("nan",),
     "diverged": ("nan",),
     # the checkpoint scenarios (smoke/checkpoint.py): saving or loading raised, or gave other numbers
-    "save-failed": ("error", "crash"), "load-failed": ("error", "crash"), "reload-differs": ("error",),
-    "resume-failed": ("error",),
+    "save-failed": ("error", "crash"), "load-failed": ("error", "crash"),
+    "reload-differs": ("wrong-result",), "resume-failed": ("error", "wrong-result"),
 }
 REPORT_COMMAND = "mgpu-doctor report -o mgpu-report.md"
 GPU_ONLY_KEYS = ("cuda", "cudnn", "nccl", "driver")

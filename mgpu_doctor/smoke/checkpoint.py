@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mgpu_doctor.findings import Finding, Severity
+from mgpu_doctor.smoke.layers import SMOKE_LAYERS
 
 CHECKPOINT_SCENARIOS = ("checkpoint", "resume")
 # Statuses of a checkpoint run besides the training's own (error, crash, hang, oom).
@@ -42,6 +43,9 @@ FORMAT_LABELS = {
 }
 SAVING_GUIDE = "https://www.tensorflow.org/tutorials/distribute/save_and_load"
 BACKUP_GUIDE = "https://www.tensorflow.org/api_docs/python/tf/keras/callbacks/BackupAndRestore"
+# Saved model differs from the one trained with BatchNormalization on several GPUs (the matrix
+# entry tf-46488-batchnorm-replica-statistics-saved).
+REPLICA_STATISTICS_ISSUE = "https://github.com/tensorflow/tensorflow/issues/46488"
 
 
 @dataclass(frozen=True)
@@ -144,14 +148,14 @@ def checkpoint_findings(run: Any, label: str) -> list[Finding]:
             links=[SAVING_GUIDE],
         ))
     differing = [s for s in steps if s.stage == "load" and (s.differs or (s.ok and s.error))]
-    if differing:
+    if differing and run.replica_state_max_abs_diff:
+        findings.append(_replica_state_finding(run, code, label, differing))
+    elif differing:
         findings.append(Finding(
             code=f"{code}.reload-differs", severity=Severity.ERROR,
             title=f"{label}: the reloaded model predicts differently from the one trained on "
                   f"{run.devices} devices",
-            evidence=[f"{s.format} on {s.load_devices} device(s): " + (
-                f"largest prediction difference {s.max_abs_diff:.3g} (tolerance {s.tolerance:.3g})"
-                if s.max_abs_diff is not None else _last_line(s.error)) for s in differing],
+            evidence=_differences(differing),
             fix="Some variables were not saved or not restored (a layer built after loading, "
                 "optimizer-only state, per-replica variables): restore with "
                 "`checkpoint.restore(path).assert_existing_objects_matched()` to see which.",
@@ -171,6 +175,38 @@ def checkpoint_findings(run: Any, label: str) -> list[Finding]:
                       f"(tolerance {RELOAD_TOLERANCE:g} relative)"],
         ))
     return findings
+
+
+def _differences(steps: list[CheckpointStep]) -> list[str]:
+    return [f"{s.format} on {s.load_devices} device(s): " + (
+        f"largest prediction difference {s.max_abs_diff:.3g} (tolerance {s.tolerance:.3g})"
+        if s.max_abs_diff is not None else _last_line(s.error)) for s in steps]
+
+
+def _replica_state_finding(run: Any, code: str, label: str, differing: list[CheckpointStep]) -> Finding:
+    """Reloads that differ because the replicas kept different non-trainable state: the model in
+    training predicts each sample with the copy of the replica it lands on, a save keeps one
+    version (the replicas' mean with tf_keras, replica 0's with Keras 3). Nothing was lost in
+    saving; the model in training was never one model."""
+    statistics = SMOKE_LAYERS[run.layer].batch_statistics if run.layer in SMOKE_LAYERS else False
+    what = "moving mean and variance (BatchNormalization)" if statistics else "non-trainable variables"
+    return Finding(
+        code=f"{code}.reload-differs", severity=Severity.WARNING,
+        title=f"{label}: the reloaded model predicts differently from the one in training: the "
+              f"replicas kept different {what}, and a save keeps one version of them",
+        evidence=[f"the replicas' copies of the {what} differ by up to "
+                  f"{run.replica_state_max_abs_diff:.3g} after training; the trainable weights agree",
+                  *_differences(differing)],
+        fix=("Use `BatchNormalization(synchronized=True)` (tf.keras before 2.12: "
+             "`tf.keras.layers.experimental.SyncBatchNormalization`) so every replica computes the "
+             "same statistics over the global batch; otherwise evaluate and ship the saved model, "
+             "not the one in training, whose predictions depend on the replica a sample lands on."
+             if statistics else
+             "Create non-trainable variables with an aggregation (`aggregation=\"mean\"` with "
+             "Keras 3) or update them in cross-replica context, so every replica holds the same "
+             "value; otherwise evaluate the saved model, not the one in training."),
+        links=[SAVING_GUIDE, REPLICA_STATISTICS_ISSUE],
+    )
 
 
 def _resume_findings(run: Any, code: str, label: str, steps: list[CheckpointStep]) -> list[Finding]:

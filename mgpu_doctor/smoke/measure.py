@@ -98,6 +98,7 @@ def run_from_child(spec: SmokeSpec, data: dict[str, Any]) -> SmokeRun:
         replicas_identical=(data.get("replicas_identical")
                             if isinstance(data.get("replicas_identical"), bool) else None),
         replica_max_abs_diff=_float(data.get("replica_max_abs_diff")),
+        replica_state_max_abs_diff=_float(data.get("replica_state_max_abs_diff")),
         median_step_s=median,
         samples_per_s=(spec.global_batch / median) if median else None,
         rss_mb=rss,

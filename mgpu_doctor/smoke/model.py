@@ -68,6 +68,9 @@ class SmokeRun:
     weights_finite: bool | None = None
     replicas_identical: bool | None = None  # None: one device, or not measured
     replica_max_abs_diff: float | None = None
+    # The replicas' copies of the non-trainable variables (BatchNormalization's moving statistics):
+    # plain BatchNormalization lets them drift apart, by design.
+    replica_state_max_abs_diff: float | None = None
     median_step_s: float | None = None
     samples_per_s: float | None = None
     speedup: float | None = None  # N-device samples/s over 1-device samples/s

@@ -252,6 +252,9 @@ def _agreement_findings(run: SmokeRun) -> list[Finding]:
     evidence = [f"largest relative loss difference, {run.devices} devices vs 1: {diff:.2%}",
                 f"loss per epoch on {run.devices} devices: {_losses(run)}"]
     if run.layer == "batchnorm" and run.variant == "plain":
+        if run.replica_state_max_abs_diff:
+            evidence.append(f"the replicas' copies of the moving mean and variance differ by up to "
+                            f"{run.replica_state_max_abs_diff:.3g}: each replica kept its own")
         return [Finding(
             code="smoke.batchnorm.unsynced-statistics", severity=Severity.INFO,
             title=f"{label}: the loss differs from 1 device, as expected without synchronized "
