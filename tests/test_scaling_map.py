@@ -176,12 +176,26 @@ def test_per_epoch_charts_keep_model_sizes_apart():
     assert charts["loss-dense-b64-w4"].title.endswith("global batch 64, model size x4")
 
 
-def test_the_input_chart_shows_the_pipeline_headroom_of_each_probed_run():
+def test_the_input_chart_shows_how_long_the_devices_wait_for_each_probed_run():
     fed = run(input_samples_per_s=40000.0, compute_samples_per_s=20000.0, device_kind="cpu-virtual")
     starved = run(layer="lstm", input_samples_per_s=2000.0, compute_samples_per_s=20000.0,
                   device_kind="cpu-virtual")
     (chart,) = input_charts([fed, starved, run()])
-    assert chart.group == "input" and chart.categories == ("dense", "lstm")
-    assert chart.series[0].values == (2.0, 0.1) and chart.series[1].reference
+    assert chart.group == "input" and chart.categories == ("dense: pipeline 2x", "lstm: pipeline 0.1x")
+    assert chart.series[0].values == (0.0, 90.0)
     assert "simulated" in chart.title and "Below 1x the devices wait" in chart.note
     assert input_charts([run()]) == []
+
+
+def test_a_long_note_wraps_inside_the_svg_chart():
+    import xml.etree.ElementTree as ET
+
+    from mgpu_doctor.renderers.svg import WIDTH, render_svg
+
+    chart = scaling_charts(grid({(64, 1): 0.5, (256, 1): 1.2, (64, 4): 0.8, (256, 4): 1.6},
+                                device_kind="cpu-virtual"))[2]
+    assert len(chart.note) > 120
+    root = ET.fromstring(render_svg(chart))
+    notes = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text") if t.get("font-style") == "italic"]
+    assert len(notes) >= 2 and " ".join(notes) == chart.note
+    assert all(len(line) * 6.6 < WIDTH - 20 for line in notes)

@@ -189,25 +189,28 @@ def _pad(values: list[float | None], length: int) -> list[float | None]:
 
 
 def input_charts(runs: Iterable[SmokeRun]) -> list[Chart]:
-    """The input-bound probe: how many times over the pipeline alone could feed the N devices
-    (its samples/s over theirs from memory); below 1 the devices wait for input."""
+    """The input-bound probe: the share of each step the devices would wait for their input, per
+    probed run (0 where the pipeline alone delivers at least what they consume from memory); the
+    category says the pipeline's headroom (its samples/s over theirs)."""
     probed = [r for r in runs if headroom(r) is not None]
     if not probed:
         return []
     probed.sort(key=lambda r: (r.devices, layer_label(r)))
     several = len({r.devices for r in probed}) > 1
-    categories = tuple(_series_name(layer_label(r), r.devices, several) for r in probed)
-    ratios = tuple(round(headroom(r) or 0.0, 6) for r in probed)
+    ratios = [headroom(r) or 0.0 for r in probed]
+    categories = tuple(f"{_series_name(layer_label(r), r.devices, several)}: pipeline {ratio:.2g}x"
+                       for r, ratio in zip(probed, ratios, strict=True))
+    waiting = tuple(round(max(0.0, 1.0 - ratio) * 100, 1) for ratio in ratios)
     simulated = any(r.simulated for r in probed)
     devices = "/".join(str(n) for n in sorted({r.devices for r in probed}))
-    note = ("Below 1x the devices wait for their input (`smoke.LAYER.input-bound`). "
-            + ("Measured against simulated CPU devices: GPUs consume faster, so they need more "
-               "headroom." if simulated else ""))
-    return [Chart("input-headroom", f"Input pipeline headroom: samples/s delivered over consumed by "
-                  f"{devices} devices" + (f" ({SIMULATED_TITLE})" if simulated else ""),
-                  "layer", categories, "pipeline / devices (x)",
-                  (Series("pipeline alone / devices fed from memory", ratios, "bar"),
-                   Series("1x: the pipeline just keeps up", tuple(1.0 for _ in probed), reference=True)),
+    note = ("Pipeline Nx: the samples/s it delivers alone over those the devices consume from memory. "
+            "Below 1x the devices wait (smoke.LAYER.input-bound). "
+            + ("Measured against simulated CPU devices: GPUs consume faster, so they would wait "
+               "longer." if simulated else ""))
+    return [Chart("input-waiting", f"Devices waiting for input, {devices} devices"
+                  + (f" ({SIMULATED_TITLE})" if simulated else ""),
+                  "layer", categories, "waiting (percent of each step)",
+                  (Series("devices waiting for the pipeline", waiting, "bar"),),
                   y_min=0.0, note=note.strip(), group="input")]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from html import escape
 
 from mgpu_doctor.renderers.charts import Chart, Series, colour
@@ -13,11 +14,18 @@ PLOT_RIGHT = 24
 PLOT_HEIGHT = 250
 CHAR_WIDTH = 6.6  # average width of a 12 px sans-serif character, for laying out the legend
 LEGEND_ROW = 18
+NOTE_ROW = 18
+
+
+def _note_lines(note: str) -> list[str]:
+    """The note under the title, wrapped to the chart's width."""
+    return textwrap.wrap(note, width=int((WIDTH - 40) / CHAR_WIDTH)) if note else []
 
 
 def render_svg(chart: Chart) -> str:
     """One chart as an ``<svg>`` element (a value missing in a line leaves a gap)."""
-    top = 44 + (18 if chart.note else 0)
+    note = _note_lines(chart.note)
+    top = 44 + NOTE_ROW * len(note)
     plot_w = WIDTH - PLOT_LEFT - PLOT_RIGHT
     legend = _legend_rows(chart.series, plot_w)
     height = top + PLOT_HEIGHT + 52 + LEGEND_ROW * len(legend) + 8
@@ -39,9 +47,9 @@ def render_svg(chart: Chart) -> str:
            f'<rect width="{WIDTH}" height="{height}" fill="#ffffff"/>',
            f'<text x="{WIDTH / 2:.1f}" y="22" text-anchor="middle" font-size="15" font-weight="bold">'
            f"{escape(chart.title)}</text>"]
-    if chart.note:
-        out.append(f'<text x="{WIDTH / 2:.1f}" y="42" text-anchor="middle" font-style="italic" '
-                   f'fill="#8a4b00">{escape(chart.note)}</text>')
+    for i, line in enumerate(note):
+        out.append(f'<text x="{WIDTH / 2:.1f}" y="{42 + NOTE_ROW * i}" text-anchor="middle" '
+                   f'font-style="italic" fill="#8a4b00">{escape(line)}</text>')
     for tick in ticks:
         y = y_of(tick)
         out.append(f'<line x1="{PLOT_LEFT}" y1="{y:.1f}" x2="{PLOT_LEFT + plot_w}" y2="{y:.1f}" '
