@@ -24,7 +24,7 @@ from mgpu_doctor.smoke.model import runs_from_report
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = ROOT / "tests" / "data" / "smoke-runs-readme.json"
 START, END = "<!-- example pictures: start -->", "<!-- example pictures: end -->"
-SHOWN = ("scaling-speedup-x1", "scaling-speedup-x8", "loss-conv2d-b32")
+SHOWN = ("scaling-speedup-x1", "scaling-speedup-x8", "input-waiting", "loss-conv2d-b32")
 
 
 def example() -> str:
