@@ -133,9 +133,8 @@ def train(tf, spec, result):
     step_times = []
     epoch_rss = []
     epoch_gpu = []
-    state = {"t": 0.0}
 
-    class Watch(keras.callbacks.Callback):
+    class Watch(step_timer(keras, step_times, "step")):
         def on_train_batch_begin(self, batch, logs=None):
             if fault == "hang" and batch == 1:
                 threading.Event().wait()  # injected: a step that never finishes
@@ -145,11 +144,7 @@ def train(tf, spec, result):
                 os.kill(os.getpid(), signal.SIGKILL)  # injected: killed from outside, once
             if fault == "raise" and batch == 1:
                 raise RuntimeError("injected fault: raise in a training step")
-            state["t"] = time.perf_counter()
-
-        def on_train_batch_end(self, batch, logs=None):
-            step_times.append(time.perf_counter() - state["t"])
-            _mgpu_child.heartbeat("step")
+            super(Watch, self).on_train_batch_begin(batch, logs)
 
         def on_epoch_end(self, epoch, logs=None):
             if fault == "leak":
@@ -181,13 +176,26 @@ def train(tf, spec, result):
     result["rss_mb"] = [round(v, 2) for v in epoch_rss if v is not None]
     result["gpu_memory_mb"] = [round(v, 2) for v in epoch_gpu]
     if spec.get("input_probe"):
-        probe_input(tf, keras, model, dataset, spec, result, steps_per_epoch * epochs)
+        probe_input(keras, model, dataset, result, steps_per_epoch * epochs)
     bad = [i for i, v in enumerate(raw_losses) if finite_or_none(v) is None]
     if bad or not weights_finite:
         result["status"] = "nan"
         result["nonfinite_epoch"] = (bad[0] + 1) if bad else None
     else:
         result["status"] = "ok"
+
+
+def step_timer(keras, times, beat):
+    """A callback class that appends every training step's seconds to ``times`` and beats."""
+    class StepTimer(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            self._began = time.perf_counter()
+
+        def on_train_batch_end(self, batch, logs=None):
+            times.append(time.perf_counter() - self._began)
+            _mgpu_child.heartbeat(beat)
+
+    return StepTimer
 
 
 def slow_batch(tf, x, y):
@@ -202,11 +210,10 @@ def slow_batch(tf, x, y):
 
 def pipeline_rate(dataset, batches):
     """Samples per second the input pipeline delivers alone, nothing training: every batch after
-    the first (which pays for starting the iterator), over ``batches`` batches or more."""
-    count = max(int(batches), 4)
+    the first (which pays for starting the iterator), over ``batches`` batches."""
     samples = 0
     start = None
-    for x, _ in dataset.repeat().take(count + 1):
+    for x, _ in dataset.repeat().take(batches + 1):
         if start is None:
             start = time.perf_counter()
             continue
@@ -215,29 +222,19 @@ def pipeline_rate(dataset, batches):
     return samples / elapsed if elapsed > 0 and samples else None
 
 
-def probe_input(tf, keras, model, dataset, spec, result, batches):
-    """The input-bound probe, after the training: the pipeline alone, and the same step on these
-    devices fed from one batch kept in memory (`take(1).cache()`: the pipeline's element type,
-    so the step is not traced again), in samples per second."""
+def probe_input(keras, model, dataset, result, batches):
+    """The input-bound probe, after the training: the pipeline alone (samples per second), and
+    the same step on these devices fed from one batch kept in memory (`take(1).cache()`: the
+    pipeline's element type, so the step is not traced again): its step times, which the parent
+    turns into samples per second as it does the training's."""
     _mgpu_child.heartbeat("input probe")
+    batches = max(int(batches), 4)
     result["input_samples_per_s"] = pipeline_rate(dataset, batches)
     times = []
-    state = {"t": 0.0}
-
-    class Timer(keras.callbacks.Callback):
-        def on_train_batch_begin(self, batch, logs=None):
-            state["t"] = time.perf_counter()
-
-        def on_train_batch_end(self, batch, logs=None):
-            times.append(time.perf_counter() - state["t"])
-            _mgpu_child.heartbeat("probe step")
-
-    steps = max(int(batches), 4) + 1
     in_memory = dataset.take(1).cache().repeat()
-    model.fit(in_memory, steps_per_epoch=steps, epochs=1, verbose=0, callbacks=[Timer()])
-    steady = sorted(times[1:] or times)  # the first step reads the pipeline once
-    median = steady[len(steady) // 2] if steady else 0.0
-    result["compute_samples_per_s"] = int(spec["global_batch"]) / median if median > 0 else None
+    model.fit(in_memory, steps_per_epoch=batches + 1, epochs=1, verbose=0,
+              callbacks=[step_timer(keras, times, "probe step")()])
+    result["probe_step_times_s"] = [round(t, 6) for t in times[1:]]  # the first reads the pipeline
 
 
 def run_one(tf, spec, out_dir, worker_pid, attempt):

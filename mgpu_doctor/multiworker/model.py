@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mgpu_doctor.smoke.checkpoint import RELOAD_TOLERANCE, SCENARIO_USAGE
+from mgpu_doctor.smoke.layers import variant_name
 
 # The single-host smoke statuses, plus "stopped": killed by the launcher after another worker failed.
 WORKER_STATUSES = ("ok", "hang", "crash", "error", "nan", "diverged", "stopped")
@@ -115,7 +116,7 @@ class MultiWorkerRun:
     @property
     def name(self) -> str:
         """Stable identifier, also the check / JUnit testcase name."""
-        layer = f"{self.layer}-{self.variant}" if self.variant else self.layer
+        layer = variant_name(self.layer, self.variant)
         keras = "" if self.keras == "env" else f"/{self.keras}"
         where = (f"{self.workers}workers" if self.mode == "local"
                  else f"task{self._task_index}-of-{self.workers}")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from mgpu_doctor.smoke.input_bound import headroom
 from mgpu_doctor.smoke.model import SmokeRun
-from mgpu_doctor.smoke.scaling_map import MapPoint, layer_label, map_points
+from mgpu_doctor.smoke.scaling_map import MapPoint, map_points
 
 # Colours of the series, in order (Tableau 10): named, so a Markdown legend can say which is which
 # where the renderer draws none (Mermaid's xychart has no legend before Mermaid 12).
@@ -81,7 +81,7 @@ def scaling_charts(runs: Iterable[SmokeRun]) -> list[Chart]:
 
 def _parameters_note(cells: list[MapPoint]) -> str:
     """"Model size x4: dense 2,305 parameters, conv2d 881." where the runs counted them."""
-    counts = dict.fromkeys(f"{c.layer} {c.parameters:,}" for c in cells if c.parameters is not None)
+    counts = dict.fromkeys(f"{c.label} {c.parameters:,}" for c in cells if c.parameters is not None)
     if not counts:
         return ""
     return f"Model size x{cells[0].model_size}: {', '.join(counts)} parameters."
@@ -106,8 +106,8 @@ def _scaling_chart(cells: list[MapPoint], measure: str, size: str, simulated: bo
     batches = sorted({c.global_batch for c in cells})
     note = " ".join(filter(None, [size_note if size else "", SIMULATED_NOTE if simulated else ""]))
     if len(batches) >= 2:
-        series_keys = sorted({(c.layer, c.devices) for c in cells}, key=lambda k: (k[1], k[0]))
-        by_point = {(c.layer, c.devices, c.global_batch): value(c) for c in cells}
+        series_keys = sorted({(c.label, c.devices) for c in cells}, key=lambda k: (k[1], k[0]))
+        by_point = {(c.label, c.devices, c.global_batch): value(c) for c in cells}
         series = [Series(_series_name(layer, n, len(counts) > 1),
                          tuple(by_point.get((layer, n, b)) for b in batches))
                   for layer, n in series_keys]
@@ -115,12 +115,12 @@ def _scaling_chart(cells: list[MapPoint], measure: str, size: str, simulated: bo
         return Chart(key, title, "global batch", tuple(str(b) for b in batches), y_label,
                      tuple(series), y_min=0.0, note=note, group="scaling")
     # A bar per layer that has a value; a gap among bars would read as a missing layer.
-    points = sorted((c for c in cells if value(c) is not None), key=lambda c: (c.devices, c.layer))
-    failed = sorted({_series_name(c.layer, c.devices, len(counts) > 1) for c in cells if value(c) is None})
+    points = sorted((c for c in cells if value(c) is not None), key=lambda c: (c.devices, c.label))
+    failed = sorted({_series_name(c.label, c.devices, len(counts) > 1) for c in cells if value(c) is None})
     if failed:
         note = " ".join(filter(None, [note, f"No speedup for {', '.join(failed)}: the run or its "
                                              "1-device twin failed."]))
-    categories = tuple(_series_name(c.layer, c.devices, len(counts) > 1) for c in points)
+    categories = tuple(_series_name(c.label, c.devices, len(counts) > 1) for c in points)
     bars = Series(f"{'speedup' if measure == 'speedup' else 'efficiency'} at global batch {batches[0]}",
                   tuple(value(c) for c in points), "bar")
     reference = Series(ref_name, tuple(ref_value for _ in points), reference=True)
@@ -165,7 +165,7 @@ def _per_epoch_charts(runs: list[SmokeRun], what: str, values_of: Callable[[Smok
     """One chart per layer, global batch and model size: a line per device count and scenario."""
     groups: dict[tuple[str, int, int], list[SmokeRun]] = {}
     for run in runs:
-        groups.setdefault((layer_label(run), run.global_batch, run.model_size), []).append(run)
+        groups.setdefault((run.layer_variant, run.global_batch, run.model_size), []).append(run)
     charts = []
     for (layer, batch, size), members in sorted(groups.items()):
         members.sort(key=lambda r: (r.scenario != "even", r.scenario, r.devices))
@@ -195,10 +195,10 @@ def input_charts(runs: Iterable[SmokeRun]) -> list[Chart]:
     probed = [r for r in runs if headroom(r) is not None]
     if not probed:
         return []
-    probed.sort(key=lambda r: (r.devices, layer_label(r)))
+    probed.sort(key=lambda r: (r.devices, r.layer_variant))
     several = len({r.devices for r in probed}) > 1
     ratios = [headroom(r) or 0.0 for r in probed]
-    categories = tuple(f"{_series_name(layer_label(r), r.devices, several)}: pipeline {ratio:.2g}x"
+    categories = tuple(f"{_series_name(r.layer_variant, r.devices, several)}: pipeline {ratio:.2g}x"
                        for r, ratio in zip(probed, ratios, strict=True))
     waiting = tuple(round(max(0.0, 1.0 - ratio) * 100, 1) for ratio in ratios)
     simulated = any(r.simulated for r in probed)

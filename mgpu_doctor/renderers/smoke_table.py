@@ -21,5 +21,4 @@ def smoke_rows(runs: list[SmokeRun]) -> list[list[str]]:
 
 def _layer(run: SmokeRun) -> str:
     """The layer, and its model size where it is not the smoke's own (x1): "dense x4"."""
-    layer = f"{run.layer}-{run.variant}" if run.variant else run.layer
-    return f"{layer} x{run.model_size}" if run.model_size != 1 else layer
+    return f"{run.layer_variant} x{run.model_size}" if run.model_size != 1 else run.layer_variant

@@ -84,8 +84,8 @@ def run_from_child(spec: SmokeSpec, data: dict[str, Any]) -> SmokeRun:
     checkpoint = steps_from_child(data.get("checkpoint"))
     if spec.scenario in CHECKPOINT_SCENARIOS:
         status = checkpoint_status(status, checkpoint)
-    steps = [float(t) for t in data.get("step_times_s", []) if isinstance(t, int | float)]
-    median = statistics.median(steps) if steps else None
+    median = _median_step(data.get("step_times_s"))
+    probe_median = _median_step(data.get("probe_step_times_s"))
     rss = [float(v) for v in data.get("rss_mb", [])]
     gpu = [float(v) for v in data.get("gpu_memory_mb", [])]
     return SmokeRun(
@@ -114,7 +114,7 @@ def run_from_child(spec: SmokeSpec, data: dict[str, Any]) -> SmokeRun:
         checkpoint=checkpoint,
         parameters=_count(data.get("parameters")),
         input_samples_per_s=_positive(data.get("input_samples_per_s")),
-        compute_samples_per_s=_positive(data.get("compute_samples_per_s")),
+        compute_samples_per_s=(spec.global_batch / probe_median) if probe_median else None,
     )
 
 
@@ -140,6 +140,12 @@ def diverged(losses: list[float | None]) -> bool:
     if len(finite) < 2:
         return False
     return finite[-1] > DIVERGE_FACTOR * max(finite[0], 1e-12) or finite[-1] > 1e6
+
+
+def _median_step(times: Any) -> float | None:
+    """The median of a child's step times in seconds (None: none reported)."""
+    steps = [float(t) for t in times or [] if isinstance(t, int | float) and not isinstance(t, bool)]
+    return statistics.median(steps) if steps else None
 
 
 def _count(value: Any) -> int | None:

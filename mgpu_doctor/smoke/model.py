@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from mgpu_doctor.smoke.checkpoint import CHECKPOINT_STATUSES, SCENARIO_USAGE, CheckpointStep
+from mgpu_doctor.smoke.layers import variant_name
 
 SCENARIOS = ("even", "uneven_final_batch")
 STATUSES = ("ok", "hang", "crash", "error", "nan", "diverged", "oom") + CHECKPOINT_STATUSES
@@ -33,9 +34,9 @@ class SmokeSpec:
 
     @property
     def label(self) -> str:
-        layer = f"{self.layer}-{self.variant}" if self.variant else self.layer
         size = f" w{self.model_size}" if self.model_size != 1 else ""
-        return f"{layer} {self.devices}x{self.device_kind} {self.scenario} b{self.global_batch}{size}"
+        return (f"{variant_name(self.layer, self.variant)} {self.devices}x{self.device_kind} "
+                f"{self.scenario} b{self.global_batch}{size}")
 
     def to_child(self) -> dict[str, object]:
         return asdict(self)
@@ -96,12 +97,16 @@ class SmokeRun:
     compute_samples_per_s: float | None = None
 
     @property
+    def layer_variant(self) -> str:
+        """"lstm-cudnn", "dense": the layer and its variant as one word."""
+        return variant_name(self.layer, self.variant)
+
+    @property
     def name(self) -> str:
         """Stable identifier, also the check / JUnit testcase name."""
-        layer = f"{self.layer}-{self.variant}" if self.variant else self.layer
         batch = f"/b{self.global_batch}" if self.global_batch else ""
         size = f"/w{self.model_size}" if self.model_size != 1 else ""
-        return f"smoke/{layer}/{self.devices}x{self.device_kind}/{self.scenario}{batch}{size}"
+        return f"smoke/{self.layer_variant}/{self.devices}x{self.device_kind}/{self.scenario}{batch}{size}"
 
     @property
     def simulated(self) -> bool:

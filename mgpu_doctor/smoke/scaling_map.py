@@ -24,7 +24,8 @@ SIMULATED = "simulated on CPU: says nothing about GPUs"
 class MapPoint:
     """One cell of the map: an N-device run with the even split, against its 1-device twin."""
 
-    layer: str  # "lstm-cudnn"
+    layer: str  # "lstm"
+    label: str  # the layer and its variant, "lstm-cudnn"
     devices: int
     global_batch: int
     model_size: int
@@ -36,11 +37,16 @@ class MapPoint:
 
 @dataclass(frozen=True)
 class Curve:
-    """The map of one layer on one device count: its points by model size and batch."""
+    """The map of one layer (and variant) on one device count: its points by model size and batch."""
 
-    layer: str
+    label: str  # "lstm-cudnn"
     devices: int
     points: tuple[MapPoint, ...]
+
+    @property
+    def layer(self) -> str:
+        """The layer, whatever the variant: what codes and --layers name ("lstm")."""
+        return self.points[0].layer
 
     @property
     def sizes(self) -> list[int]:
@@ -77,14 +83,10 @@ class Curve:
         return max(self.measured, key=lambda p: p.speedup or 0.0, default=None)
 
 
-def layer_label(run: SmokeRun) -> str:
-    return f"{run.layer}-{run.variant}" if run.variant else run.layer
-
-
 def map_points(runs: Iterable[SmokeRun]) -> list[MapPoint]:
     """The cells of the map: every N-device run with the even split (the speedup is None where
     it or its 1-device twin failed, which leaves a gap)."""
-    return [MapPoint(layer_label(r), r.devices, r.global_batch, r.model_size, r.parameters,
+    return [MapPoint(r.layer, r.layer_variant, r.devices, r.global_batch, r.model_size, r.parameters,
                      r.speedup, r.scaling_efficiency, r.simulated)
             for r in runs if r.devices > 1 and r.scenario == "even"]
 
@@ -93,18 +95,15 @@ def curves(runs: Iterable[SmokeRun]) -> list[Curve]:
     """One curve per (layer, device count) that was measured at two or more cells."""
     grouped: dict[tuple[str, int], list[MapPoint]] = {}
     for point in map_points(runs):
-        grouped.setdefault((point.layer, point.devices), []).append(point)
-    return [Curve(layer, devices, tuple(points)) for (layer, devices), points in grouped.items()
+        grouped.setdefault((point.label, point.devices), []).append(point)
+    return [Curve(label, devices, tuple(points)) for (label, devices), points in grouped.items()
             if len({(p.global_batch, p.model_size) for p in points}) >= 2]
 
 
 def on_a_curve(run: SmokeRun, runs: Iterable[SmokeRun]) -> bool:
     """Whether ``run`` is one of two or more cells of its layer's map (the map judges its speed)."""
-    if run.devices < 2 or run.scenario != "even":
-        return False
-    return any(r is not run and r.layer == run.layer and r.variant == run.variant
-               and r.devices == run.devices and r.scenario == "even"
-               and (r.global_batch, r.model_size) != (run.global_batch, run.model_size) for r in runs)
+    return (run.devices > 1 and run.scenario == "even"
+            and any((c.label, c.devices) == (run.layer_variant, run.devices) for c in curves(runs)))
 
 
 def size_label(size: int, parameters: int | None = None) -> str:
@@ -132,7 +131,7 @@ def _map_rows(curve: Curve) -> list[str]:
         points = curve.at(size)
         parameters = next((p.parameters for p in points if p.parameters is not None), None)
         cells = ", ".join(f"batch {p.global_batch}: " + _speedup(p) for p in points)
-        rows.append(f"{curve.layer}, {curve.devices} devices, {size_label(size, parameters)}: {cells}")
+        rows.append(f"{curve.label}, {curve.devices} devices, {size_label(size, parameters)}: {cells}")
     return rows
 
 
@@ -158,20 +157,20 @@ def scaling_map_outcome(runs: list[SmokeRun]) -> CheckOutcome | None:
 
 
 def _pay_off_findings(curve: Curve) -> list[Finding]:
-    code = f"smoke.{curve.layer.split('-')[0]}"
+    code = f"smoke.{curve.layer}"
     best = curve.best()
     if best is None:
         return []
     if best.speedup is not None and best.speedup < PAYS_OFF:
         return [Finding(
             code=f"{code}.never-pays-off", severity=Severity.WARNING,
-            title=f"{curve.layer}: {curve.devices} GPUs never beat 1 in the measured range "
+            title=f"{curve.label}: {curve.devices} GPUs never beat 1 in the measured range "
                   f"({_where(curve)}; best {best.speedup:.2f}x at batch {best.global_batch}, "
                   f"size x{best.model_size})",
             evidence=_map_rows(curve),
             fix="At these sizes train on one GPU (or run one job per GPU). N GPUs pay off only with "
                 "more work per step: measure larger global batches and models "
-                f"(`mgpu-doctor smoke --layers {curve.layer.split('-')[0]} --batch-sizes "
+                f"(`mgpu-doctor smoke --layers {curve.layer} --batch-sizes "
                 f"{curve.batches[-1]},{curve.batches[-1] * 4} --model-sizes "
                 f"{curve.sizes[-1]},{curve.sizes[-1] * 4}`), and check the links between the GPUs "
                 "(`mgpu-doctor check`: P2P, PCIe) and that the input pipeline keeps up.",
@@ -184,7 +183,7 @@ def _pay_off_findings(curve: Curve) -> list[Finding]:
                                           else "not in the measured batches"))
     return [Finding(
         code=f"{code}.pays-off", severity=Severity.INFO,
-        title=f"{curve.layer}: {curve.devices} GPUs pay off ({'; '.join(where)})",
+        title=f"{curve.label}: {curve.devices} GPUs pay off ({'; '.join(where)})",
         evidence=_map_rows(curve),
         fix="Train at a global batch (and model size) where N GPUs pay off; below it one GPU "
             "is as fast.",
