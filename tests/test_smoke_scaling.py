@@ -17,6 +17,13 @@ pytestmark = [pytest.mark.tensorflow, pytest.mark.slow]
 SCHEMA = json.loads((files("mgpu_doctor") / "schemas" / "report.schema.json").read_text())
 
 
+@pytest.fixture(autouse=True)
+def _virtual_devices_even_beside_gpus(monkeypatch):
+    """These tests are about 2 simulated CPU devices: hide any GPU from the children, so a
+    machine with GPUs runs the same plan."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
+
+
 def smoke_json(capsys, *argv: str) -> tuple[int, dict]:
     code = main(["smoke", "--layers", "dense", "--format", "json", *argv])
     report = json.loads(capsys.readouterr().out)
