@@ -299,7 +299,7 @@ def test_schema_describes_every_dataclass_field():
     import dataclasses
 
     from mgpu_doctor import findings, library_view, report, snapshot
-    from mgpu_doctor.devices import DeviceRow
+    from mgpu_doctor.device_row import DeviceRow
     from mgpu_doctor.multiworker.model import MultiWorkerRun, WorkerOutcome
     from mgpu_doctor.smoke.checkpoint import CheckpointStep
 

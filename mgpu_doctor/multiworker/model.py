@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mgpu_doctor.smoke.checkpoint import RELOAD_TOLERANCE, SCENARIO_USAGE
-from mgpu_doctor.smoke.layers import variant_name
+from mgpu_doctor.smoke.model import variant_name
 
 # The single-host smoke statuses, plus "stopped": killed by the launcher after another worker failed.
 WORKER_STATUSES = ("ok", "hang", "crash", "error", "nan", "diverged", "stopped")

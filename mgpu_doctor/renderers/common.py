@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mgpu_doctor.devices import DeviceRow
+from mgpu_doctor.device_row import DeviceRow
 from mgpu_doctor.findings import MOSTLY_SKIPPED_CHECK, CheckStatus, Finding, Severity
 from mgpu_doctor.report import Report
 from mgpu_doctor.unavailable import Unavailable

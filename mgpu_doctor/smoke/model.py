@@ -1,12 +1,55 @@
-"""The smoke data model: what was planned (`SmokeSpec`) and what happened (`SmokeRun`); the layers
-and their traits are one table in `smoke/layers.py`."""
+"""The smoke data model: what was planned (`SmokeSpec`) and what happened (`SmokeRun`), with the
+steps of a checkpoint run; the layers and their traits are one table in `smoke/layers.py`."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from mgpu_doctor.smoke.checkpoint import CHECKPOINT_STATUSES, SCENARIO_USAGE, CheckpointStep
-from mgpu_doctor.smoke.layers import variant_name
+# Statuses of a checkpoint run besides the training's own (error, crash, hang, oom).
+CHECKPOINT_STATUSES = ("save-failed", "load-failed", "reload-differs", "resume-failed")
+# Predictions after a reload, and final weights after a resume, may differ from the original by
+# this much relative to the largest value (absolute below 1): the same weights on other devices
+# give the same float32 sums up to reordering, far below this; a weight that was not restored is
+# off by the learning rate's steps, far above it.
+RELOAD_TOLERANCE = 1e-5
+# The ways of training the matrix's entries name for each scenario (`usage` in known issues).
+SCENARIO_USAGE: dict[str, tuple[str, ...]] = {
+    "checkpoint": ("save_model", "load_weights", "checkpoint"),
+    "resume": ("checkpoint",),
+}
+
+
+def variant_name(layer: str, variant: str) -> str:
+    """A layer and its variant as one word of run names and labels: "lstm-cudnn", "dense"."""
+    return f"{layer}-{variant}" if variant else layer
+
+
+@dataclass(frozen=True)
+class CheckpointStep:
+    """One save, load or resume of a checkpoint run, as the child did it."""
+
+    format: str  # keras, weights, tf_checkpoint, savedmodel, h5, backup_and_restore
+    stage: str  # save, load, resume (reference: the uninterrupted training failed)
+    load_devices: int = 0  # devices the model was loaded (or resumed) on; 0 for a save
+    ok: bool = False  # the step itself ran; its comparison is judged apart
+    max_abs_diff: float | None = None  # predictions (load) or final weights (resume) vs the original
+    max_abs_reference: float | None = None
+    resumed_at_epoch: int | None = None  # 0-based first epoch after the restart (resume)
+    killed_in_epoch: int | None = None  # 1-based
+    error: str = ""
+
+    @property
+    def tolerance(self) -> float:
+        return RELOAD_TOLERANCE * max(1.0, self.max_abs_reference or 0.0)
+
+    @property
+    def differs(self) -> bool:
+        return self.ok and (self.max_abs_diff is None or self.max_abs_diff > self.tolerance)
+
+    @property
+    def restarted_from_scratch(self) -> bool:
+        return self.stage == "resume" and self.ok and self.resumed_at_epoch != (self.killed_in_epoch or 0) - 1
+
 
 SCENARIOS = ("even", "uneven_final_batch")
 STATUSES = ("ok", "hang", "crash", "error", "nan", "diverged", "oom") + CHECKPOINT_STATUSES
