@@ -11,12 +11,12 @@ from dataclasses import dataclass
 
 from mgpu_doctor.checks import CHECKS
 from mgpu_doctor.checks.base import MOSTLY_SKIPPED_CODE
-from mgpu_doctor.codes import RENAMED, crash_code
-from mgpu_doctor.findings import MOSTLY_SKIPPED_CHECK
 from mgpu_doctor.fleet.checks import FLEET_CHECKS
-from mgpu_doctor.matrix import smoke as smoke_matching
+from mgpu_doctor.gate.requirements import GATE_CODES
+from mgpu_doctor.model.codes import RENAMED, crash_code
+from mgpu_doctor.model.findings import MOSTLY_SKIPPED_CHECK
 from mgpu_doctor.multiworker import findings as multiworker
-from mgpu_doctor.requirements import GATE_CODES
+from mgpu_doctor.smoke import known_issues as smoke_matching
 
 # What smoke/rules.py emits per run (LAYER: dense, lstm, ...).
 SMOKE_CODES = (

@@ -16,8 +16,8 @@ import pytest
 from PIL import Image
 
 from mgpu_doctor.cli import main
+from mgpu_doctor.model.smoke_runs import runs_from_report
 from mgpu_doctor.renderers.charts import all_charts, colour
-from mgpu_doctor.smoke.model import runs_from_report
 from tests.browser import MERMAID_VERSIONS, BrowserUnavailable, chromium, headless, mermaid_js, mermaid_page
 
 pytestmark = [pytest.mark.tensorflow, pytest.mark.slow]

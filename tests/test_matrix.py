@@ -10,16 +10,17 @@ import pytest
 
 from mgpu_doctor.checks.known_issues import check_known_issues, make_check_function
 from mgpu_doctor.cli import main
-from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity
-from mgpu_doctor.matrix.environment import BadEnvironment, Environment, environment_from_resolved, parse_query
+from mgpu_doctor.environment.matrix_view import environment_from_resolved
+from mgpu_doctor.environment.resolve import resolve
+from mgpu_doctor.matrix.environment import BadEnvironment, Environment, parse_query
 from mgpu_doctor.matrix.known_issues import load_known_issue_files, load_matrix
 from mgpu_doctor.matrix.match import Verdict, assess, example_problems
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
-from mgpu_doctor.matrix.smoke import smoke_findings, with_known_issues
-from mgpu_doctor.resolve import resolve
-from mgpu_doctor.snapshot import Snapshot, load_snapshot
-from mgpu_doctor.unavailable import absent, skipped
-from mgpu_doctor.versions import Tri, parse_specifier, parse_version, version_in
+from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Severity
+from mgpu_doctor.model.snapshot import Snapshot, load_snapshot
+from mgpu_doctor.model.unavailable import absent, skipped
+from mgpu_doctor.model.versions import Tri, parse_specifier, parse_version, version_in
+from mgpu_doctor.smoke.known_issues import smoke_findings, with_known_issues
 from tests.checking import judge
 
 DATA = Path(__file__).parent / "data"

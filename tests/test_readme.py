@@ -12,7 +12,7 @@ from pathlib import Path
 from mgpu_doctor.checks import CHECKS
 from mgpu_doctor.cli import main
 from mgpu_doctor.code_table import all_declared, markdown_table
-from mgpu_doctor.codes import AREAS, RENAMED, is_declared
+from mgpu_doctor.model.codes import AREAS, RENAMED, is_declared
 
 ROOT = Path(__file__).parent.parent
 README = ROOT / "README.md"

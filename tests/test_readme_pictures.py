@@ -17,9 +17,9 @@ import json
 import os
 from pathlib import Path
 
+from mgpu_doctor.model.smoke_runs import runs_from_report
 from mgpu_doctor.renderers.charts import all_charts
 from mgpu_doctor.renderers.mermaid import chart_block
-from mgpu_doctor.smoke.model import runs_from_report
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = ROOT / "tests" / "data" / "smoke-runs-readme.json"

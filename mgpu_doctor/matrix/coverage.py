@@ -18,7 +18,7 @@ from packaging.specifiers import SpecifierSet
 
 from mgpu_doctor.matrix.known_issues import SYMPTOMS, KnownIssue, load_matrix
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
-from mgpu_doctor.versions import Tri, range_in
+from mgpu_doctor.model.versions import Tri, range_in
 
 # The releases the matrix is held to: TensorFlow 1.12 (the oldest images still run) to the newest
 # tested build, every Keras 3 minor to the newest one this matrix knows.

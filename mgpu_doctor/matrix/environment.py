@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mgpu_doctor.inputs import shorten
 from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.matrix.known_issues import (
     ANY_STRATEGY,
@@ -27,7 +26,8 @@ from mgpu_doctor.matrix.known_issues import (
     USAGES,
     VERSION_KEYS,
 )
-from mgpu_doctor.versions import parse_version
+from mgpu_doctor.model.versions import parse_version
+from mgpu_doctor.process.inputs import shorten
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,9 @@ findings (pure).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from mgpu_doctor.findings import Finding, Severity
+from mgpu_doctor.model.findings import Finding, Severity
 from mgpu_doctor.model.smoke_runs import (  # noqa: F401 (the checkpoint records live in the model)
     CHECKPOINT_STATUSES,
     RELOAD_TOLERANCE,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from mgpu_doctor.snapshot import LibraryCopy, LibraryFacts
+from mgpu_doctor.model.snapshot import LibraryCopy, LibraryFacts
 
 # The libraries TensorFlow's GPU support loads, in the order `libs` lists them.
 MAIN_LIBRARIES = ("cuda", "cudart", "cublas", "cublasLt", "cufft", "curand", "cusolver", "cusparse",

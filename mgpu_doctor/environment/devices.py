@@ -5,10 +5,10 @@ Computed once from the snapshot into the report (`check`, `devices`); renderers 
 
 from __future__ import annotations
 
-from mgpu_doctor.device_row import DeviceRow
-from mgpu_doctor.snapshot import Snapshot
-from mgpu_doctor.unavailable import Unavailable, absent, skipped
-from mgpu_doctor.visibility import visible_gpus
+from mgpu_doctor.environment.visibility import visible_gpus
+from mgpu_doctor.model.device_row import DeviceRow
+from mgpu_doctor.model.snapshot import Snapshot
+from mgpu_doctor.model.unavailable import Unavailable, absent, skipped
 
 
 def device_rows(snapshot: Snapshot) -> list[DeviceRow]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mgpu_doctor.unavailable import Unavailable
+from mgpu_doctor.model.unavailable import Unavailable
 
 
 @dataclass(frozen=True)

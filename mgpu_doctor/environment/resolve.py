@@ -17,7 +17,7 @@ Precedence — what was observed running beats what is predicted from metadata:
   when the build info gives only the major) > the tested-build table for its major.minor.
 - Driver: NVML > query. Python: the diagnosed interpreter > query.
 
-Versions are parsed here, once, with :func:`mgpu_doctor.versions.parse_version`.
+Versions are parsed here, once, with :func:`mgpu_doctor.model.versions.parse_version`.
 """
 
 from __future__ import annotations
@@ -30,10 +30,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
-from mgpu_doctor.distributions import TF_COMPANIONS as COMPANIONS
-from mgpu_doctor.distributions import TF_DISTRIBUTIONS
-from mgpu_doctor.inputs import parse_json
-from mgpu_doctor.library_copies import MAIN_LIBRARIES, best_version, cuda_major_of, soname_major
+from mgpu_doctor.environment.library_copies import MAIN_LIBRARIES, best_version, cuda_major_of, soname_major
 from mgpu_doctor.matrix.compat_tables import (
     TfBuild,
     bundled_and_cuda_table,
@@ -42,9 +39,12 @@ from mgpu_doctor.matrix.compat_tables import (
     bundled_tensorflow_table,
 )
 from mgpu_doctor.matrix.vocabulary import DEFAULT_BACKEND
-from mgpu_doctor.snapshot import LibraryCopy, LibraryFacts, PackageFacts, Snapshot, TensorFlowFacts
-from mgpu_doctor.unavailable import Unavailable, absent, failed, skipped
-from mgpu_doctor.versions import minor_text, parse_version, requirement_name
+from mgpu_doctor.model.distributions import TF_COMPANIONS as COMPANIONS
+from mgpu_doctor.model.distributions import TF_DISTRIBUTIONS
+from mgpu_doctor.model.snapshot import LibraryCopy, LibraryFacts, PackageFacts, Snapshot, TensorFlowFacts
+from mgpu_doctor.model.unavailable import Unavailable, absent, failed, skipped
+from mgpu_doctor.model.versions import minor_text, parse_version, requirement_name
+from mgpu_doctor.process.inputs import parse_json
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement

@@ -25,10 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from mgpu_doctor.masking import UUID_RE, is_allowed, mask_credentials, mask_env_value
-from mgpu_doctor.report import Report
-from mgpu_doctor.snapshot import Snapshot
-from mgpu_doctor.unavailable import Unavailable
+from mgpu_doctor.model.report import Report
+from mgpu_doctor.model.snapshot import Snapshot
+from mgpu_doctor.model.unavailable import Unavailable
+from mgpu_doctor.process.masking import UUID_RE, is_allowed, mask_credentials, mask_env_value
 
 T = TypeVar("T")
 _HOST_HASH_RE = re.compile(r"^host-[0-9a-f]{10}$")

@@ -9,7 +9,7 @@ expires = 2026-12-31              # a TOML date (or "2026-12-31"); holds through
 
 Acknowledged findings are still reported, marked with the reason, but do not fail the gate.
 An expired acknowledgement fails it again. A code renamed since the file was written (see
-:mod:`mgpu_doctor.codes`) still matches, and the report says its new name. Every problem in the
+:mod:`mgpu_doctor.model.codes`) still matches, and the report says its new name. Every problem in the
 file is one line naming the file, the entry and the field.
 """
 
@@ -20,10 +20,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from mgpu_doctor.codes import canonical
-from mgpu_doctor.findings import Acknowledgement, CheckOutcome, Finding
-from mgpu_doctor.inputs import InputError
 from mgpu_doctor.matrix.toml_files import TOMLDecodeError, load_toml
+from mgpu_doctor.model.codes import canonical
+from mgpu_doctor.model.findings import Acknowledgement, CheckOutcome, Finding
+from mgpu_doctor.process.inputs import InputError
 
 DEFAULT_FILE = ".mgpu-doctor.toml"
 TABLE = "acknowledge"

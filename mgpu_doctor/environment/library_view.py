@@ -6,11 +6,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mgpu_doctor.library_copies import MAIN_LIBRARIES, TOOLS, best_version, copies_of, soname_major, winner
+from mgpu_doctor.environment.library_copies import (
+    MAIN_LIBRARIES,
+    TOOLS,
+    best_version,
+    copies_of,
+    soname_major,
+    winner,
+)
+from mgpu_doctor.environment.resolve import LibraryInUse, ResolvedEnvironment
 from mgpu_doctor.matrix.compat_tables import CudaDriverTable
-from mgpu_doctor.resolve import LibraryInUse, ResolvedEnvironment
-from mgpu_doctor.snapshot import CudaToolkit, LibraryCopy, LibraryFacts, SearchDir
-from mgpu_doctor.unavailable import Unavailable
+from mgpu_doctor.model.snapshot import CudaToolkit, LibraryCopy, LibraryFacts, SearchDir
+from mgpu_doctor.model.unavailable import Unavailable
 
 
 @dataclass(frozen=True)

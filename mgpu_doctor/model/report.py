@@ -8,20 +8,20 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mgpu_doctor.device_row import DeviceRow
-from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity
-from mgpu_doctor.serde import to_jsonable
-from mgpu_doctor.smoke.model import SmokeRun
-from mgpu_doctor.snapshot import Snapshot
+from mgpu_doctor.model.device_row import DeviceRow
+from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Severity
+from mgpu_doctor.model.serde import to_jsonable
+from mgpu_doctor.model.smoke_runs import SmokeRun
+from mgpu_doctor.model.snapshot import Snapshot
 
 if TYPE_CHECKING:
+    from mgpu_doctor.environment.library_view import LibrariesView
     from mgpu_doctor.fleet.compare import Fleet
-    from mgpu_doctor.library_view import LibrariesView
     from mgpu_doctor.multiworker.model import MultiWorkerRun
 
 # Sections only `fleet`, `libs` and a multi-worker smoke fill: their types are imported when a
 # report is decoded (serde finds them through __getattr__), not on every run (`check --quick`).
-LAZY_TYPES = {"Fleet": "mgpu_doctor.fleet.compare", "LibrariesView": "mgpu_doctor.library_view",
+LAZY_TYPES = {"Fleet": "mgpu_doctor.fleet.compare", "LibrariesView": "mgpu_doctor.environment.library_view",
               "MultiWorkerRun": "mgpu_doctor.multiworker.model"}
 
 

@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from mgpu_doctor.findings import CheckOutcome, Finding, Severity, status_for
 from mgpu_doctor.matrix.environment import Environment
 from mgpu_doctor.matrix.known_issues import KnownIssue, known_issue_line
 from mgpu_doctor.matrix.match import Verdict, assess
+from mgpu_doctor.model.findings import CheckOutcome, Finding, Severity, status_for
+from mgpu_doctor.model.versions import below, parse_specifier
 from mgpu_doctor.smoke.layers import matrix_terms
-from mgpu_doctor.versions import below, parse_specifier
 
 # Which symptoms explain a smoke status. A loss that diverges is how the NaN issues first show.
 STATUS_SYMPTOMS: dict[str, tuple[str, ...]] = {

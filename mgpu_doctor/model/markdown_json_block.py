@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from mgpu_doctor.inputs import parse_json
+from mgpu_doctor.process.inputs import parse_json
 
 MARKER = "<!-- mgpu-doctor-report"
 SUMMARY = "Full snapshot and results (JSON, read back by <code>mgpu-doctor check --from FILE</code>)"
@@ -39,7 +39,7 @@ def looks_like_markdown_report(text: str) -> bool:
 def extract_json(text: str, source: str = "the report") -> tuple[Any, int]:
     """The data of the last ```json block and the file line it starts on (1-based).
 
-    Raises :class:`EmbeddedJsonError`, or :class:`~mgpu_doctor.inputs.InputError` for JSON
+    Raises :class:`EmbeddedJsonError`, or :class:`~mgpu_doctor.process.inputs.InputError` for JSON
     beyond the input limits."""
     lines = [_unquote(line) for line in normalise(text).split("\n")]
     starts = [i for i, line in enumerate(lines) if _OPEN.match(line)]

@@ -9,11 +9,11 @@ stand for their package.
 
 from __future__ import annotations
 
-from mgpu_doctor.distributions import TF_DISTRIBUTIONS
-from mgpu_doctor.inputs import shorten
+from mgpu_doctor.environment.resolve import MachineFacts, ResolvedEnvironment, UsageFacts, resolve_terms
 from mgpu_doctor.matrix.environment import BadEnvironment, Environment, parse_query
-from mgpu_doctor.resolve import MachineFacts, ResolvedEnvironment, UsageFacts, resolve_terms
-from mgpu_doctor.versions import parse_version
+from mgpu_doctor.model.distributions import TF_DISTRIBUTIONS
+from mgpu_doctor.model.versions import parse_version
+from mgpu_doctor.process.inputs import shorten
 
 NOT_NAMED = "not named in the query"
 # What bug reports name, as the matrix's version keys: every TensorFlow distribution is

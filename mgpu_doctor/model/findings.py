@@ -37,7 +37,7 @@ _RANK = {s: i for i, s in enumerate(Severity)}
 
 @dataclass(frozen=True)
 class Acknowledgement:
-    """An entry of the acknowledge file that matched a finding (see ``mgpu_doctor.acks``).
+    """An entry of the acknowledge file that matched a finding (see ``mgpu_doctor.gate.acks``).
 
     While it has not ``expired`` the finding is still reported but does not fail the gate.
     """

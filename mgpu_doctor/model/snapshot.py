@@ -1,7 +1,7 @@
 """The snapshot: every fact about one machine, as plain data with a JSON round trip.
 
 Probes fill it, checks read it, ``mgpu-doctor check --from FILE`` loads it back.
-A fact that could not be gathered is an :class:`~mgpu_doctor.unavailable.Unavailable`.
+A fact that could not be gathered is an :class:`~mgpu_doctor.model.unavailable.Unavailable`.
 """
 
 from __future__ import annotations
@@ -12,16 +12,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mgpu_doctor.collective_facts import CollectiveFacts, not_in_snapshot
-from mgpu_doctor.inputs import InputError, parse_json, read_text
-from mgpu_doctor.markdown_json_block import (
+from mgpu_doctor.model.collective_facts import CollectiveFacts, not_in_snapshot
+from mgpu_doctor.model.markdown_json_block import (
     EmbeddedJsonError,
     extract_json,
     looks_like_markdown_report,
     normalise,
 )
-from mgpu_doctor.serde import SchemaError, from_jsonable, to_jsonable
-from mgpu_doctor.unavailable import Unavailable
+from mgpu_doctor.model.serde import SchemaError, from_jsonable, to_jsonable
+from mgpu_doctor.model.unavailable import Unavailable
+from mgpu_doctor.process.inputs import InputError, parse_json, read_text
 
 SCHEMA_VERSION = 1
 KIND = "mgpu-doctor-snapshot"

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from mgpu_doctor.childproc import ChildOutcome, ProgressCallback, run_child
+from mgpu_doctor.process.childproc import ChildOutcome, ProgressCallback, run_child
 
-CHILD_SCRIPTS = Path(__file__).resolve().parent / "child_scripts"
+CHILD_SCRIPTS = Path(__file__).resolve().parent.parent / "child_scripts"
 
 
 @dataclass(frozen=True)

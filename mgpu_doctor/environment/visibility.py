@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mgpu_doctor.snapshot import GpuFacts
+from mgpu_doctor.model.snapshot import GpuFacts
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The PCIe route between two GPUs and the bridges on it whose ACS controls redirect peer-to-peer.
 
-Pure functions of :class:`~mgpu_doctor.collective_facts.PcieFacts`, used by the ``pcie-p2p``
+Pure functions of :class:`~mgpu_doctor.model.collective_facts.PcieFacts`, used by the ``pcie-p2p``
 check and by ``fleet``.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import combinations
 
-from mgpu_doctor.collective_facts import ACS_REDIRECTING, PciBridge, PcieFacts, PciGpu
-from mgpu_doctor.unavailable import Unavailable
+from mgpu_doctor.model.collective_facts import ACS_REDIRECTING, PciBridge, PcieFacts, PciGpu
+from mgpu_doctor.model.unavailable import Unavailable
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ steps of a checkpoint run; the layers and their traits are one table in `smoke/l
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
 # Statuses of a checkpoint run besides the training's own (error, crash, hang, oom).
@@ -140,6 +141,12 @@ class SmokeRun:
     compute_samples_per_s: float | None = None
 
     @property
+    def input_headroom(self) -> float | None:
+        """How many times over the pipeline alone could feed the devices (below 1: they wait)."""
+        supply, demand = self.input_samples_per_s, self.compute_samples_per_s
+        return supply / demand if supply is not None and demand else None
+
+    @property
     def layer_variant(self) -> str:
         """"lstm-cudnn", "dense": the layer and its variant as one word."""
         return variant_name(self.layer, self.variant)
@@ -166,7 +173,7 @@ def runs_from_report(data: dict[str, object] | None, source: str) -> list[SmokeR
 
     Raises ValueError with the field at fault when they do not fit the schema.
     """
-    from mgpu_doctor.serde import SchemaError, from_jsonable
+    from mgpu_doctor.model.serde import SchemaError, from_jsonable
 
     if not data or not data.get("smoke_runs"):
         return []
@@ -174,3 +181,26 @@ def runs_from_report(data: dict[str, object] | None, source: str) -> list[SmokeR
         return from_jsonable(list[SmokeRun], data["smoke_runs"], "report.smoke_runs")
     except SchemaError as exc:
         raise ValueError(f"{source}: field {exc.path}: {exc.message}") from None
+
+
+@dataclass(frozen=True)
+class MapPoint:
+    """One cell of the map: an N-device run with the even split, against its 1-device twin."""
+
+    layer: str  # "lstm"
+    label: str  # the layer and its variant, "lstm-cudnn"
+    devices: int
+    global_batch: int
+    model_size: int
+    parameters: int | None
+    speedup: float | None  # None: the run or its 1-device twin failed
+    efficiency: float | None  # speedup / devices
+    simulated: bool
+
+
+def map_points(runs: Iterable[SmokeRun]) -> list[MapPoint]:
+    """The cells of the map: every N-device run with the even split (the speedup is None where
+    it or its 1-device twin failed, which leaves a gap)."""
+    return [MapPoint(r.layer, r.layer_variant, r.devices, r.global_batch, r.model_size, r.parameters,
+                     r.speedup, r.scaling_efficiency, r.simulated)
+            for r in runs if r.devices > 1 and r.scenario == "even"]

@@ -14,7 +14,7 @@ import types
 import typing
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
-from mgpu_doctor.unavailable import Unavailable
+from mgpu_doctor.model.unavailable import Unavailable
 
 T = TypeVar("T")
 

@@ -4,7 +4,7 @@ The settings behind most multi-GPU hangs, slow all-reduces and NCCL "unhandled s
 that are not in TensorFlow or the driver: the IOMMU and PCIe Access Control Services between
 the GPUs, the size of ``/dev/shm``, which CPUs the job may run on against each GPU's NUMA node,
 the network devices NCCL may be pointed at, the locked-memory limit, and the container. Each part
-is its value or an :class:`~mgpu_doctor.unavailable.Unavailable` saying why not.
+is its value or an :class:`~mgpu_doctor.model.unavailable.Unavailable` saying why not.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from mgpu_doctor.unavailable import Unavailable
+from mgpu_doctor.model.unavailable import Unavailable
 
 # ACS Control register bits (PCIe Base Specification, ACS Extended Capability), in lspci's words.
 ACS_CONTROLS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")

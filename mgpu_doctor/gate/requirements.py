@@ -18,13 +18,13 @@ from packaging.specifiers import SpecifierSet
 
 from mgpu_doctor.checks.base import Check
 from mgpu_doctor.checks.facts_access import need_machine
-from mgpu_doctor.findings import Finding, Section, Severity
-from mgpu_doctor.inputs import shorten
-from mgpu_doctor.resolve import Origin, ResolvedEnvironment
+from mgpu_doctor.environment.resolve import Origin, ResolvedEnvironment
+from mgpu_doctor.environment.visibility import visible_gpus
+from mgpu_doctor.model.findings import Finding, Section, Severity
+from mgpu_doctor.model.unavailable import Unavailable
+from mgpu_doctor.model.versions import Tri, parse_specifier, version_in
+from mgpu_doctor.process.inputs import shorten
 from mgpu_doctor.smoke.layers import layer_names
-from mgpu_doctor.unavailable import Unavailable
-from mgpu_doctor.versions import Tri, parse_specifier, version_in
-from mgpu_doctor.visibility import visible_gpus
 
 FULL_CHECK_FIX = "Run `mgpu-doctor check` without --quick (it imports TensorFlow in a child process)."
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from mgpu_doctor.environment.resolve import KerasFamily, ResolvedEnvironment
 from mgpu_doctor.matrix.environment import Environment
-from mgpu_doctor.resolve import KerasFamily, ResolvedEnvironment
 
 
 def environment_from_resolved(env: ResolvedEnvironment) -> Environment:

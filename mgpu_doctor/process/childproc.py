@@ -10,7 +10,7 @@ through a JSON result file; when that file is missing, the exit code or signal s
 
 On a timeout or a stall (no heartbeat for ``stall_timeout_s``) the parent asks for Python
 stacks with SIGUSR1 (the child registers ``faulthandler`` for it), then SIGTERMs and finally
-SIGKILLs the group. Ctrl-C, SIGTERM or SIGHUP in the parent (see :mod:`mgpu_doctor.interrupts`)
+SIGKILLs the group. Ctrl-C, SIGTERM or SIGHUP in the parent (see :mod:`mgpu_doctor.process.interrupts`)
 kill the group too, then propagate; a second one during the ladder cannot skip its SIGKILL.
 
 Children never outlive the doctor: each inherits the read end of a pipe whose write end only the
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from mgpu_doctor import interrupts
+from mgpu_doctor.process import interrupts
 
 STACKS_WAIT_S = 1.0
 TERM_WAIT_S = 2.0
