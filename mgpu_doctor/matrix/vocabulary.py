@@ -102,6 +102,9 @@ USAGES: dict[str, str] = {
                  "tf.function or model created inside a loop)",
     "model_reload": "load models over and over in one process (load_model, tf.saved_model.load in a loop)",
     "dataset_shuffle": "shuffle a tf.data pipeline (Dataset.shuffle) and iterate it epoch after epoch",
+    "py_function": "call Python code from the graph with tf.py_function (in a layer, a Dataset.map or eagerly)",
+    "eager_random": "call tf.random ops eagerly, outside a tf.function, over and over (with or without "
+                    "tf.random.set_seed)",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
