@@ -102,7 +102,8 @@ USAGES: dict[str, str] = {
                  "tf.function or model created inside a loop)",
     "model_reload": "load models over and over in one process (load_model, tf.saved_model.load in a loop)",
     "dataset_shuffle": "shuffle a tf.data pipeline (Dataset.shuffle) and iterate it epoch after epoch",
-    "py_function": "call Python code from the graph with tf.py_function (in a layer, a Dataset.map or eagerly)",
+    "py_function": "call Python code from the graph with tf.py_function (in a layer, a Dataset.map "
+                   "or eagerly)",
     "eager_random": "call tf.random ops eagerly, outside a tf.function, over and over (with or without "
                     "tf.random.set_seed)",
 }
