@@ -106,6 +106,8 @@ USAGES: dict[str, str] = {
                    "or eagerly)",
     "eager_random": "call tf.random ops eagerly, outside a tf.function, over and over (with or without "
                     "tf.random.set_seed)",
+    "summary_writer": "write TensorBoard summaries (tf.summary writers, FileWriter, the TensorBoard "
+                      "callback)",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
