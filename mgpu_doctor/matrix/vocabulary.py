@@ -96,6 +96,11 @@ USAGES: dict[str, str] = {
     "gpus_inferred": "let the library count the GPUs itself (multi_gpu_model(model) without gpus=)",
     "shared_submodel": "call one sub-model or layer several times in the model (Siamese networks, "
                        "a GAN's discriminator on real and fake inputs)",
+    "predict_in_loop": "call model.predict, predict_on_batch or evaluate many times in one process "
+                       "(an inference loop)",
+    "callbacks": "pass Keras callbacks to fit (TensorBoard, ModelCheckpoint, EarlyStopping or your own)",
+    "multiprocessing_workers": "feed fit from a generator, Sequence or PyDataset with workers > 1 or "
+                               "use_multiprocessing=True",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
