@@ -98,7 +98,6 @@ USAGES: dict[str, str] = {
                        "a GAN's discriminator on real and fake inputs)",
     "predict_in_loop": "call model.predict, predict_on_batch or evaluate many times in one process "
                        "(an inference loop)",
-    "callbacks": "pass Keras callbacks to fit (TensorBoard, ModelCheckpoint, EarlyStopping or your own)",
     "multiprocessing_workers": "feed fit from a generator, Sequence or PyDataset with workers > 1 or "
                                "use_multiprocessing=True",
 }
