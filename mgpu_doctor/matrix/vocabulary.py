@@ -108,6 +108,8 @@ USAGES: dict[str, str] = {
                     "tf.random.set_seed)",
     "summary_writer": "write TensorBoard summaries (tf.summary writers, FileWriter, the TensorBoard "
                       "callback)",
+    "multiprocessing_workers": "feed fit from a generator, Sequence or PyDataset with workers > 1 or "
+                               "use_multiprocessing=True",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
