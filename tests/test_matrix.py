@@ -349,11 +349,12 @@ def test_loader_keeps_good_entries_next_to_bad_ones() -> None:
 
 def test_the_coverage_table_in_the_matrix_readme_is_current() -> None:
     """Regenerate with `python -m mgpu_doctor.matrix.coverage --write` after changing entries."""
-    from mgpu_doctor.matrix.coverage import END, START, table_for
+    from mgpu_doctor.matrix.coverage import END, START, documentation_page, table_for
 
-    readme = (bundled_matrix_dir() / "README.md").read_text(encoding="utf-8")
-    current = readme[readme.index(START):readme.index(END) + len(END)]
-    assert current == table_for(bundled_matrix_dir())
+    for page in (bundled_matrix_dir() / "README.md", documentation_page(bundled_matrix_dir())):
+        text = page.read_text(encoding="utf-8")
+        current = text[text.index(START):text.index(END) + len(END)]
+        assert current == table_for(bundled_matrix_dir()), f"{page} is stale"
 
 
 def test_every_release_is_covered_or_recorded_as_searched() -> None:

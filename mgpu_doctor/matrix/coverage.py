@@ -96,13 +96,19 @@ def updated_readme(text: str, table: str) -> str:
     return head + table + tail
 
 
+def documentation_page(directory: Path) -> Path:
+    """The documentation's coverage page of a source tree (absent from an installed wheel)."""
+    return directory.parent / "docs" / "reference" / "coverage.md"
+
+
 def main(argv: list[str]) -> int:
     directory = bundled_matrix_dir()
-    readme = directory / "README.md"
     table = table_for(directory)
     if "--write" in argv:
-        readme.write_text(updated_readme(readme.read_text(encoding="utf-8"), table), encoding="utf-8")
-        print(f"wrote the coverage table to {readme}")
+        for page in (directory / "README.md", documentation_page(directory)):
+            if page.is_file():
+                page.write_text(updated_readme(page.read_text(encoding="utf-8"), table), encoding="utf-8")
+                print(f"wrote the coverage table to {page}")
     else:
         print(table)
     return 0
