@@ -372,6 +372,17 @@ def test_every_release_is_covered_or_recorded_as_searched() -> None:
     assert missing == []
 
 
+def test_every_tensorflow_2_minor_has_a_leak_entry_or_a_recorded_search() -> None:
+    """The leaks the project is named for: every TensorFlow 2.x minor has a leak entry admitting it,
+    or a mining log records "nothing found: leak tensorflow 2.N"."""
+    from mgpu_doctor.matrix.coverage import LEAK_MINORS, coverage, searched_without_result
+
+    cov = coverage(load_matrix(bundled_matrix_dir()).issues)
+    searched = searched_without_result(bundled_matrix_dir() / "mining-log")
+    assert [m for m in LEAK_MINORS if not cov.tensorflow_leaks[m] and ("leak tensorflow", m) not in searched] == []
+    assert sum(i.symptom == "leak" for i in load_matrix(bundled_matrix_dir()).issues) >= 60
+
+
 def test_coverage_counts_what_each_range_admits() -> None:
     from mgpu_doctor.matrix.coverage import admits_minor
 
