@@ -94,14 +94,17 @@ class ConditionGroup:
 
 def condition_groups(findings: list[Finding]) -> list[ConditionGroup]:
     """The conditional findings grouped by their condition (key, wanted): training facts before
-    machine facts, then the larger groups first, then in the order met."""
+    machine facts, the larger groups first, then in the order met; the groups of one key together."""
     groups: dict[tuple[str, tuple[str, ...]], tuple[Condition, list[Finding]]] = {}
     for f in findings:
         if f.condition is not None:
             groups.setdefault((f.condition.key, f.condition.wanted), (f.condition, []))[1].append(f)
-    ranked = sorted(enumerate(groups.values()),
-                    key=lambda item: (not item[1][0].training, -len(item[1][1]), item[0]))
-    return [ConditionGroup(c, tuple(fs)) for _, (c, fs) in ranked]
+    ranked = [ConditionGroup(c, tuple(fs)) for _, (c, fs) in sorted(
+        enumerate(groups.values()), key=lambda item: (not item[1][0].training, -len(item[1][1]), item[0]))]
+    # the groups of one training fact together (as the report shows them, one line per fact);
+    # the machine facts together last
+    keys = list(dict.fromkeys(g.condition.key if g.condition.training else "" for g in ranked))
+    return sorted(ranked, key=lambda g: keys.index(g.condition.key if g.condition.training else ""))
 
 
 # The outcome `check` adds when most checks were skipped for facts that could not be gathered.

@@ -95,8 +95,8 @@ def _condition(d: Decider) -> Condition:
         phrase = f"if {vocab.SCENARIOS.get(d.wanted[0], d.wanted[0])}"
     else:
         phrase = f"if you train on {d.wanted[0]}"
-    values = " or ".join(words) if d.key != "workers" else "K"
-    return Condition(d.key, d.wanted, phrase, f"{option} {values}" if values else option, training=True)
+    values = " or ".join(words) or "(any)" if d.key != "workers" else "K"
+    return Condition(d.key, d.wanted, phrase, f"{option} {values}", training=True)
 
 
 def known_issue_findings(

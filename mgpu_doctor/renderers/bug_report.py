@@ -18,6 +18,7 @@ from mgpu_doctor.renderers.common import (
 )
 from mgpu_doctor.renderers.markdown import (
     STATUS_WORDS,
+    check_details,
     conditional_markdown,
     finding_lines,
     training_markdown,
@@ -53,7 +54,7 @@ def render(report: Report, options: RenderOptions, *, redacted: bool = True) -> 
     out += _known_issues(report)
     out += _environment(report)
     out += ["## Checks", "", _table([[f"`{c.name}`", c.title, STATUS_WORDS[c.status],
-                                       c.skip_reason or "; ".join(f.title for f in c.findings)]
+                                       c.skip_reason or check_details(c)]
                                       for c in report.checks], ["Check", "What", "Status", "Details"]), ""]
     data = to_jsonable(report)
     out += json_block(data)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mgpu_doctor.findings import CheckStatus, Finding, Severity, condition_groups
+from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity, condition_groups
 from mgpu_doctor.renderers import RenderOptions
 from mgpu_doctor.renderers.common import (
     DEVICE_HEADERS,
@@ -30,7 +30,7 @@ def render(report: Report, options: RenderOptions) -> str:
     out = [f"# mgpu-doctor {report.tool_version}: {report.source}{level}", "",
            f"**{summary_line(report)}**", ""]
     rows = [[c.title, f"`{c.name}`", STATUS_WORDS[c.status],
-             _cell(c.skip_reason or "; ".join(f.title for f in c.findings))]
+             _cell(c.skip_reason or check_details(c))]
             for c in report.checks]
     out += [table(rows, ["Check", "Name", "Status", "Details"], "github"), ""]
     out += training_markdown(report)
@@ -53,6 +53,15 @@ def render(report: Report, options: RenderOptions) -> str:
         out += ["## GPUs", "", table([[r[k] for k in DEVICE_HEADERS] for r in devices],
                                    list(DEVICE_HEADERS.values()), "github"), ""]
     return "\n".join(out).rstrip() + "\n"
+
+
+def check_details(c: CheckOutcome) -> str:
+    """A check's findings in a table cell: the titles, the conditional ones counted (listed below)."""
+    titles = [f.title for f in c.findings if f.condition is None]
+    conditional = sum(1 for f in c.findings if f.condition is not None)
+    if conditional:
+        titles.append(f"{conditional} conditional known issue(s), grouped below")
+    return "; ".join(titles)
 
 
 def _cell(text: str) -> str:
