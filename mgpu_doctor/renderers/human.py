@@ -72,8 +72,8 @@ def render(report: Report, options: RenderOptions) -> str:
     if not options.verbose and any(f.severity is Severity.INFO for f in report.findings):
         conditional = sum(1 for f in report.findings if f.condition is not None and f.condition.training)
         if conditional and report.training is not None and report.training.empty:
-            out.append(f"Run with -v for the informational details; --strategy, --usage, ... decide the "
-                       f"{conditional} conditional ones.")
+            out.append(f"Run with -v for the details. Training undeclared: --strategy, --usage, ... decide "
+                       f"{conditional} known issues.")
         else:
             out.append("Run with -v for the informational details.")
     text = "\n".join(out) + "\n"
