@@ -43,7 +43,7 @@ from mgpu_doctor.smoke.model import SmokeRun, runs_from_report
 from mgpu_doctor.smoke.request import SmokeRequest
 from mgpu_doctor.snapshot import Snapshot, SnapshotLoadError, load_document
 from mgpu_doctor.training.apply import with_training
-from mgpu_doctor.training.declared import over_recorded, query_profile
+from mgpu_doctor.training.declared import checked_recorded, over_recorded, query_profile
 from mgpu_doctor.training.profile import TrainingProfile
 from mgpu_doctor.unavailable import Unavailable
 
@@ -182,9 +182,10 @@ def recorded_training(report_data: dict[str, Any] | None, path: Path) -> Trainin
     if raw is None:
         return None
     try:
-        return from_jsonable(TrainingProfile, raw, "report.training")
+        profile = from_jsonable(TrainingProfile, raw, "report.training")
     except SchemaError as exc:
         raise BadInput(f"{path}: {exc}") from None
+    return checked_recorded(profile, f"{path}: report.training")
 
 
 def smoke_section(options: DiagnoseOptions, facts: Facts, stream: TextIO | None) -> SmokeSection | None:

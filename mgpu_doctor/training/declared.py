@@ -149,3 +149,16 @@ def query_profile(given: Mapping[str, str], profile: TrainingProfile) -> Trainin
             raise ProfileError(f"matrix query: {key} given twice: as {key}={text} and as {OPTIONS[key]}")
         facts[key] = (parse_value(key, text, f"matrix query: {key}"), f"the query ({key}={text})")
     return _over(profile, facts)
+
+
+def checked_recorded(profile: TrainingProfile, where: str) -> TrainingProfile:
+    """A profile read back from a report, its words checked like a file's (a report edited by hand,
+    or written by a newer mgpu-doctor with words this one does not know, is one line, exit 2)."""
+    for part in ("declared", "observed"):
+        facts = getattr(profile, part)
+        for key in facts.known():
+            value = getattr(facts, key)
+            parse_value(key, list(value) if key in LIST_KEYS else value, f"{where}.{part}.{key}")
+    for word in profile.usage_checked:
+        parse_value("usage", [word], f"{where}.usage_checked")
+    return profile
