@@ -41,9 +41,9 @@ from mgpu_doctor.smoke.plan import (
 )
 from mgpu_doctor.smoke.plan import parse_layers as parse_smoke_layers
 from mgpu_doctor.smoke.request import DEFAULT_STALL_TIMEOUT_S, SmokeRequest
-from mgpu_doctor.training.declared import OPTIONS as TRAINING_OPTIONS
 from mgpu_doctor.training.declared import PYPROJECT, PYPROJECT_TABLE, WORDS, declared_profile
 from mgpu_doctor.training.profile import KEYS as TRAINING_KEYS
+from mgpu_doctor.training.profile import OPTIONS as TRAINING_OPTIONS
 from mgpu_doctor.training.profile import TrainingProfile
 
 FAIL_ON_CHOICES = ("info", "warning", "error")

@@ -1,2 +1,2 @@
-"""How the user trains: the training profile (declared in a file or options, observed from a model).
-May import the matrix vocabulary, the resolved environment and the input readers; not checks, smoke or cli."""
+"""How the user trains: the training profile, declared in files or options, or observed from a model.
+May import matrix.vocabulary, matrix.toml_files and resolve (profile.py: nothing); not checks or cli."""

@@ -16,22 +16,17 @@ from mgpu_doctor.errors import BadInput
 from mgpu_doctor.inputs import InputError, shorten
 from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.matrix.toml_files import TOMLDecodeError, load_toml
-from mgpu_doctor.training.profile import KEYS, LIST_KEYS, TrainingProfile
+from mgpu_doctor.training.profile import KEYS, LIST_KEYS, OPTIONS, TrainingProfile
 
 PYPROJECT = "pyproject.toml"
 PYPROJECT_TABLE = "[tool.mgpu-doctor.training]"
 DOCTOR_FILE = ".mgpu-doctor.toml"  # the acknowledge file's; its training table is [training]
 DOCTOR_TABLE = "training"
 
-# Each key's accepted words (None: a count); the option that declares it.
+# Each key's accepted words (None: a count).
 WORDS: dict[str, tuple[str, ...] | None] = {
     "strategy": tuple(vocab.STRATEGIES), "layers": tuple(vocab.LAYERS), "usage": tuple(vocab.USAGES),
     "gpus": None, "workers": None, "backend": tuple(vocab.BACKENDS), "scenario": tuple(vocab.SCENARIOS),
-}
-# `check` and `smoke` already own --layers, --gpus and --workers (what the smoke trains).
-OPTIONS: dict[str, str] = {
-    "strategy": "--strategy", "layers": "--model-layers", "usage": "--usage", "gpus": "--train-gpus",
-    "workers": "--train-workers", "backend": "--backend", "scenario": "--scenario",
 }
 MAX_COUNT = 100_000
 # The training facts a `matrix query` term declares; its gpus, workers and backend are the facts

@@ -16,6 +16,12 @@ from typing import Any
 # The fields of TrainingFacts, in the order reports show them.
 KEYS = ("strategy", "layers", "usage", "gpus", "workers", "backend", "scenario")
 LIST_KEYS = ("layers", "usage")
+# The option that declares each key (`check` and `smoke` already own --layers, --gpus and
+# --workers: what the smoke trains).
+OPTIONS: dict[str, str] = {
+    "strategy": "--strategy", "layers": "--model-layers", "usage": "--usage", "gpus": "--train-gpus",
+    "workers": "--train-workers", "backend": "--backend", "scenario": "--scenario",
+}
 
 
 @dataclass(frozen=True)
