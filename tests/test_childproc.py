@@ -315,7 +315,15 @@ def test_a_tool_that_hangs_is_killed_with_the_processes_it_started(tmp_path):
     assert wait_dead([int(pidfile.read_text())], 1.0) == []
 
 
-def test_held_sections_raise_a_stop_signal_at_their_end_not_in_their_middle():
+@pytest.fixture
+def sighup_default():
+    """SIGHUP at its default for the test, whatever the suite was started under (`nohup` ignores it)."""
+    before = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    yield
+    signal.signal(signal.SIGHUP, before)
+
+
+def test_held_sections_raise_a_stop_signal_at_their_end_not_in_their_middle(sighup_default):
     steps = []
     with interrupts.stop_signals_raise():
         with pytest.raises(interrupts.Interrupted) as caught, interrupts.held():
@@ -324,7 +332,31 @@ def test_held_sections_raise_a_stop_signal_at_their_end_not_in_their_middle():
             steps.append("finished the section")
         assert caught.value.signum == signal.SIGHUP and steps == ["finished the section"]
         assert interrupts.exit_code(caught.value) == 129 and interrupts.received() == signal.SIGHUP
-    assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL  # restored on the way out
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL  # what it was before, back on the way out
+
+
+@pytest.mark.parametrize("before", [signal.SIG_IGN, "handler"], ids=["ignored", "own-handler"])
+def test_stop_signals_keep_an_ignore_and_restore_exactly_what_was_there(before):
+    """An ignored stop signal stays ignored within (and is not raised); any other is handled within
+    and set back to exactly the handler found."""
+    def own_handler(signum, frame):
+        pass
+
+    found = own_handler if before == "handler" else before
+    saved = {sig: signal.signal(sig, found) for sig in interrupts.STOP_SIGNALS}
+    try:
+        with interrupts.stop_signals_raise():
+            for sig in interrupts.STOP_SIGNALS:
+                assert (signal.getsignal(sig) is signal.SIG_IGN) == (found is signal.SIG_IGN)
+            if found is signal.SIG_IGN:
+                os.kill(os.getpid(), signal.SIGHUP)
+                time.sleep(0.05)
+                assert interrupts.received() is None
+        for sig in interrupts.STOP_SIGNALS:
+            assert signal.getsignal(sig) is found
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
 
 
 def test_the_pause_between_two_looks_ends_when_the_child_exits():

@@ -23,10 +23,22 @@ PY = sys.executable
 CHILD_SCRIPTS = Path(__file__).resolve().parent.parent / "mgpu_doctor" / "child_scripts"
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def launched_with(ignored: tuple[int, ...] = ()):
+    """What a shell does before exec: each stop signal ignored (as `nohup` does SIGHUP, a background
+    job SIGINT) or at its default, whatever the test suite itself was started under."""
+    def before_exec() -> None:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN if sig in ignored else signal.SIG_DFL)
+    return before_exec
+
+
 class Run:
     """One doctor started as a user's shell would, with its temp files in its own directory."""
 
-    def __init__(self, tmp_path: Path, *args: str, **env: str) -> None:
+    def __init__(self, tmp_path: Path, *args: str, ignored: tuple[int, ...] = (), **env: str) -> None:
         self.mark = uuid.uuid4().hex
         self.tmp = tmp_path / "tmp"
         self.tmp.mkdir()
@@ -35,7 +47,8 @@ class Run:
         self.env.pop("TF_CONFIG", None)
         self.proc = subprocess.Popen([PY, "-m", "mgpu_doctor", *args], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     env=self.env, start_new_session=True)
+                                     env=self.env, start_new_session=True,
+                                     preexec_fn=launched_with(ignored))
         self.groups: set[int] = set()
 
     def children(self) -> list[tuple[int, int, str]]:
@@ -220,3 +233,36 @@ def test_a_python_that_never_answers_is_an_error_and_is_killed_with_its_children
     assert "did not answer within 1 s" in finding["title"]
     assert any(line.startswith("ran: ") and "sleeper" in line for line in finding["evidence"])
     assert run.leftovers(within_s=1.0) == []
+
+
+def ignored_signals(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as fh:
+        return int(next(line for line in fh if line.startswith("SigIgn:")).split()[1], 16)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/PID/status")
+@pytest.mark.parametrize("ignored", [True, False], ids=["ignored", "default"])
+@pytest.mark.parametrize("sig", STOP_SIGNALS, ids=lambda s: signal.Signals(s).name)
+def test_a_stop_signal_the_caller_ignored_stays_ignored_also_in_the_children(tmp_path, sig, ignored):
+    """`nohup mgpu-doctor ... &`: the hangup it asked to ignore neither stops the doctor nor its
+    children, which inherit the ignore; a signal at its default still stops both (128 + the signal)."""
+    mask = tmp_path / "sigign"
+    python = write(tmp_path / "slow-python", f"#!/bin/sh\ngrep SigIgn /proc/$$/status > {mask}.tmp\n"
+                   f"mv {mask}.tmp {mask}\nsleep 600\n")
+    run = Run(tmp_path, "check", "--quick", "--format", "json", "--python", python,
+              ignored=(sig,) if ignored else (), MGPU_DOCTOR_PYTHON_TIMEOUT="4")
+    run.wait_for(mask.exists, timeout_s=60)
+    child_ignores = int(mask.read_text().split()[1], 16) >> (sig - 1) & 1
+    assert ignored_signals(run.proc.pid) >> (sig - 1) & 1 == int(ignored)  # the doctor's own disposition
+    out, err = run.stop(sig)
+    if ignored:
+        assert child_ignores == 1  # the child inherited the ignore, not a reset to the default
+        assert run.proc.returncode == 1, err  # ran to its end: the interpreter that never answered
+        assert "interrupted" not in err
+        [check] = [c for c in json.loads(out)["checks"] if c["name"] == "interpreter"]
+        assert check["findings"][0]["code"] == "interpreter.no-answer"
+    else:
+        assert child_ignores == 0
+        assert run.proc.returncode == 128 + sig, err
+        assert f"interrupted by {signal.Signals(sig).name}" in err
+    assert run.leftovers() == []

@@ -10,6 +10,11 @@ finished results, print what finished) handle them all; the exit code is 128 + t
 :func:`held` marks a short section that must not be cut in the middle (starting a child and
 registering it for the kill ladder, the ladder itself): a stop signal that arrives inside is
 raised when the section ends.
+
+A stop signal the caller ignored stays ignored: ``nohup`` ignores SIGHUP, a background job of a
+non-interactive shell starts with SIGINT ignored. Only a signal whose disposition was not
+``SIG_IGN`` at start gets the handler, and the disposition found is put back on the way out;
+children started meanwhile inherit the ignore (``exec`` keeps ``SIG_IGN``, resets handlers).
 """
 
 from __future__ import annotations
@@ -56,18 +61,21 @@ def _in_main_thread() -> bool:
 
 @contextmanager
 def stop_signals_raise() -> Iterator[None]:
-    """Within: SIGINT, SIGTERM and SIGHUP raise :class:`Interrupted` (main thread only)."""
+    """Within: SIGINT, SIGTERM and SIGHUP raise :class:`Interrupted` (main thread only), each one
+    the caller did not ignore."""
     if not _in_main_thread():
         yield
         return
     previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    previous = {sig: handler for sig, handler in previous.items() if handler is not signal.SIG_IGN}
     _state.received = _state.pending = None
-    for sig in STOP_SIGNALS:
+    for sig in previous:
         signal.signal(sig, _on_stop_signal)
     try:
         yield
     finally:
         for sig, handler in previous.items():
+            # None: a handler not installed from Python; SIG_DFL is what Python itself would use.
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
