@@ -72,3 +72,44 @@ def test_wrong_field_type_names_the_field(tmp_path):
 
 def test_report_json_is_not_mistaken_for_a_snapshot(tmp_path):
     assert "not a snapshot" in _error(tmp_path, '{"kind": "something-else", "schema_version": 1}')
+
+
+def _at_limits(gpus: int, string_chars: int, where: str) -> str:
+    data = json.loads(path_of("healthy-8gpu-nvlink").read_text())
+    gpu = data["nvml"]["gpus"][0]
+    data["nvml"]["gpus"] = [{**gpu, "index": i, "uuid": f"GPU-{i:08x}-1111-2222-3333-444455556666"}
+                            for i in range(gpus)]
+    data["nvml"]["links"] = []
+    if where == "env":
+        data["env"]["LD_LIBRARY_PATH"] = "/opt/lib:" * (string_chars // 9) + "x" * (string_chars % 9)
+    else:
+        data["nvml"]["gpus"][3]["name"] = "A" * string_chars
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize("where, field", [("env", "snapshot.env.LD_LIBRARY_PATH"),
+                                          ("gpu", "snapshot.nvml.gpus[3].name")])
+def test_a_string_longer_than_any_fact_is_refused_naming_its_field(tmp_path, where, field):
+    """A 1 MiB GPU name or environment value is no machine's: refused, not read for minutes."""
+    message = _error(tmp_path, _at_limits(8, 64 * 1024 + 1, where))
+    assert f"field {field}: a string of 65537 characters" in message
+    (tmp_path / "ok.json").write_text(_at_limits(8, 64 * 1024, where))
+    load_snapshot(tmp_path / "ok.json")  # the limit itself is fine
+
+
+def test_more_gpus_than_any_machine_has_are_refused_naming_the_field(tmp_path):
+    message = _error(tmp_path, _at_limits(4097, 10, "gpu"))
+    assert "field snapshot.nvml.gpus: 4097 GPUs; no machine has more than 4096" in message
+    (tmp_path / "ok.json").write_text(_at_limits(4096, 10, "gpu"))
+    assert len(load_snapshot(tmp_path / "ok.json").nvml.gpus) == 4096
+
+
+def test_the_limits_are_exit_2_with_one_line_from_the_cli(tmp_path, capsys):
+    from mgpu_doctor.cli import main
+
+    path = tmp_path / "huge.json"
+    path.write_text(_at_limits(8, 2**20, "env"))
+    assert main(["check", "--from", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert "snapshot.env.LD_LIBRARY_PATH: a string of 1048576 characters" in err

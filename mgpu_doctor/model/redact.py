@@ -14,14 +14,17 @@ Redacting twice changes nothing: hashed values are recognisable and left alone.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import enum
+import functools
 import getpass
 import hashlib
 import os
 import re
 import socket
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -31,6 +34,10 @@ from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.process.masking import UUID_RE, is_allowed, mask_credentials, mask_env_value
 
 T = TypeVar("T")
+# Where a GPU identifier (a UUID, an old-style MIG id "MIG-GPU-<uuid>/1/0", a serial) can stand: each
+# such word is looked up once in a table, so the time does not grow with the number of GPUs.
+_ID_WORD = re.compile(r"[A-Za-z0-9_-]+(?:/[0-9]+)*")
+_HOME_DIR = re.compile(r"(/home/|/Users/)[^/\s:;,'\"]+")
 _HOST_HASH_RE = re.compile(r"^host-[0-9a-f]{10}$")
 _COMMON_USERS = frozenset({"root", "user", "admin", "ubuntu", "runner", "jovyan", "nobody"})
 
@@ -66,12 +73,18 @@ class Redactor:
 
     def __init__(self, identity: Identity, gpu_ids: list[str]) -> None:
         self.gpu_ids = sorted({g for g in gpu_ids if g}, key=len, reverse=True)
+        self._by_id: dict[str, str] = {}  # identifier -> its hash, filled on first use
+        self._uuids_upper = sorted(g.upper() for g in self.gpu_ids)  # for UUID prefixes, by bisection
         hosts = {h for h in identity.hostnames if h and not _HOST_HASH_RE.match(h)}
         hosts |= {h.split(".")[0] for h in hosts if len(h.split(".")[0]) >= 3}
         hosts -= {"localhost"}
         self.hosts = sorted(hosts, key=len, reverse=True)
         self.host_pattern = _word_pattern(self.hosts)
         self.home = identity.home if identity.home not in ("", "/") else ""
+        self.home_pattern = (re.compile(rf"{re.escape(self.home)}(?=/|$|[\s:;,'\"\\])")
+                             if self.home else None)
+        self._ids = frozenset(self.gpu_ids)
+        self._done: dict[str, str] = {}
         user = identity.user
         self.user_pattern = (_word_pattern([user]) if len(user) >= 3 and user not in _COMMON_USERS
                              else None)
@@ -86,20 +99,40 @@ class Redactor:
             return value
         kind, _, rest = value.partition("-")
         if kind.upper() in ("GPU", "MIG") and rest:
-            full = next((g for g in self.gpu_ids if g.upper().startswith(value.upper())), value)
-            return f"{kind.upper()}-redacted-{stable_hash(full.upper())[:12]}"
+            return f"{kind.upper()}-redacted-{stable_hash(self._full_id(value.upper()))[:12]}"
         return f"redacted-{stable_hash(value)[:12]}"
 
+    def _full_id(self, upper: str) -> str:
+        """The known identifier that ``upper`` (upper case) is a prefix of, else ``upper`` itself."""
+        at = bisect.bisect_left(self._uuids_upper, upper)
+        known = self._uuids_upper[at] if at < len(self._uuids_upper) else ""
+        return known if known.startswith(upper) else upper
+
+    def _known_id(self, match: re.Match[str]) -> str:
+        word = match.group(0)
+        for candidate in (word, word.split("/", 1)[0]):
+            if candidate in self._ids:
+                if candidate not in self._by_id:
+                    self._by_id[candidate] = self.gpu_id(candidate)
+                return self._by_id[candidate] + word[len(candidate):]
+        return word
+
     def text(self, text: str) -> str:
+        """``text`` redacted; the same string (a GPU model, a driver version) is redacted once."""
         if not text:
             return text
-        for gid in self.gpu_ids:
-            if gid in text:
-                text = text.replace(gid, self.gpu_id(gid))
+        done = self._done.get(text)
+        if done is None:
+            done = self._done[text] = self._redacted(text)
+        return done
+
+    def _redacted(self, text: str) -> str:
+        if self._ids:
+            text = _ID_WORD.sub(self._known_id, text)
         text = UUID_RE.sub(lambda m: self.gpu_id(m.group(0)), text)
-        if self.home:
-            text = re.sub(rf"{re.escape(self.home)}(?=/|$|[\s:;,'\"\\])", "~", text)
-        text = re.sub(r"(/home/|/Users/)[^/\s:;,'\"]+", r"\1<user>", text)
+        if self.home_pattern is not None:
+            text = self.home_pattern.sub("~", text)
+        text = _HOME_DIR.sub(r"\1<user>", text)
         if self.user_pattern is not None:
             text = self.user_pattern.sub("<user>", text)
         if self.host_pattern is not None:
@@ -111,28 +144,45 @@ class Redactor:
         return map_strings(value, self.text)
 
 
-def map_strings(value: T, change: Callable[[str], str]) -> T:
-    """Every string in a tree of dataclasses, lists and dicts changed (a new tree); the snapshot's
-    kind, tool version and creation time are left as they are."""
-    return typing.cast(T, _walk(value, change))
+def map_strings(value: T, change: Callable[[str], str],
+                keep: frozenset[str] = frozenset({"kind", "tool_version", "created"})) -> T:
+    """Every string in a tree of dataclasses, lists and dicts changed (a new tree); the fields named
+    in ``keep`` (by default the snapshot's kind, tool version and creation time) are left as they
+    are, and so are enum members (the program's own words)."""
+    return typing.cast(T, _walk(value, change, keep))
 
 
-def _walk(value: Any, change: Callable[[str], str]) -> Any:
+_SCALARS = frozenset({int, float, bool, type(None)})
+
+
+def _walk(value: Any, change: Callable[[str], str], keep: frozenset[str]) -> Any:
+    kind = type(value)  # the common cases first: a snapshot of thousands of GPUs is walked in seconds
+    if kind is str:
+        return change(value)
+    if kind in _SCALARS or isinstance(value, enum.Enum):
+        return value
     if isinstance(value, str):
         return change(value)
     if isinstance(value, Unavailable):
         return Unavailable(value.reason, change(value.detail), value.cause)
+    if kind is list:
+        return [_walk(v, change, keep) for v in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        changes = {f.name: _walk(getattr(value, f.name), change) for f in dataclasses.fields(value)
-                   if f.name not in ("kind", "tool_version", "created")}
-        return dataclasses.replace(value, **changes)
+        fields = _init_fields(typing.cast(Hashable, kind))
+        return kind(**{name: getattr(value, name) if name in keep
+                       else _walk(getattr(value, name), change, keep) for name in fields})
     if isinstance(value, list):
-        return [_walk(v, change) for v in value]
+        return [_walk(v, change, keep) for v in value]
     if isinstance(value, tuple):
-        return tuple(_walk(v, change) for v in value)
+        return tuple(_walk(v, change, keep) for v in value)
     if isinstance(value, dict):
-        return {_walk(k, change): _walk(v, change) for k, v in value.items()}
+        return {_walk(k, change, keep): _walk(v, change, keep) for k, v in value.items()}
     return value
+
+
+@functools.cache
+def _init_fields(cls: Hashable) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(typing.cast(type, cls)) if f.init)
 
 
 def _word_pattern(words: list[str]) -> re.Pattern[str] | None:
@@ -164,7 +214,7 @@ def mask_snapshot(snapshot: Snapshot) -> Snapshot:
     """Pure: credentials masked, nothing else changed (a snapshot written elsewhere, by another
     version or tool, even with ``--no-redact``: its environment values are masked by name too)."""
     env = {k: mask_env_value(k, v) for k, v in snapshot.env.items()}
-    return map_strings(dataclasses.replace(snapshot, env=env), mask_credentials)
+    return map_strings(dataclasses.replace(snapshot, env=env), functools.cache(mask_credentials))
 
 
 def redact_snapshot(snapshot: Snapshot, identity: Identity) -> Snapshot:

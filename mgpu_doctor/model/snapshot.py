@@ -21,7 +21,7 @@ from mgpu_doctor.model.markdown_json_block import (
 )
 from mgpu_doctor.model.serde import SchemaError, from_jsonable, to_jsonable
 from mgpu_doctor.model.unavailable import Unavailable
-from mgpu_doctor.process.inputs import InputError, parse_json, read_text
+from mgpu_doctor.process.inputs import MAX_GPUS, InputError, check_fact_sizes, parse_json, read_text
 
 SCHEMA_VERSION = 1
 KIND = "mgpu-doctor-snapshot"
@@ -292,10 +292,24 @@ def snapshot_from_data(data: object, source: str) -> Snapshot:
             f"{source}: snapshot schema_version {version!r} is not supported "
             f"(this mgpu-doctor reads {SCHEMA_VERSION})"
         )
+    _check_limits(data, source)
     try:
         return from_jsonable(Snapshot, data, "snapshot")
     except SchemaError as exc:
         raise SnapshotLoadError(f"{source}: field {exc.path}: {exc.message}") from None
+
+
+def _check_limits(data: dict[str, Any], source: str) -> None:
+    """What no real machine has is refused before anything reads it (see process/inputs.py)."""
+    nvml = data.get("nvml")
+    gpus = nvml.get("gpus") if isinstance(nvml, dict) else None
+    if isinstance(gpus, list) and len(gpus) > MAX_GPUS:
+        raise SnapshotLoadError(f"{source}: field snapshot.nvml.gpus: {len(gpus)} GPUs; no machine has "
+                                f"more than {MAX_GPUS} (edited or corrupted?)")
+    try:
+        check_fact_sizes(data, "snapshot")
+    except InputError as exc:
+        raise SnapshotLoadError(f"{source}: field {exc}") from None
 
 
 @dataclass(frozen=True)

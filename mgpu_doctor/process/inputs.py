@@ -9,7 +9,10 @@ through :func:`read_text`, every outside JSON document (those files, ``TF_CONFIG
 - text that is not UTF-8: UTF-16/32 (a Windows editor's "Unicode"), binary files, other encodings;
 - JSON nested deeper than :data:`MAX_JSON_DEPTH` (Python's parser would exhaust its stack);
 - integers longer than :data:`MAX_INT_DIGITS` digits (no fact needs them; Python refuses to
-  convert more than 4300 digits with advice meant for programmers).
+  convert more than 4300 digits with advice meant for programmers);
+- in a snapshot (:func:`check_fact_sizes`): a string longer than :data:`MAX_FACT_CHARS` characters
+  or more than :data:`MAX_GPUS` GPUs, which no real machine has (and which would only make every
+  step after the loader slow).
 
 Strings holding half of a UTF-16 surrogate pair (``"\\udcff"``, how ``json.dumps`` writes a file
 name that is not UTF-8) are not Unicode and cannot be printed: they are read as U+FFFD.
@@ -32,6 +35,8 @@ from typing import Any, NoReturn
 MAX_INPUT_BYTES = 64 * 2**20
 MAX_JSON_DEPTH = 200
 MAX_INT_DIGITS = 64
+MAX_FACT_CHARS = 64 * 2**10  # the longest string a snapshot's fact may hold (LD_LIBRARY_PATH: a few KiB)
+MAX_GPUS = 4096  # NVML counts the GPUs of one machine: 8 or 16 in practice
 FIFO_WAIT_S = 30.0  # how long a named pipe may stay without a writer
 
 _BOMS = (
@@ -175,6 +180,24 @@ def _without_surrogates(data: Any) -> Any:
     if isinstance(data, list):
         return [_without_surrogates(v) for v in data]
     return data
+
+
+def check_fact_sizes(data: Any, path: str) -> None:
+    """Refuse a string (value or key) longer than :data:`MAX_FACT_CHARS` anywhere in ``data``, with
+    :class:`InputError` naming its field (``snapshot.env.LD_LIBRARY_PATH``). Depth is bounded by
+    :func:`parse_json`, so the recursion is safe."""
+    if isinstance(data, str):
+        if len(data) > MAX_FACT_CHARS:
+            raise InputError(f"{path}: a string of {len(data)} characters; no fact of a real machine "
+                             f"has more than {MAX_FACT_CHARS} (edited or corrupted?)")
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            name = f"{path}.{shorten(key, 40) if len(str(key)) > MAX_FACT_CHARS else key}"
+            check_fact_sizes(key, name)
+            check_fact_sizes(value, name)
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            check_fact_sizes(value, f"{path}[{i}]")
 
 
 def shorten(value: object, limit: int = 60) -> str:

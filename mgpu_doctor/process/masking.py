@@ -11,13 +11,25 @@ import re
 MASK = "***"
 _HEX = "0-9a-fA-F"
 UUID_RE = re.compile(rf"\b(GPU|MIG)-[{_HEX}]{{8}}[{_HEX}-]*")
-_URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]+@")
+# Every pattern runs in time linear in the text, whatever the text (a snapshot from a stranger, a
+# 1 MiB environment value): no pattern may try a long run again from each position inside it.
+# The scheme of a URL is looked for behind each "://" only, a bounded look back.
+_URL_USERINFO = re.compile(r"(?<=[A-Za-z0-9+.-])://[^/\s@]+@")
+_SCHEME_TAIL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*\Z")
+_SCHEME_LOOK_BACK = 32
 # user:password@host without a URL scheme: a TF_CONFIG address, an scp-style XLA_FLAGS path,
 # user@corp:password@host. The password runs to the last '@' before the host; host:port, e-mail
 # addresses (no ':' before the '@') and image digests (name:tag@sha256:...) are left alone.
-_BARE_USERINFO = re.compile(
-    r"(?<![\w.%+~-])[\w.%+~-]+(?:@[\w.%+~-]+)*:[^\s/\"'\\<>,;`|]+@(?=[\w\[])(?!sha\d+:)"
-)
+# Found by a scan of each run of characters a password may hold: the user part starts where no
+# user part goes on (one start per user@corp chain), the password ends at the run's last '@'
+# before a host.
+_USERINFO_RUN = re.compile(r"[^\s/\"'\\<>,;`|]+")
+_USER_THEN_COLON = re.compile(r"(?<![\w.%+~-])(?<![\w.%+~-]@)[\w.%+~-]+(?:@[\w.%+~-]+)*:")
+_HOST_AT = re.compile(r"@(?=[\w\[])(?!sha\d+:)")
+# A PEM block (a private key, a certificate) from BEGIN to END, whatever lies between (line breaks,
+# escaped "\\n", a short last line); a block without its END is masked to the end of the text.
+_PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{1,64}-----")
+_PEM_END = re.compile(r"-----END [A-Z0-9 ]{1,64}-----")
 _SECRET_NAME = re.compile(
     r"TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|(^|_)(API_?)?KEYS?(_|$)",
     re.IGNORECASE,
@@ -28,13 +40,28 @@ _KEY_VALUE = re.compile(
 )
 _TOKEN_PATTERNS = re.compile(
     r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{20,}"
-    r"|hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|AKIA[0-9A-Z]{16}|xox[abprs]-[A-Za-z0-9-]{10,}"
-    r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)"
+    r"|hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|AKIA[0-9A-Z]{16}|xox[abprs]-[A-Za-z0-9-]{10,})"
 )
+# A JSON Web Token (eyJ<header>.<payload>.<signature>): found in runs of dotted words, so a long
+# run of "eyJ-eyJ-..." is read once, not once per "eyJ".
+_DOTTED_WORDS = re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]*)+")
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}")
 # A long mixed-case alphanumeric run with digits: how generated secrets look, unlike paths,
 # versions, flags or (lower-case hex) UUIDs and hashes.
 _HIGH_ENTROPY = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/=_-]{32,}(?![A-Za-z0-9+/=_-])")
+
+# What every pattern above needs somewhere in the text: most strings (a GPU name, a PCI bus id, a
+# version) have none of it and are returned after one search.
+_TRIGGERS = ("pass", "pwd", "token", "secret", "key", "auth", "bearer", "basic", "ghp_", "gho_", "ghu_",
+             "ghs_", "ghr_", "github_pat_", "glpat-", "hf_", "sk-", "akia", "xox", "eyj")
+
+
+def _maybe_secret(text: str) -> bool:
+    if "@" in text or "-----BEGIN " in text:
+        return True
+    lower = text.lower()
+    return any(word in lower for word in _TRIGGERS)
+
 
 ALLOWED_NAMES = frozenset({
     "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_HOME", "CUDA_PATH", "CUDA_ROOT",
@@ -54,13 +81,67 @@ def is_allowed(name: str) -> bool:
 
 
 def mask_credentials(text: str) -> str:
-    """Credential-looking parts of a string masked: user:password@ (with or without a URL scheme),
-    known token formats, bearer/basic credentials, key=value."""
-    text = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{MASK}@", text)
-    text = _BARE_USERINFO.sub(f"{MASK}@", text)
+    """Credential-looking parts of a string masked: PEM blocks, user:password@ (with or without a
+    URL scheme), known token formats, bearer/basic credentials, key=value. Linear in the text."""
+    if not _maybe_secret(text):
+        return text
+    text = _mask_pem_blocks(text)
+    text = _mask_url_userinfo(text)
+    text = _USERINFO_RUN.sub(_mask_bare_userinfo, text)
     text = _TOKEN_PATTERNS.sub(MASK, text)
+    text = _DOTTED_WORDS.sub(_mask_jwts, text)
     text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
     return _KEY_VALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
+
+
+def _mask_pem_blocks(text: str) -> str:
+    if "-----BEGIN " not in text:
+        return text
+    parts, pos = [], 0
+    while (begin := _PEM_BEGIN.search(text, pos)) is not None:
+        end = _PEM_END.search(text, begin.end())
+        parts += [text[pos:begin.start()], begin.group(0), MASK, end.group(0) if end else ""]
+        pos = end.end() if end else len(text)
+    return "".join(parts) + text[pos:]
+
+
+def _mask_url_userinfo(text: str) -> str:
+    def one(match: re.Match[str]) -> str:
+        before = text[max(0, match.start() - _SCHEME_LOOK_BACK):match.start()]
+        return f"://{MASK}@" if _SCHEME_TAIL.search(before) else match.group(0)
+    return _URL_USERINFO.sub(one, text)
+
+
+def _mask_bare_userinfo(run: re.Match[str]) -> str:
+    text = run.group(0)
+    if ":" not in text or "@" not in text:
+        return text
+    last_at = -1
+    for last_at_match in _HOST_AT.finditer(text):
+        last_at = last_at_match.start()
+    user = _USER_THEN_COLON.search(text)
+    # The password is at least one character; a later user part ends later still.
+    if user is None or last_at < user.end() + 1:
+        return text
+    return f"{text[:user.start()]}{MASK}@{text[last_at + 1:]}"
+
+
+def _mask_jwts(run: re.Match[str]) -> str:
+    words = run.group(0).split(".")
+    if not any("eyJ" in w for w in words):
+        return run.group(0)
+    out, i = [], 0
+    while i < len(words):
+        word = words[i]
+        start = 0 if word.startswith("eyJ") else word.find("-eyJ") + 1 or -1
+        if (start >= 0 and len(word) - start >= 11 and i + 2 < len(words)
+                and len(words[i + 1]) >= 8):
+            out.append(word[:start] + MASK)
+            i += 3
+        else:
+            out.append(word)
+            i += 1
+    return ".".join(out)
 
 
 def mask_env_value(name: str, value: str) -> str:
