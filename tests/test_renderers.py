@@ -212,3 +212,84 @@ def test_the_html_report_has_a_block_per_group():
     assert "<summary>2 apply if you train with a custom loop: --usage custom_training_loop</summary>" in html
     assert "<summary>1 cannot be told without the numpy version (&gt;=2)</summary>" in html
     assert "<h2>Training</h2>" in html and "model: trainer.models:build" in html
+
+
+HOSTILE = {"screen": "\x1b[2J", "title": "\x1b]0;owned\x07", "csi": "\x9b31m", "cr": "fake\rline",
+           "bidi": "\u202eevil", "html": "<img src=x onerror=alert(1)>", "script": "<script>x</script>",
+           "fence": "```\n<b>out of the fence</b>"}
+
+
+def hostile_report():
+    """A stranger's snapshot whose values carry escape sequences and HTML: a GPU name, the
+    TensorFlow version, an environment variable, a path."""
+    import dataclasses
+
+    from tests.scenarios import with_env
+
+    snap = SCENARIOS["mixed-models"]()
+    bad = "".join(HOSTILE.values())
+    gpus = [dataclasses.replace(g, name=f"A100 {bad}") for g in snap.nvml.gpus]
+    snap = dataclasses.replace(snap, nvml=dataclasses.replace(snap.nvml, gpus=gpus),
+                               tensorflow=dataclasses.replace(snap.tensorflow, version=f"2.21.0{bad}"),
+                               python=dataclasses.replace(snap.python, executable=f"/opt/{bad}/python"))
+    return report_for(with_env(snap, TF_NOTE=bad, CUDA_VISIBLE_DEVICES=f"0,{bad}"), "hostile")
+
+
+@pytest.mark.parametrize("options", [RenderOptions(unicode=True, verbose=True),
+                                     RenderOptions(unicode=False, verbose=True)], ids=["unicode", "ascii"])
+def test_human_output_shows_control_characters_escaped_never_raw(options):
+    text = OutputFormat.HUMAN.renderer()(hostile_report(), options)
+    raw = [c for c in text if (ord(c) < 0x20 and c not in "\n\t") or 0x7f <= ord(c) <= 0x9f
+           or c in "\u202e"]
+    assert raw == []
+    assert "\\x1b[2J" in text and "\\x1b]0;owned\\x07" in text and "\\x9b31m" in text
+    assert "fake\\x0dline" in text
+    if options.unicode:
+        assert "\\u202eevil" in text
+
+
+def outside_code(markdown: str) -> str:
+    """What a Markdown renderer reads as text and HTML: fenced blocks (closed by a fence at least as
+    long as the opening one) and inline code spans left out."""
+    import re
+
+    kept, fence = [], ""
+    for line in markdown.splitlines():
+        opening = re.match(r"^(`{3,})", line)
+        if fence:
+            if opening and line.strip() == "`" * len(line.strip()) and len(line.strip()) >= len(fence):
+                fence = ""
+        elif opening:
+            fence = opening.group(1)
+        else:
+            kept.append(re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", line))
+    return "\n".join(kept)
+
+
+def test_markdown_outputs_show_html_from_values_escaped():
+    from mgpu_doctor.renderers import bug_report
+
+    report = hostile_report()
+    for text in (OutputFormat.MARKDOWN.renderer()(report, RenderOptions(verbose=True)),
+                 bug_report.render(report, RenderOptions(verbose=True))):
+        shown = outside_code(text)
+        assert "<img" not in shown and "<script>" not in shown and "<b>" not in shown
+        assert "&lt;img src=x onerror=alert(1)>" in shown
+
+
+def test_the_support_report_keeps_html_of_values_inside_code_only():
+    """Where a value is shown as code (an environment variable's value) it is inert, and its fence or
+    backticks cannot be closed by the value."""
+    from mgpu_doctor.renderers import bug_report
+
+    text = bug_report.render(hostile_report(), RenderOptions())
+    env_line = next(line for line in text.splitlines() if line.startswith("| `TF_NOTE`"))
+    assert env_line.count("````") == 2  # longer than the value's own run of three backticks
+
+
+def test_html_report_escapes_values():
+    from mgpu_doctor.renderers import html_report
+
+    text = html_report.render(hostile_report(), RenderOptions(verbose=True))
+    assert "<img src=x" not in text and "<script>x" not in text and "<b>out" not in text
+    assert "&lt;img src=x onerror=alert(1)&gt;" in text

@@ -21,9 +21,12 @@ from mgpu_doctor.renderers.common import (
 )
 from mgpu_doctor.renderers.markdown import (
     STATUS_WORDS,
+    cell,
     check_details,
+    code,
     conditional_markdown,
     finding_lines,
+    text,
     training_markdown,
 )
 from mgpu_doctor.renderers.mermaid import pictures_markdown
@@ -42,28 +45,30 @@ def render(report: Report, options: RenderOptions, *, redacted: bool = True) -> 
     snap = report.snapshot
     if snap is None:  # a `matrix query` or a `fleet` report describes no single machine
         raise ValueError(f"a support report needs one machine's facts, not a {report.command} report")
-    out += [f"mgpu-doctor {report.tool_version}, facts gathered {snap.created} from {report.source}"
+    out += [f"mgpu-doctor {text(report.tool_version)}, facts gathered {text(snap.created)} from "
+            f"{text(report.source)}"
             + (f", level {report.level}" if report.level else "")
             + (" (quick: TensorFlow not imported)" if report.quick else "")
             + ("; hostname, user, home directory and GPU UUIDs redacted" if redacted
-               else "; NOT redacted"), "", f"**{summary_line(report)}**", ""]
+               else "; NOT redacted"), "", f"**{text(summary_line(report))}**", ""]
     out += training_markdown(report)
     out += _findings(report, options)
     out += smoke_section(report)
     out += pictures_markdown(report.smoke_runs, "###")
     out += _known_issues(report)
     out += _environment(report)
-    out += ["## Checks", "", _table([[f"`{c.name}`", c.title, STATUS_WORDS[c.status],
-                                       c.skip_reason or check_details(c)]
-                                      for c in report.checks], ["Check", "What", "Status", "Details"]), ""]
+    out += ["## Checks", "", table([[code(c.name), cell(c.title), STATUS_WORDS[c.status],
+                                      cell(c.skip_reason or check_details(c))]
+                                     for c in report.checks], ["Check", "What", "Status", "Details"],
+                                    "github"), ""]
     data = to_jsonable(report)
     out += json_block(data)
-    text = "\n".join(out) + "\n"
-    if len(text) > GITHUB_BODY_LIMIT:
-        note = (f"> This report is {len(text)} characters, more than a GitHub issue body takes "
+    body = "\n".join(out) + "\n"
+    if len(body) > GITHUB_BODY_LIMIT:
+        note = (f"> This report is {len(body)} characters, more than a GitHub issue body takes "
                 f"({GITHUB_BODY_LIMIT}): attach the file instead of pasting it.")
-        text = text.replace("\n\n", f"\n\n{note}\n\n", 1)
-    return text
+        body = body.replace("\n\n", f"\n\n{note}\n\n", 1)
+    return body
 
 
 def smoke_section(report: Report) -> list[str]:
@@ -104,7 +109,7 @@ def _known_issues(report: Report) -> list[str]:
     if outcome is None:
         return out + ["_The known-issues check did not run._", ""]
     if outcome.skip_reason:
-        return out + [f"_Not checked: {outcome.skip_reason}_", ""]
+        return out + [f"_Not checked: {text(outcome.skip_reason)}_", ""]
     matched = [f for f in outcome.findings if f.severity > Severity.OK and f.condition is None]
     conditional = conditional_markdown(outcome.findings, verbose=False, heading="###")
     if not matched and not conditional:
@@ -127,25 +132,26 @@ def _environment(report: Report) -> list[str]:
     py = snap.python
     out += ["### Python", ""]
     out += [_table([["Executable", py.executable], ["Version", f"{py.implementation} {py.version}"],
-                    ["Prefix", py.prefix]], ["", ""]) if not isinstance(py, Unavailable) else f"_{py}_", ""]
+                    ["Prefix", py.prefix]], ["", ""])
+            if not isinstance(py, Unavailable) else f"_{text(str(py))}_", ""]
     pkgs = snap.packages
     out += ["### Packages", ""]
     out += [_table(sorted([k, v] for k, v in pkgs.versions.items()), ["Package", "Version"])
-            if not isinstance(pkgs, Unavailable) else f"_{pkgs}_", ""]
+            if not isinstance(pkgs, Unavailable) else f"_{text(str(pkgs))}_", ""]
     nvml = snap.nvml
     out += ["### NVIDIA driver and GPUs", ""]
     if isinstance(nvml, Unavailable):
-        out += [f"_NVML {nvml}_", ""]
+        out += [f"_NVML {text(str(nvml))}_", ""]
     else:
-        out += [f"Driver {nvml.driver_version}, CUDA driver API {_v(nvml.cuda_driver_version)}, "
-                f"NVML {_v(nvml.nvml_version)}", ""]
+        out += [text(f"Driver {nvml.driver_version}, CUDA driver API {_v(nvml.cuda_driver_version)}, "
+                     f"NVML {_v(nvml.nvml_version)}"), ""]
         rows = device_table_rows(report)
         if rows:
             out += [_table([[r[k] for k in DEVICE_HEADERS] for r in rows], list(DEVICE_HEADERS.values())), ""]
     tf = snap.tensorflow
     out += ["### TensorFlow", ""]
     if isinstance(tf, Unavailable):
-        out += [f"_TensorFlow {tf}_", ""]
+        out += [f"_TensorFlow {text(str(tf))}_", ""]
     else:
         out += [_table([
             ["Version", tf.version], ["Keras", f"{_v(tf.keras_module)} {_v(tf.keras_version)}"],
@@ -155,8 +161,8 @@ def _environment(report: Report) -> list[str]:
             ["Import time", f"{tf.import_seconds:.1f} s"],
         ], ["", ""]), ""]
     out += ["### Environment variables (allow-listed)", ""]
-    out += [_table([[f"`{k}`", f"`{v}`"] for k, v in sorted(snap.env.items())], ["Variable", "Value"])
-            if snap.env else "_none set_", ""]
+    out += [table([[_code_cell(k), _code_cell(v)] for k, v in sorted(snap.env.items())],
+                  ["Variable", "Value"], "github") if snap.env else "_none set_", ""]
     return out
 
 
@@ -165,8 +171,13 @@ def _table(rows: list[list[str]], headers: list[str]) -> str:
     return table(cells, headers, "github")
 
 
-def _cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+def _cell(value: Any) -> str:
+    return cell(str(value))
+
+
+def _code_cell(value: str) -> str:
+    # HTML is inert in inline code; a bar still ends the cell, a line break the row.
+    return code(value.replace("\n", " ")).replace("|", "\\|")
 
 
 def _v(value: Any) -> str:

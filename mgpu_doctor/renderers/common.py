@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
+import re
+
 from mgpu_doctor.model.device_row import DeviceRow
 from mgpu_doctor.model.findings import MOSTLY_SKIPPED_CHECK, CheckStatus, ConditionGroup, Finding, Severity
 from mgpu_doctor.model.report import Report
 from mgpu_doctor.model.training import TrainingProfile, shown
 from mgpu_doctor.model.unavailable import Unavailable
+
+# What must not reach a terminal as it is: C0 controls but tab and line feed (ESC starts the escape
+# sequences that clear the screen or set the title; CR rewrites a line), DEL, the C1 controls (CSI
+# \x9b starts a sequence on some terminals) and the bidirectional overrides (text shown reversed).
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character and escape-sequence introducer written out (``\\x1b``,
+    ``\\u202e``): a value from a snapshot (a GPU name, a version, an environment variable) is shown,
+    never obeyed by the terminal. Linear in the text."""
+    return text.translate(_ESCAPES) if _UNPRINTABLE.search(text) else text
+
+
+_ESCAPES = {code: (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+            for code in [*range(0x00, 0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0), 0x200e, 0x200f,
+                         *range(0x202a, 0x202f), *range(0x2066, 0x206a)]}
+
 
 DEVICE_HEADERS = {
     "nvml": "NVML", "cuda": "CUDA", "tensorflow": "TensorFlow", "name": "GPU",

@@ -4,9 +4,10 @@ fix indented below."""
 from __future__ import annotations
 
 import textwrap
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Section, Severity, condition_groups
+from mgpu_doctor.model.redact import map_strings
 from mgpu_doctor.model.report import Report
 from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.renderers import RenderOptions
@@ -20,6 +21,7 @@ from mgpu_doctor.renderers.common import (
     fleet_difference_rows,
     fleet_heading,
     group_line,
+    printable,
     summary_line,
     training_line,
 )
@@ -42,9 +44,11 @@ COLORS = {
     CheckStatus.FAILED: "31", CheckStatus.SKIPPED: "2", CheckStatus.CRASHED: "35",
 }
 WIDTH = 100
+T = TypeVar("T")
 
 
 def render(report: Report, options: RenderOptions) -> str:
+    report = _printable(report)  # the one place: every value drawn below is terminal-safe
     out = [_header(report)]
     if report.training is not None and (options.verbose or not report.training.empty):
         out += _wrap(training_line(report.training), 0, hanging=4)
@@ -82,6 +86,7 @@ def render(report: Report, options: RenderOptions) -> str:
 
 def libraries_lines(view: LibrariesView, source: str) -> list[str]:
     """The `libs` table: built for, in use, found how, driver support; then every copy found."""
+    view, source = _printable(view), printable(source)
     out = [f"CUDA libraries on {source}"]
     out.append(f"TensorFlow built for: CUDA {view.built_cuda}, cuDNN {view.built_cudnn} ({view.built_source})"
                if view.built_cuda else f"TensorFlow built for: unknown ({view.built_unknown})")
@@ -125,6 +130,11 @@ ASCII_FALLBACKS = str.maketrans({"…": "...", "×": "x", "°": "deg", "→": "-
 def to_ascii(text: str) -> str:
     """Plain output off a terminal: known symbols spelled out, anything else as '?'."""
     return text.translate(ASCII_FALLBACKS).encode("ascii", "replace").decode("ascii")
+
+
+def _printable(value: T) -> T:
+    """Every string of a report (or view) with its control characters written out (see printable)."""
+    return map_strings(value, printable, keep=frozenset())
 
 
 def _sections(checks: list[CheckOutcome], options: RenderOptions) -> list[str]:

@@ -1,6 +1,15 @@
-"""The Markdown report: ready to paste into an issue or a CI summary."""
+"""The Markdown report: ready to paste into an issue or a CI summary.
+
+Every value drawn from the report goes through one of four helpers: :func:`text` (HTML escaped,
+for headings, paragraphs and list items), :func:`cell` (also for a table cell), :func:`code` or
+:func:`fence` (code no value can close). Raw HTML in a value (a GPU name, an environment variable
+of a stranger's snapshot) is shown, never rendered; control characters are written out as in
+the terminal (a report is read with ``cat`` too).
+"""
 
 from __future__ import annotations
+
+import re
 
 from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Severity, condition_groups
 from mgpu_doctor.model.report import Report
@@ -13,6 +22,7 @@ from mgpu_doctor.renderers.common import (
     fleet_difference_rows,
     fleet_heading,
     group_line,
+    printable,
     summary_line,
     training_parts,
 )
@@ -27,9 +37,9 @@ STATUS_WORDS = {
 
 def render(report: Report, options: RenderOptions) -> str:
     level = f" (level {report.level})" if report.level else ""
-    out = [f"# mgpu-doctor {report.tool_version}: {report.source}{level}", "",
-           f"**{summary_line(report)}**", ""]
-    rows = [[c.title, f"`{c.name}`", STATUS_WORDS[c.status],
+    out = [f"# mgpu-doctor {text(report.tool_version)}: {text(report.source)}{text(level)}", "",
+           f"**{text(summary_line(report))}**", ""]
+    rows = [[_cell(c.title), code(c.name), STATUS_WORDS[c.status],
              _cell(c.skip_reason or check_details(c))]
             for c in report.checks]
     out += [table(rows, ["Check", "Name", "Status", "Details"], "github"), ""]
@@ -43,14 +53,14 @@ def render(report: Report, options: RenderOptions) -> str:
     out += conditional_markdown(report.findings, options.verbose)
     out += pictures_markdown(report.smoke_runs)
     if report.fleet is not None:
-        out += ["## Differences between nodes", "", fleet_heading(report), ""]
+        out += ["## Differences between nodes", "", text(fleet_heading(report)), ""]
         differences = fleet_difference_rows(report)
         if differences:
             out += [table([[_cell(c) for c in r] for r in differences], FLEET_HEADERS,
                            "github"), ""]
     devices = device_table_rows(report)
     if devices:
-        out += ["## GPUs", "", table([[r[k] for k in DEVICE_HEADERS] for r in devices],
+        out += ["## GPUs", "", table([[_cell(r[k]) for k in DEVICE_HEADERS] for r in devices],
                                    list(DEVICE_HEADERS.values()), "github"), ""]
     return "\n".join(out).rstrip() + "\n"
 
@@ -64,20 +74,46 @@ def check_details(c: CheckOutcome) -> str:
     return "; ".join(titles)
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+def text(value: str) -> str:
+    """A value for Markdown text: HTML (``<img onerror=…>``, ``<script>``, entities) shown as written.
+    ``<`` and ``&`` are all HTML needs to start a tag or an entity; ``>=2`` stays readable."""
+    return printable(value).replace("&", "&amp;").replace("<", "&lt;")
+
+
+def cell(value: str) -> str:
+    """A value for a table cell: as :func:`text`, with its bars escaped and on one line."""
+    return text(value).replace("|", "\\|").replace("\n", " ")
+
+
+_cell = cell
+
+
+def code(value: str) -> str:
+    """A value as inline code, delimited by more backticks than it holds (HTML is inert there)."""
+    value = printable(value)
+    longest = max((len(run) for run in re.findall("`+", value)), default=0)
+    ticks = "`" * (longest + 1)
+    return f"{ticks} {value} {ticks}" if longest else f"`{value}`"
+
+
+def fence(lines: list[str], info: str = "text") -> list[str]:
+    """Lines as a fenced code block whose fence is longer than any run of backticks inside."""
+    lines = [printable(line) for line in lines]
+    longest = max((len(run) for line in lines for run in re.findall("`+", line)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return [f"{ticks}{info}", *lines, ticks]
 
 
 def finding_lines(f: Finding) -> list[str]:
     """One finding as Markdown: heading, code, acknowledgement, evidence, fix, links."""
-    out = [f"### {f.severity.value}: {f.title}", "", f"Code: `{f.code}`", ""]
+    out = [f"### {f.severity.value}: {text(f.title)}", "", f"Code: {code(f.code)}", ""]
     if f.acknowledgement is not None:
-        out += [f"**{acknowledgement_line(f)}**", ""]
+        out += [f"**{text(acknowledgement_line(f))}**", ""]
     if f.evidence:
-        out += ["```text", *f.evidence, "```", ""]
+        out += [*fence(f.evidence), ""]
     if f.fix:
-        out += [f"**Fix:** {f.fix}", ""]
-    out += [f"See: {link}" for link in f.links] + ([""] if f.links else [])
+        out += [f"**Fix:** {text(f.fix)}", ""]
+    out += [f"See: {text(link)}" for link in f.links] + ([""] if f.links else [])
     return out
 
 
@@ -93,7 +129,7 @@ def training_markdown(report: Report, heading: str = "##") -> list[str]:
     else:
         out += ["_Nothing declared or observed: declare how you train in `pyproject.toml` "
                 "`[tool.mgpu-doctor.training]` or with `--strategy`, `--usage`, ..._", ""]
-    return out + [f"Unknown: {', '.join(unknown) or 'nothing'}", ""]
+    return out + [f"Unknown: {text(', '.join(unknown) or 'nothing')}", ""]
 
 
 def conditional_markdown(findings: list[Finding], verbose: bool, heading: str = "##") -> list[str]:
@@ -107,7 +143,7 @@ def conditional_markdown(findings: list[Finding], verbose: bool, heading: str = 
            "is ruled out.", ""]
     for g in groups:
         out.append(f"- **{_cell(group_line(g))}**")
-        out += [f"  - {_cell(f.title)} (`{f.code}`)" for f in g.findings]
+        out += [f"  - {_cell(f.title)} ({code(f.code)})" for f in g.findings]
     out.append("")
     if verbose:
         for g in groups:
