@@ -8,6 +8,7 @@ import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,7 @@ from mgpu_doctor.fleet.checks import FLEET_CHECKS, fleet_report
 from mgpu_doctor.fleet.compare import Fact, build_fleet
 from mgpu_doctor.fleet.facts import COMPARED_FACTS
 from mgpu_doctor.model.findings import Severity
+from mgpu_doctor.model.redact import host_hash
 from mgpu_doctor.model.snapshot import Snapshot, load_snapshot
 from mgpu_doctor.model.unavailable import failed
 from mgpu_doctor.renderers import OutputFormat, RenderOptions
@@ -355,9 +357,10 @@ def test_cli_json_and_junit(capsys, tmp_path):
     data = json.loads(out)
     assert code == 1 and data["command"] == "fleet" and data["snapshot"] is None
     assert data["summary"]["worst"] == "error"
-    assert [n["name"] for n in data["fleet"]["nodes"]] == ["n1", "n2"]
+    n1, n2 = host_hash("n1"), host_hash("n2")  # redacted as `check --from` does
+    assert [n["name"] for n in data["fleet"]["nodes"]] == [n1, n2]
     diff = {d["key"]: d for d in data["differences"]}
-    assert diff["tensorflow.version"]["values"] == {"n1": "2.21.0", "n2": "2.20.0"}
+    assert diff["tensorflow.version"]["values"] == {n1: "2.21.0", n2: "2.20.0"}
     suite = ET.parse(junit).getroot()
     failure = suite.find("testcase[@name='fleet-tensorflow']/failure")
     assert failure is not None and failure.get("type") == "fleet.tensorflow-differs"
@@ -390,3 +393,23 @@ def test_real_process(tmp_path):
     assert done.returncode == 1, done.stderr
     assert "[x] Same NCCL / TensorFlow settings and TF_CONFIG cluster" in done.stdout
     assert done.stderr == ""
+
+
+def test_fleet_redacts_every_snapshot_as_check_from_does(capsys, tmp_path):
+    """Host names, user names and home paths of the nodes: hashed and replaced as `check --from`
+    does with the same file (the same hash), unless --no-redact."""
+    lib = env(LD_LIBRARY_PATH="/home/alice/cuda/lib64:/usr/lib", KERAS_HOME="/home/alice/.keras")
+    files = []
+    for i, name in enumerate(("gpu-node-71", "gpu-node-72")):
+        files.append(str(tmp_path / f"node{i}.json"))
+        Path(files[-1]).write_text(node(name, lib(HEALTHY)).to_json())
+    outputs = {}
+    for fmt in ("human", "json", "markdown", "html", "junit"):
+        code, out, _ = run(capsys, "fleet", "--format", fmt, "-v", *files)
+        outputs[fmt] = out
+    _, checked, _ = run(capsys, "check", "--from", files[0], "--format", "json")
+    for fmt, out in outputs.items():
+        assert "gpu-node-7" not in out and "alice" not in out, fmt
+    assert host_hash("gpu-node-71") in outputs["json"] and host_hash("gpu-node-71") in checked
+    _, kept, _ = run(capsys, "fleet", "--format", "json", "--no-redact", *files)
+    assert "gpu-node-71" in kept

@@ -9,11 +9,11 @@ from typing import Any
 from mgpu_doctor import __version__
 from mgpu_doctor.cli.common import emit
 from mgpu_doctor.cli.errors import UsageError
-from mgpu_doctor.cli.options import add_output_options, output_options
+from mgpu_doctor.cli.options import add_output_options, add_redact_option, output_options
 from mgpu_doctor.fleet.checks import fleet_report
 from mgpu_doctor.fleet.compare import build_fleet
 from mgpu_doctor.fleet.facts import COMPARED_FACTS
-from mgpu_doctor.model.redact import mask_snapshot
+from mgpu_doctor.model.redact import Identity, mask_snapshot, redact_snapshot
 from mgpu_doctor.model.snapshot import Snapshot, SnapshotLoadError, load_snapshot
 
 
@@ -26,24 +26,28 @@ def add_parser(sub: Any) -> None:
     p.add_argument("snapshots", nargs="+", metavar="SNAPSHOT",
                    help="snapshot files, one per node (at least 2)")
     add_output_options(p)
+    add_redact_option(p)
     p.set_defaults(run=run)
 
 
-def load_all(paths: list[str]) -> list[tuple[str, Snapshot]]:
-    """Each node's snapshot, its credentials masked: written elsewhere, perhaps by another tool or
-    with --no-redact. Host names stay: they tell the nodes apart (`snapshot` hashes them)."""
+def load_all(paths: list[str], redact: bool = True) -> list[tuple[str, Snapshot]]:
+    """Each node's snapshot, its credentials masked (written elsewhere, perhaps by another tool or
+    with --no-redact) and, unless ``redact`` is off, redacted as `check --from` redacts: host names
+    hashed (the same name the same hash, so the nodes are still told apart), user names, home
+    directories and GPU UUIDs replaced, only allow-listed environment variables kept."""
     if len(paths) < 2:
         raise UsageError(f"fleet compares at least 2 snapshots (one per node), got {len(paths)}: "
                          "collect one with `mgpu-doctor snapshot` on each node")
     loaded = []
     for path in paths:
         try:
-            loaded.append((path, mask_snapshot(load_snapshot(Path(path)))))
+            snapshot = mask_snapshot(load_snapshot(Path(path)))
+            loaded.append((path, redact_snapshot(snapshot, Identity.current()) if redact else snapshot))
         except SnapshotLoadError as exc:
             raise UsageError(str(exc)) from None
     return loaded
 
 
 def run(args: argparse.Namespace) -> int:
-    fleet = build_fleet(load_all(args.snapshots), COMPARED_FACTS)
+    fleet = build_fleet(load_all(args.snapshots, args.redact), COMPARED_FACTS)
     return emit(fleet_report(fleet, tool_version=__version__), output_options(args))
