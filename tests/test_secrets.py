@@ -17,12 +17,43 @@ from pathlib import Path
 
 import pytest
 
-from mgpu_doctor.process.masking import mask_credentials
+from mgpu_doctor.process.masking import mask_credentials, mask_env_value
 from tests.scenarios import path_of
 
 USER = "planteduser"
+PEM = ("-----BEGIN PRIVATE KEY-----\n"
+       "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj\n"
+       "MzEfYyjiWA4R4xM2bS1GB4t7NXp98C3SC6dVMvDuictGeurT8jNbvJZHtCSuYEvu\n"
+       "PEMtail9Qw==\n"
+       "-----END PRIVATE KEY-----")
+# One secret of each kind docs/reliability.md lists: (the value planted, a part that must not show).
+SECRET_KINDS = {
+    "URL with a password": ("https://erin:urlPassPW6@proxy.corp:8080/x", "urlPassPW6"),
+    "user:password@host": ("frank:barePassPW7@10.9.8.7:2222", "barePassPW7"),
+    "user@domain:password@host": ("gina@corp:domPassPW8@10.9.8.6:1234", "domPassPW8"),
+    "GitHub token": ("ghp_PLANTEDabcdefghijklmnopqrstuvwxyz01", "PLANTEDabcdefghij"),
+    "GitHub fine-grained token": ("github_pat_11PLANTED0abcdefghijkl_mnopqrstuvwxyz", "11PLANTED0abcdef"),
+    "GitLab token": ("glpat-PLANTEDghijKLMNOPQRSTu", "PLANTEDghijKLMN"),
+    "Hugging Face token": ("hf_PLANTEDhijklmnopqrstuvwxyzABCD", "PLANTEDhijklmnop"),
+    "OpenAI-style key": ("sk-proj-PLANTEDhijklmnopqrstuv", "PLANTEDhijklmnopq"),
+    "AWS access key id": ("AKIAPLANTEDN7EXAMPLE", "AKIAPLANTEDN7EXAMPLE"),
+    "Slack token": ("xoxb-1234567890-PLANTEDhij", "PLANTEDhij"),
+    "JSON Web Token": ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJwbGFudGVkIn0.c2lnbmF0dXJlUGxhbnQ", "eyJzdWIiOiJwbGFudGVkIn0"),
+    "Bearer or Basic credential": ("Authorization: Bearer UExBTlRFRGJlYXJlcjEy", "UExBTlRFRGJlYXJlcjEy"),
+    "key=value": ("password=PLANTEDkvValue", "PLANTEDkvValue"),
+    "secret-named variable": ("PLANTEDbyName", "PLANTEDbyName"),
+    "generated-looking value": ("Q2xhdWRlUGxhbnRlZFNlY3JldDEyMzQ1Njc4OTA", "Q2xhdWRlUGxhbnRlZFNlY3JldDEy"),
+    "PEM block": (PEM, "PEMtail9Qw"),
+}
 CREDENTIALS = ("s3cr3tPW1", "hunter2PW2", "p4ssw0rdPW3", "pa55wordPW4", "ghp_abcdefghij", "hf_abcdefghij",
-               "plainTokenValue", "kl0pSecretPW5")
+               "plainTokenValue", "kl0pSecretPW5", "MzEfYyjiWA4R4x", *(canary for _, canary in SECRET_KINDS.values()))
+
+
+def planted_kinds() -> dict[str, str]:
+    """Each kind in an environment variable the doctor keeps (TF_ prefix); the secret-named one under
+    a name that says it is a secret."""
+    return {("TF_PLANTED_API_TOKEN" if kind == "secret-named variable" else f"TF_PLANTED_{i}"): value
+            for i, (kind, (value, _)) in enumerate(SECRET_KINDS.items())}
 
 
 def planted_env(home: Path) -> dict[str, str]:
@@ -40,7 +71,9 @@ def planted_env(home: Path) -> dict[str, str]:
         "LD_LIBRARY_PATH": f"{home}/.local/lib:/home/{USER}/lib",
         "CUDA_HOME": f"/home/{USER}/cuda-12",
         # Each smoke training's child prints secrets to its stderr and dies before importing TensorFlow.
-        "PYTHONPATH": str(home / "site"),
+        # ... and the checkout under test comes before an installed mgpu-doctor.
+        "PYTHONPATH": os.pathsep.join([str(home / "site"), str(Path(__file__).resolve().parent.parent)]),
+        **planted_kinds(),
     })
     return env
 
@@ -50,6 +83,7 @@ import os, sys
 if sys.argv and sys.argv[0].endswith("smoke_worker.py"):
     sys.stderr.write("failed at /home/{USER}/proj token=ghp_abcdefghijklmnopqrstuvwxyz0123456789 "
                      "alice:s3cr3tPW1@10.1.2.3:2222 " + os.path.expanduser("~") + " {USER}\\n")
+    sys.stderr.write(os.environ["TF_PLANTED_15"] + "\\n")  # a PEM block, short last line and all
     sys.stderr.flush()
     os._exit(3)
 """
@@ -65,7 +99,9 @@ def foreign_snapshot() -> str:
                    "NCCL_COMM_ID": "dave@corp:p4ssw0rdPW3@10.0.0.9:1234",
                    "AWS_SECRET_ACCESS_KEY": "kl0pSecretPW5", "HF_TOKEN": "hf_abcdefghijklmnopqrstuvwxyzABCD",
                    "TF_PROXY_URL": "https://carol:pa55wordPW4@proxy.corp:8080/x",
-                   "TF_NOTE": "password=plainTokenValue ghp_abcdefghijklmnopqrstuvwxyz0123456789"}
+                   "TF_NOTE": "password=plainTokenValue ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+                   **planted_kinds()}
+    data["nvml"]["gpus"][0]["name"] = f"A100 {PEM}"  # not only in the environment
     return json.dumps(data)
 
 
@@ -88,6 +124,10 @@ COMMANDS = [
     ("fleet-json", ["fleet", "{tmp}/foreign.json", str(path_of("healthy-8gpu-nvlink")), "--format", "json"], True),
     ("fleet-human", ["fleet", "{tmp}/foreign.json", str(path_of("healthy-8gpu-nvlink")), "-v",
                      "--junit", "{tmp}/fleet.xml"], True),
+    ("devices", ["devices"], True),
+    ("devices-json", ["devices", "--format", "json"], True),
+    ("fleet-markdown", ["fleet", "{tmp}/foreign.json", str(path_of("healthy-8gpu-nvlink")), "--format",
+                        "markdown", "--no-redact"], False),
     ("smoke-tf-config-error", ["smoke"], True),
     ("smoke-results", ["smoke", "--layers", "dense", "--results", "{tmp}/results.jsonl", "--format", "json",
                        "--tf-config", ""], True),
@@ -143,6 +183,70 @@ def test_the_secrets_were_there_to_find(outputs):
     assert "***@10.0.0.9:1234" in outputs["fleet-json"]
     assert USER in outputs["check-no-redact"] and "/home/<user>/proj" in outputs["smoke-results (results.jsonl)"]
     assert "'***@10.1.2.3:2222': TF_CONFIG addresses take no user name" in outputs["smoke-tf-config-error"]
+    for name in planted_kinds():
+        assert name in outputs["check-json"] and name in outputs["from-foreign"], name
+    assert "-----BEGIN PRIVATE KEY-----***-----END PRIVATE KEY-----" in outputs["check-json"]
+
+
+def test_the_planted_kinds_are_the_kinds_the_documentation_lists():
+    """docs/reliability.md's table of secret kinds and this test plant the same kinds."""
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "reliability.md").read_text()
+    table = docs.split("## Secrets", 1)[1].split("\n## ", 1)[0]
+    listed = [line.split("|")[1].strip() for line in table.splitlines()
+              if line.startswith("| ") and not line.startswith(("| kind", "|---"))]
+    assert listed == list(SECRET_KINDS)
+
+
+@pytest.mark.parametrize("kind", list(SECRET_KINDS))
+def test_each_kind_is_masked_wherever_it_stands(kind):
+    value, canary = SECRET_KINDS[kind]
+    for text in (value, f"see {value} here", f"TF_X={value}; next"):
+        assert canary not in mask_env_value("TF_PLANTED_API_TOKEN", text)
+        if kind not in ("secret-named variable", "generated-looking value"):  # those by the variable only
+            assert canary not in mask_credentials(text), text
+
+
+@pytest.mark.parametrize("text,masked", [
+    (PEM, "-----BEGIN PRIVATE KEY-----***-----END PRIVATE KEY-----"),
+    (f"key: {PEM} end", "key: *** PRIVATE KEY-----***-----END PRIVATE KEY----- end"),
+    (PEM.replace("\n", "\\n"), "-----BEGIN PRIVATE KEY-----***-----END PRIVATE KEY-----"),
+    ("x -----BEGIN CERTIFICATE-----\nMIIB\nAB", "x -----BEGIN CERTIFICATE-----***"),  # no END: to the end
+])
+def test_a_pem_block_is_masked_whole_from_begin_to_end(text, masked):
+    assert mask_credentials(text) == masked
+
+
+# Shapes that made a backtracking pattern try a long run again from each position inside it.
+ADVERSARIAL = ["a", "a:", "a@", "a:b@", "eyJ-", "sk-", "a://b", "aB3", "bearer ", "key=", "a:1,", "a.",
+               "-----BEGIN X-----", "x@y:", "@:"]
+LINEAR_CHECK = """
+import sys, time
+from mgpu_doctor.process.masking import mask_credentials, mask_env_value
+for unit in {units!r}:
+    text = (unit * {size})[:{size}]
+    mask_credentials(text), mask_env_value("XLA_FLAGS", text)
+"""
+
+
+def test_masking_takes_linear_time_on_any_text():
+    """256 KiB of each shape within 60 s all together on a busy 2-core machine (a few seconds
+    alone); the backtracking patterns took hours."""
+    code = LINEAR_CHECK.format(units=ADVERSARIAL, size=256 * 1024)
+    done = subprocess.run([sys.executable, "-c", code], timeout=60, capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parent.parent, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("text,masked", [
+    ("abc-eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig", "abc-***"),
+    ("x.eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.", "x.***"),
+    ("eyJhbGciOiJIUzI1NiJ9.short.sig", "eyJhbGciOiJIUzI1NiJ9.short.sig"),
+    ("1https://u:pw@h/x", "1https://***@h/x"),
+    ("a@b:pw@host and c:d", "***@host and c:d"),
+    ("a@@b:pw@host", "a@@***@host"),
+])
+def test_the_linear_patterns_mask_what_the_old_ones_did(text, masked):
+    assert mask_credentials(text) == masked
 
 
 @pytest.mark.parametrize("text,masked", [
