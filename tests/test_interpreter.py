@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,15 @@ def program(tmp_path: Path, kind: str) -> str:
         return str(PYTHON2)
     elif kind == "empty":
         return ""
+    elif kind == "name too long":
+        return str(tmp_path / ("python" * 50))
+    elif kind == "in a folder the user may not search":
+        if os.geteuid() == 0:
+            pytest.skip("root searches every folder")
+        (tmp_path / "locked").mkdir()
+        os.symlink(sys.executable, tmp_path / "locked" / "python")
+        (tmp_path / "locked").chmod(0)
+        return str(tmp_path / "locked" / "python")
     path.chmod(0o755)
     return str(path)
 
@@ -82,6 +92,8 @@ def test_a_python_that_does_not_work_is_an_error_finding(tmp_path, kind, command
 @pytest.mark.parametrize("kind,message", [
     ("not executable", "not executable"),
     ("empty", "--python is empty"),
+    ("name too long", "File name too long"),  # the OS's words, not an internal error (exit 3)
+    ("in a folder the user may not search", "Permission denied"),
 ])
 def test_a_python_option_that_names_nothing_usable_is_exit_2(tmp_path, kind, message):
     done = doctor("check", "--quick", "--python", program(tmp_path, kind))
@@ -107,3 +119,28 @@ def test_the_check_passes_a_working_python_and_skips_only_an_unknown_one(scenari
 
     with pytest.raises(CheckSkipped):
         check_interpreter(replace(snapshot, python=failed("malformed data", cause="bad-result")))
+
+
+def test_a_snapshot_of_a_python_that_does_not_work_says_so_and_exits_1(tmp_path):
+    """Written all the same (its failed facts say what went wrong), but not silently with exit 0."""
+    done = doctor("snapshot", "--quick", "--python", program(tmp_path, "garbage printer"))
+    assert done.returncode == 1, done.stderr
+    assert "The diagnosed Python does not work" in done.stderr and "interpreter.not-working" in done.stderr
+    assert json.loads(done.stdout)["python"]["unavailable"] == "failed"
+    assert doctor("snapshot", "--quick").returncode == 0  # a working one: exit 0 as before
+
+
+def test_snapshot_into_a_missing_folder_is_refused_before_anything_is_gathered(tmp_path):
+    """The error first, at once: not after a minute of probes and their progress lines."""
+    sleeper = tmp_path / "sleeper"
+    sleeper.write_text("#!/bin/sh\nsleep 600\n")
+    sleeper.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    started = time.monotonic()
+    done = subprocess.run([PY, "-m", "mgpu_doctor", "snapshot", "--python", str(sleeper), "-o",
+                           str(tmp_path / "no" / "such" / "folder.json")], capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL, env={**env, "MGPU_DOCTOR_PYTHON_TIMEOUT": "8"})
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [f"mgpu-doctor: error: cannot write {tmp_path}/no/such/folder.json: "
+                                        f"No such file or directory (the folder {tmp_path}/no/such)"]
+    assert time.monotonic() - started < 8  # the interpreter that never answers was not even asked

@@ -114,6 +114,15 @@ def out(text: str) -> None:
     sys.stdout.write(mask_credentials(text))
 
 
+def writable_folder(path: str | Path) -> None:
+    """Refuse (exit 2, as writing would) an output file whose folder is missing or not a folder:
+    said before the work that would be lost, not after it."""
+    folder = Path(path).parent
+    if not folder.is_dir():
+        why = "not a directory" if folder.exists() else "No such file or directory"
+        raise OutputUnwritable(f"cannot write {path}: {why} (the folder {folder})")
+
+
 def write_text(path: str | Path, text: str) -> None:
     """An output file (``-o``, ``--junit``), credentials masked; an unwritable one is exit 2."""
     try:

@@ -29,8 +29,12 @@ class Interpreter:
     def problem(self) -> str:
         """Why this interpreter cannot be used, or "" when it can."""
         path = Path(self.executable)
-        if not path.exists():
+        try:
+            path.stat()
+        except FileNotFoundError:
             return f"{self.executable}: no such file"
+        except OSError as exc:  # in a folder the user may not search, a name too long, ...: the OS's words
+            return f"{self.executable}: {exc.strerror or exc}"
         if path.is_dir():
             return f"{self.executable}: is a directory, not a Python interpreter"
         if not os.access(path, os.X_OK):
