@@ -6,14 +6,14 @@ import argparse
 import sys
 from typing import Any
 
-from mgpu_doctor.cli.common import progress_on_stderr
-from mgpu_doctor.cli.options import add_python_option, add_redact_option, interpreter_from
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.interpreter import check_interpreter
+from mgpu_doctor.cli.common import progress_on_stderr
+from mgpu_doctor.cli.options import add_python_option, add_redact_option, interpreter_from
 from mgpu_doctor.cli.output import out, say, writable_folder, write_text
 from mgpu_doctor.model.findings import Severity
-from mgpu_doctor.model.snapshot import Snapshot
 from mgpu_doctor.model.redact import Identity, redact_snapshot
+from mgpu_doctor.model.snapshot import Snapshot
 from mgpu_doctor.probes.gather import GatherOptions, gather_snapshot
 from mgpu_doctor.process.interpreter import Interpreter
 
