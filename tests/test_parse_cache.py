@@ -63,6 +63,25 @@ def test_a_damaged_entry_is_parsed_again_and_replaced(cache, damage):
     assert parse_cache.cached_parse(TEXT, parse) == tomllib.loads(TEXT) and parse.calls == 2
 
 
+@pytest.mark.parametrize("damage", [
+    lambda text: text.replace('"name": "a"', '"name": "z"'),  # a changed value, its header intact
+    lambda text: text.replace('"id": "x"', '"id": 7'),
+    lambda text: text[:-20],  # cut short
+])
+def test_an_entry_whose_value_was_damaged_is_dropped_and_parsed_again(cache, damage):
+    """An entry named for the right text but holding another value: not believed (the loader would
+    blame the matrix file, which is fine), dropped and replaced by a fresh parse."""
+    parse = CountingParser()
+    parse_cache.cached_parse(TEXT, parse)
+    (entry,) = cache.glob("*.json")
+    damaged = damage(entry.read_text())
+    assert damaged != entry.read_text()
+    entry.write_text(damaged)
+    assert parse_cache.cached_parse(TEXT, parse) == tomllib.loads(TEXT) and parse.calls == 2
+    assert entry.read_text() != damaged  # replaced
+    assert parse_cache.cached_parse(TEXT, parse) == tomllib.loads(TEXT) and parse.calls == 2
+
+
 def test_a_file_with_a_date_is_not_kept(cache):
     parse = CountingParser()
     text = "schema_version = 1\nwhen = 2024-05-01\n"

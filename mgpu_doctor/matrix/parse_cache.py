@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 CACHE_ENV = "MGPU_DOCTOR_CACHE_DIR"
-FORMAT = 1  # bump when what an entry holds changes
+FORMAT = 2  # bump when what an entry holds changes (2: the value's own SHA-256)
 MAX_ENTRIES = 64  # the bundled files of a few versions and a team's own; the oldest go first
 
 Parse = Callable[[str], dict[str, Any]]
@@ -52,21 +52,45 @@ def cached_parse(text: str, parse: Parse) -> dict[str, Any]:
 
 
 def _read(entry: Path, digest: str) -> dict[str, Any] | None:
+    """The entry's value; None (and the entry dropped) for anything but an intact entry of this text:
+    a damaged value would otherwise be blamed on the matrix file it stands for."""
     try:
-        data = json.loads(entry.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):  # absent, unreadable, or not JSON: parse again
-        return None
-    if not (isinstance(data, dict) and data.get("format") == FORMAT and data.get("sha256") == digest
-            and isinstance(data.get("value"), dict)):
-        return None
-    return data["value"]
+        text = entry.read_text(encoding="utf-8")
+    except (OSError, ValueError):  # absent, unreadable, not UTF-8
+        return _drop(entry)
+    head, marker, tail = text.partition(_VALUE_KEY)
+    value_text = tail.removesuffix("}")
+    try:
+        header = json.loads(head + '"": null}') if marker else None
+        if not (isinstance(header, dict) and header.get("format") == FORMAT and header.get("sha256") == digest
+                and header.get("value_sha256") == _sha256(value_text)):
+            return _drop(entry)
+        value = json.loads(value_text)
+    except (ValueError, RecursionError):
+        return _drop(entry)
+    return value if isinstance(value, dict) else _drop(entry)
+
+
+_VALUE_KEY = '"value": '
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _drop(entry: Path) -> None:
+    with contextlib.suppress(OSError):
+        entry.unlink(missing_ok=True)
 
 
 def _write(entry: Path, digest: str, value: dict[str, Any]) -> None:
     try:  # TOML's inf and nan are written as JSON's Infinity and NaN, which json reads back
-        text = json.dumps({"format": FORMAT, "sha256": digest, "value": value}, ensure_ascii=False)
+        value_text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):  # a TOML date or time: not JSON, so not kept
         return
+    # One JSON object, the value last, after its own checksum: damage anywhere in it is found.
+    header = json.dumps({"format": FORMAT, "sha256": digest, "value_sha256": _sha256(value_text)})
+    text = f"{header[:-1]}, {_VALUE_KEY}{value_text}}}"
     temporary = entry.with_name(f".{entry.name}.{os.getpid()}.tmp")
     try:
         entry.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a team's own matrix may be private
