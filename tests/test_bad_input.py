@@ -237,3 +237,22 @@ def test_a_named_pipe_nothing_writes_to_is_an_error_not_a_hang(tmp_path, monkeyp
     writer.start()
     assert inputs.read_text(pipe) == '{"a": 1}'
     writer.join()
+
+
+def test_results_to_a_full_disk_exits_2_like_junit_after_the_report(tmp_path):
+    """`smoke --results /dev/full`: the runs go on and are in the report on stdout, then exit 2 with
+    the one error line `--junit /dev/full` gets (the training is stopped at its start, to be quick)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import os, sys\nif sys.argv and sys.argv[0].endswith('smoke_worker.py'):\n    os._exit(3)\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "MGPU_DOCTOR_DEBUG")}
+    env["PYTHONPATH"] = os.pathsep.join([str(site), str(Path(__file__).resolve().parent.parent)])
+    done = subprocess.run([sys.executable, "-m", "mgpu_doctor", "smoke", "--layers", "dense", "--results",
+                           "/dev/full", "--format", "json"], env=env, capture_output=True, text=True,
+                          timeout=300, stdin=subprocess.DEVNULL, check=False)
+    assert done.returncode == 2, done.stderr
+    assert json.loads(done.stdout)["smoke_runs"]  # the report of the runs came first
+    assert done.stderr.splitlines()[-1] == ("mgpu-doctor: error: cannot write /dev/full: No space left on "
+                                            "device (the runs went on: their results are in the report)")
+    assert "Traceback" not in done.stderr

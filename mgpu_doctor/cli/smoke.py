@@ -24,15 +24,17 @@ from mgpu_doctor.cli.options import (
     smoke_request,
     training_profile,
 )
+from mgpu_doctor.cli.output import OutputUnwritable
 from mgpu_doctor.environment.resolve import resolve
 from mgpu_doctor.model.findings import CheckOutcome, CheckStatus
 from mgpu_doctor.model.redact import Identity, redact_report
 from mgpu_doctor.model.report import new_report
 from mgpu_doctor.model.unavailable import interpreter_broken
 from mgpu_doctor.multiworker.model import KERAS_CHOICES
+from mgpu_doctor.process import interrupts
 from mgpu_doctor.process.interpreter import Interpreter
 from mgpu_doctor.smoke.plan import SMOKE_LEVELS
-from mgpu_doctor.smoke.section import gather_for_smoke, open_results, run_smoke_section
+from mgpu_doctor.smoke.section import ResultsFile, gather_for_smoke, open_results, run_smoke_section
 
 
 def add_multiworker_options(p: argparse.ArgumentParser) -> None:
@@ -94,9 +96,10 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
     results_file = open_results(request.results_path, snapshot, request.redact)
     try:
         if multiworker is not None:
-            return run_multiworker(multiworker, interpreter, snapshot, results_file, dirs, output,
+            code = run_multiworker(multiworker, interpreter, snapshot, results_file, dirs, output,
                                    request.stall_timeout_s, redact=request.redact,
                                    level=request.options.level)
+            return results_written(results_file, code)
         section = run_smoke_section(snapshot, request.options, interpreter,
                                     stall_timeout_s=request.stall_timeout_s, results_file=results_file,
                                     matrix_dirs=dirs)
@@ -108,4 +111,12 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
                         level=request.options.level, training=training)
     if request.redact:
         report = redact_report(report, snapshot, Identity.current())
-    return emit(report, output, section.interrupted)
+    return results_written(results_file, emit(report, output, section.interrupted))
+
+
+def results_written(results_file: ResultsFile | None, code: int) -> int:
+    """``code``, unless the ``--results`` file stopped taking lines: then exit 2 as for an ``-o`` or
+    ``--junit`` file that cannot be written (after the report, which holds every run)."""
+    if results_file is None or not results_file.failure or interrupts.received() is not None:
+        return code
+    raise OutputUnwritable(f"{results_file.failure} (the runs went on: their results are in the report)")

@@ -187,6 +187,7 @@ class ResultsFile:
     def __init__(self, path: Path, fh: IO[str], redactor: Redactor | None) -> None:
         self.path, self._fh, self._redactor = path, fh, redactor
         self._failed = False
+        self.failure = ""  # why it stopped taking lines: the command exits 2 with it, as for --junit
 
     def write(self, text: str) -> None:
         if not self._failed:
@@ -202,14 +203,17 @@ class ResultsFile:
             action()
         except OSError as exc:
             self._failed = True
+            self.failure = f"cannot write {self.path}: {exc.strerror or exc}"
             print(f"mgpu-doctor: warning: cannot write {self.path} ({exc.strerror or exc}): the runs go "
                   "on, their results are in the report", file=sys.stderr)
 
     def close(self) -> None:
         try:
             self._fh.close()
-        except OSError:
-            pass
+        except OSError as exc:  # what was buffered did not reach the disk
+            if not self._failed:
+                self._failed = True
+                self.failure = f"cannot write {self.path}: {exc.strerror or exc}"
 
 
 def open_results(path: Path | None, snapshot: Snapshot | None = None,
