@@ -48,3 +48,12 @@ def test_mixed_models_make_cuda_order_uncertain_unless_pci_bus_id():
     assert visible_gpus(gpus, None, "PCI_BUS_ID").order_known
     # selecting by UUID does not depend on the enumeration order
     assert visible_gpus(gpus, gpus[1].uuid, None).order_known
+
+
+def test_only_ascii_digits_are_device_indices():
+    """Arabic-Indic, full-width or superscript digits are no index CUDA reads: the first such entry
+    is invalid (and hides what follows), never GPU 0 and 1, never a crash."""
+    for value in ("\u0660,\u0661", "\uff10,1", "\u00b2,0"):
+        vis = visible_gpus(_gpus(sick_box()), value, None)
+        assert vis.visible == [] and vis.invalid_entry == value.split(",")[0], value
+    assert visible_gpus(_gpus(sick_box()), "1,\u0660", None).visible == [1]

@@ -68,12 +68,17 @@ def visible_gpus(
             continue
         visible.append(index)
     # UUID entries do not depend on the enumeration order; plain indices do.
-    by_index_only = any(e.isdigit() for e in entries)
+    by_index_only = any(_is_index(e) for e in entries)
     return Visibility(visible, "", [], duplicates, known or not by_index_only, mig_device, ignored_mig)
 
 
+def _is_index(entry: str) -> bool:
+    """A device index as CUDA reads one: ASCII digits only (``str.isdigit`` also takes "٠١" or "²")."""
+    return entry.isascii() and entry.isdigit()
+
+
 def _resolve(entry: str, gpus: list[GpuFacts], order: list[int]) -> int | None:
-    if entry.isdigit():
+    if _is_index(entry):
         ordinal = int(entry)
         return order[ordinal] if ordinal < len(order) else None
     if entry.upper().startswith("MIG-"):
