@@ -373,3 +373,27 @@ def test_the_pause_between_two_looks_ends_when_the_child_exits():
         if exited >= 0:
             os.close(exited)
         proc.wait()
+
+
+def test_the_next_run_removes_the_folders_of_a_doctor_that_died(tmp_path):
+    """A SIGKILLed doctor leaves its temporary folders (named for its pid); the next run's first folder
+    removes those whose process is gone, and leaves a live doctor's and anything else alone."""
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    dead_pid = int(gone.stdout)
+    dead = [tmp_path / f"mgpu-doctor-smoke-{dead_pid}-abc", tmp_path / f"mgpu-doctor-{dead_pid}-xyz"]
+    for folder in dead:
+        (folder / "sub").mkdir(parents=True)
+        (folder / "sub" / "runs.jsonl").write_text("{}\n")
+    live = tmp_path / f"mgpu-doctor-smoke-{os.getpid()}-live"
+    other = tmp_path / "mgpu-doctor-notes"
+    live.mkdir()
+    other.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    env.pop("TF_CONFIG", None)
+    done = subprocess.run([sys.executable, "-m", "mgpu_doctor", "check", "--quick"], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode in (0, 1), done.stderr
+    assert [f for f in dead if f.exists()] == []
+    assert live.exists() and other.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("mgpu-doctor-") and p not in (live, other)]

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -125,7 +127,7 @@ def run_child(
     A program that cannot be started at all is an outcome with ``start_error``, not an exception.
     """
     own_dir = workdir is None
-    tmp = Path(tempfile.mkdtemp(prefix="mgpu-doctor-")) if own_dir else workdir
+    tmp = run_folder() if own_dir else workdir
     assert tmp is not None
     result_path = tmp / "result.json"
     heartbeat_path = tmp / "heartbeat"
@@ -488,6 +490,52 @@ def _read_from(path: Path, offset: int, limit: int = STACKS_MAX_BYTES) -> str:
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return lines[-1] if lines else ""
+
+
+_RUN_FOLDER = re.compile(r"^mgpu-doctor-(?:[a-z]+-)?(\d+)-")
+_swept = False
+
+
+def run_folder(kind: str = "") -> Path:
+    """A new temporary folder for a child's files, named for this process (``mgpu-doctor-smoke-PID-…``).
+
+    A doctor killed with SIGKILL cannot remove its folders (its children die with it); the first
+    folder made by a later run removes every such folder, of this user, whose process is gone.
+    """
+    global _swept
+    if not _swept:
+        _swept = True
+        _sweep_dead_runs(Path(tempfile.gettempdir()))
+    prefix = f"mgpu-doctor-{kind}-" if kind else "mgpu-doctor-"
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
+
+
+def _sweep_dead_runs(folder: Path) -> None:
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        match = _RUN_FOLDER.match(name)
+        if match is None or int(match.group(1)) == os.getpid() or _process_alive(int(match.group(1))):
+            continue
+        path = folder / name
+        try:
+            if path.is_symlink() or not path.is_dir() or path.stat().st_uid != os.getuid():
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(path, ignore_errors=True)  # never follows a link out of the folder
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # another user's process (or a number no process has: keep, to be safe)
+    return True
 
 
 def _remove_tree(path: Path) -> None:

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mgpu_doctor.model.smoke_runs import SmokeRun, SmokeSpec
-from mgpu_doctor.process.childproc import ChildOutcome, run_child
+from mgpu_doctor.process.childproc import ChildOutcome, run_child, run_folder
 from mgpu_doctor.process.interpreter import CHILD_SCRIPTS
 from mgpu_doctor.smoke.measure import failed_run, run_from_child
 from mgpu_doctor.smoke.request import DEFAULT_STALL_TIMEOUT_S
@@ -106,7 +105,7 @@ def _one_worker(
 ) -> tuple[ChildOutcome, bool, dict[int, float]]:
     by_index = {s.index: s for s in specs}
     started_at: dict[int, float] = {}
-    workdir = Path(tempfile.mkdtemp(prefix="mgpu-doctor-smoke-"))
+    workdir = run_folder("smoke")
     try:
         (workdir / "specs.json").write_text(json.dumps([s.to_child() for s in specs]))
         lines = _LineReader(workdir / "runs.jsonl")
