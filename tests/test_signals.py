@@ -266,3 +266,27 @@ def test_a_stop_signal_the_caller_ignored_stays_ignored_also_in_the_children(tmp
         assert run.proc.returncode == 128 + sig, err
         assert f"interrupted by {signal.Signals(sig).name}" in err
     assert run.leftovers() == []
+
+
+HANGING_WORKERS = """
+import sys, time
+if sys.argv and sys.argv[0].endswith("multiworker_worker.py"):
+    time.sleep(600)  # the workers never finish: the doctor is interrupted before any run does
+"""
+
+
+def test_an_interrupted_multiworker_smoke_says_what_finished(tmp_path):
+    """Ctrl-C before any multi-worker run finished: the report says so (not "0 checks: ; no problems
+    found") and nothing is left running."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(HANGING_WORKERS)
+    run = Run(tmp_path, "smoke", "--workers", "2",
+              PYTHONPATH=os.pathsep.join([str(site), str(CHILD_SCRIPTS.parent.parent)]))
+    run.wait_for(lambda: sum("multiworker_worker.py" in cmd for _, _, cmd in run.children()) >= 2)
+    out, err = run.stop(signal.SIGINT)
+    assert run.proc.returncode == 130, err
+    assert "0 checks" not in out
+    assert "Multi-worker smoke training (skipped: interrupted: 0 of " in out
+    assert "multi-worker runs finished; the rest did not run)" in out
+    assert run.leftovers() == []

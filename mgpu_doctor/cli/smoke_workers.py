@@ -131,7 +131,12 @@ def run_multiworker(
         outcomes = judged(runs, snapshot, matrix_dirs) + skipped_resumes(plan.resume_runs(), runs) + outcomes
         notes += keras_notes(runs)
         if interrupted:
-            notes.append(f"Interrupted: {len(runs)} of {plan.planned()} multi-worker runs finished.")
+            finished = f"{len(runs)} of {plan.planned()} multi-worker runs finished"
+            notes.append(f"Interrupted: {finished}.")
+            # The report says what ran and what did not, not "0 checks ... no problems found".
+            outcomes.append(CheckOutcome("smoke/multiworker", "Multi-worker smoke training",
+                                         CheckStatus.SKIPPED,
+                                         skip_reason=f"interrupted: {finished}; the rest did not run"))
     report = new_report("smoke", "this machine", outcomes, tool_version=__version__, snapshot=snapshot,
                         notes=notes, multiworker_runs=runs, level=level)
     if redact:

@@ -42,6 +42,8 @@ def summary_line(report: Report) -> str:
     counts = summary_counts(report)
     parts = [f"{n} {name}" for name, n in counts.items() if n]
     total = len(report.checks)
+    if not total:
+        return "0 checks ran"
     worst = report.worst
     verdict = "no problems found" if worst <= Severity.INFO else f"worst: {worst.value}"
     acknowledged = len(report.acknowledged)
