@@ -30,6 +30,7 @@ from mgpu_doctor.checks import (
     pcie_p2p,
     ptxas,
     shm,
+    snapshot_values,
     tensorflow,
     tensorflow_requires,
     tf_log_level,
@@ -71,6 +72,8 @@ GPUS, TENSORFLOW, LIBRARIES, HOST = Section.GPUS, Section.TENSORFLOW, Section.CU
 
 # name, title, the check, its section in the human report, the finding codes it can emit.
 CHECKS: tuple[Check[ResolvedEnvironment], ...] = (
+    machine("snapshot-values", "The snapshot's values are possible", snapshot_values.check_snapshot_values,
+            GPUS, snapshot_values.CODES),
     machine("gpus", "NVIDIA driver and GPUs", gpus.check_gpus_present, GPUS, gpus.PRESENT_CODES),
     machine("cuda-visible-devices", "CUDA_VISIBLE_DEVICES names real GPUs",
             tensorflow.check_cuda_visible_devices, GPUS, tensorflow.VISIBLE_DEVICES_CODES),

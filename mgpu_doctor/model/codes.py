@@ -21,6 +21,7 @@ _PLACEHOLDER = re.compile(r"[A-Z][A-Z_]*")
 # What the first segment of a code is about. A subject has one area: never a plural beside its
 # singular (gpu / gpus was the mix this scheme ended).
 AREAS: dict[str, str] = {
+    "snapshot": "the snapshot itself (values no machine has)",
     "interpreter": "the diagnosed Python (`--python`)",
     "gpu": "the NVIDIA driver, NVML and the GPUs",
     "cuda": "CUDA's numbering of the GPUs",
