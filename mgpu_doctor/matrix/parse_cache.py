@@ -57,18 +57,21 @@ def _read(entry: Path, digest: str) -> dict[str, Any] | None:
     try:
         text = entry.read_text(encoding="utf-8")
     except (OSError, ValueError):  # absent, unreadable, not UTF-8
-        return _drop(entry)
+        _drop(entry)
+        return None
     head, marker, tail = text.partition(_VALUE_KEY)
     value_text = tail.removesuffix("}")
     try:
         header = json.loads(head + '"": null}') if marker else None
-        if not (isinstance(header, dict) and header.get("format") == FORMAT and header.get("sha256") == digest
-                and header.get("value_sha256") == _sha256(value_text)):
-            return _drop(entry)
-        value = json.loads(value_text)
+        value = json.loads(value_text) if (
+            isinstance(header, dict) and header.get("format") == FORMAT and header.get("sha256") == digest
+            and header.get("value_sha256") == _sha256(value_text)) else None
     except (ValueError, RecursionError):
-        return _drop(entry)
-    return value if isinstance(value, dict) else _drop(entry)
+        value = None
+    if not isinstance(value, dict):
+        _drop(entry)
+        return None
+    return value
 
 
 _VALUE_KEY = '"value": '
