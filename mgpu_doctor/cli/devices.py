@@ -14,7 +14,7 @@ from mgpu_doctor.model.unavailable import Unavailable, skipped
 from mgpu_doctor.probes.envvars import gather_env
 from mgpu_doctor.probes.host import gather_host
 from mgpu_doctor.probes.nvml import gather_nvml
-from mgpu_doctor.renderers.common import DEVICE_HEADERS, device_cells
+from mgpu_doctor.renderers.common import DEVICE_HEADERS, device_cells, printable
 from mgpu_doctor.renderers.tables import table
 
 
@@ -35,14 +35,19 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
         out(json.dumps(data, indent=2) + "\n")
         return 0
     if isinstance(nvml, Unavailable):
-        print(f"No GPU: NVML {nvml.reason}: {nvml.detail.splitlines()[0] if nvml.detail else ''}")
+        _show(f"No GPU: NVML {nvml.reason}: {nvml.detail.splitlines()[0] if nvml.detail else ''}")
         return 0
     if not rows:
-        print("No GPU: NVML reports no GPU")
+        _show("No GPU: NVML reports no GPU")
         return 0
-    print(f"Driver {nvml.driver_version}, CUDA {nvml.cuda_driver_version}")
+    _show(f"Driver {nvml.driver_version}, CUDA {nvml.cuda_driver_version}")
     cells = [device_cells(r) for r in rows]
-    print(table([[c[k] for k in DEVICE_HEADERS] for c in cells], list(DEVICE_HEADERS.values())))
+    _show(table([[c[k] for k in DEVICE_HEADERS] for c in cells], list(DEVICE_HEADERS.values())))
     if nvml.partial_error:
-        print(f"Incomplete: {nvml.partial_error}")
+        _show(f"Incomplete: {nvml.partial_error}")
     return 0
+
+
+def _show(text: str) -> None:
+    """A line of the table: what the driver says is shown, never obeyed by the terminal."""
+    print(printable(text))
