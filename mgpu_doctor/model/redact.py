@@ -164,13 +164,13 @@ def _walk(value: Any, change: Callable[[str], str], keep: frozenset[str]) -> Any
     if isinstance(value, str):
         return change(value)
     if isinstance(value, Unavailable):
-        return Unavailable(value.reason, change(value.detail), value.cause)
+        detail = change(value.detail)
+        return value if detail == value.detail else Unavailable(value.reason, detail, value.cause)
     if kind is list:
-        return [_walk(v, change, keep) for v in value]
+        items = [v if type(v) in _SCALARS else _walk(v, change, keep) for v in value]
+        return value if all(new is old for new, old in zip(items, value, strict=True)) else items
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = _init_fields(typing.cast(Hashable, kind))
-        return kind(**{name: getattr(value, name) if name in keep
-                       else _walk(getattr(value, name), change, keep) for name in fields})
+        return _walk_dataclass(value, change, keep)
     if isinstance(value, list):
         return [_walk(v, change, keep) for v in value]
     if isinstance(value, tuple):
@@ -178,6 +178,23 @@ def _walk(value: Any, change: Callable[[str], str], keep: frozenset[str]) -> Any
     if isinstance(value, dict):
         return {_walk(k, change, keep): _walk(v, change, keep) for k, v in value.items()}
     return value
+
+
+def _walk_dataclass(value: Any, change: Callable[[str], str], keep: frozenset[str]) -> Any:
+    """A frozen dataclass with its fields walked; the same object where nothing changed (snapshots
+    and reports are not changed in place), so an unchanged subtree costs no copy."""
+    kind = type(value)
+    fields = _init_fields(typing.cast(Hashable, kind))
+    values = {name: getattr(value, name) for name in fields}
+    changed = False
+    for name, field_value in values.items():
+        if name in keep or type(field_value) in _SCALARS:
+            continue
+        new = change(field_value) if type(field_value) is str else _walk(field_value, change, keep)
+        if new is not field_value and (type(new) is not str or new != field_value):
+            values[name] = new
+            changed = True
+    return kind(**values) if changed else value
 
 
 @functools.cache

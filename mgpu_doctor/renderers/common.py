@@ -65,12 +65,21 @@ def device_cells(row: DeviceRow) -> dict[str, str]:
         "nvml": str(row.nvml_index),
         "cuda": "hidden" if _cause(row.cuda_ordinal) == "hidden" else _cell(row.cuda_ordinal),
         "tensorflow": _tf_cell(row.tensorflow_device),
-        "name": row.name,
+        "name": _fitted_cell(row.name),
         "memory": f"{row.memory_total_bytes / 2**30:.1f} GiB",
         "cc": _cell(row.compute_capability),
-        "bus": row.pci_bus_id,
+        "bus": _fitted_cell(row.pci_bus_id),
         "mig": "n/a" if isinstance(row.mig_mode, Unavailable) else ("on" if row.mig_mode else "off"),
     }
+
+
+# A cell longer than this is cut: a table pads every row to its widest cell, so one 64 KiB GPU name
+# (a damaged snapshot) would make every row of thousands 64 KiB long.
+MAX_CELL = 80
+
+
+def _fitted_cell(text: str) -> str:
+    return text if len(text) <= MAX_CELL else f"{text[:MAX_CELL - 1]}…"
 
 
 def device_table_rows(report: Report) -> list[dict[str, str]]:
