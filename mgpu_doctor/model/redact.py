@@ -127,15 +127,19 @@ class Redactor:
         return done
 
     def _redacted(self, text: str) -> str:
+        # Each pattern runs only where what it looks for is in the text (most strings hold none).
         if self._ids:
             text = _ID_WORD.sub(self._known_id, text)
-        text = UUID_RE.sub(lambda m: self.gpu_id(m.group(0)), text)
-        if self.home_pattern is not None:
+        if "GPU-" in text or "MIG-" in text:
+            text = UUID_RE.sub(lambda m: self.gpu_id(m.group(0)), text)
+        if self.home_pattern is not None and self.home in text:
             text = self.home_pattern.sub("~", text)
-        text = _HOME_DIR.sub(r"\1<user>", text)
-        if self.user_pattern is not None:
+        if "/home/" in text or "/Users/" in text:
+            text = _HOME_DIR.sub(r"\1<user>", text)
+        lower = text.lower()
+        if self.user_pattern is not None and self.user.lower() in lower:
             text = self.user_pattern.sub("<user>", text)
-        if self.host_pattern is not None:
+        if self.host_pattern is not None and any(h.lower() in lower for h in self.hosts):
             text = self.host_pattern.sub(lambda m: self.host(m.group(0)), text)
         return mask_credentials(text)
 
@@ -184,17 +188,28 @@ def _walk_dataclass(value: Any, change: Callable[[str], str], keep: frozenset[st
     """A frozen dataclass with its fields walked; the same object where nothing changed (snapshots
     and reports are not changed in place), so an unchanged subtree costs no copy."""
     kind = type(value)
-    fields = _init_fields(typing.cast(Hashable, kind))
-    values = {name: getattr(value, name) for name in fields}
-    changed = False
-    for name, field_value in values.items():
+    changes = {}
+    for name in _init_fields(typing.cast(Hashable, kind)):
+        field_value = getattr(value, name)
         if name in keep or type(field_value) in _SCALARS:
             continue
         new = change(field_value) if type(field_value) is str else _walk(field_value, change, keep)
         if new is not field_value and (type(new) is not str or new != field_value):
-            values[name] = new
-            changed = True
-    return kind(**values) if changed else value
+            changes[name] = new
+    if not changes:
+        return value
+    if _plain(typing.cast(Hashable, kind)):  # a copy with the changed fields: no __init__ to run again
+        copy = object.__new__(kind)
+        copy.__dict__.update(value.__dict__)
+        copy.__dict__.update(changes)
+        return copy
+    return dataclasses.replace(value, **changes)
+
+
+@functools.cache
+def _plain(cls: Hashable) -> bool:
+    """A dataclass whose instances keep their fields in ``__dict__`` and check nothing on creation."""
+    return not hasattr(cls, "__post_init__") and not hasattr(cls, "__slots__")
 
 
 @functools.cache

@@ -52,15 +52,12 @@ _HIGH_ENTROPY = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/=_-]{32,}(?![A-Za-
 
 # What every pattern above needs somewhere in the text: most strings (a GPU name, a PCI bus id, a
 # version) have none of it and are returned after one search.
-_TRIGGERS = ("pass", "pwd", "token", "secret", "key", "auth", "bearer", "basic", "ghp_", "gho_", "ghu_",
-             "ghs_", "ghr_", "github_pat_", "glpat-", "hf_", "sk-", "akia", "xox", "eyj")
+_TRIGGERS = re.compile("pass|pwd|token|secret|key|auth|bearer|basic|gh[pousr]_|github_pat_|glpat-|hf_|sk-"
+                       "|akia|xox|eyj")
 
 
 def _maybe_secret(text: str) -> bool:
-    if "@" in text or "-----BEGIN " in text:
-        return True
-    lower = text.lower()
-    return any(word in lower for word in _TRIGGERS)
+    return "@" in text or "-----BEGIN " in text or _TRIGGERS.search(text.lower()) is not None
 
 
 ALLOWED_NAMES = frozenset({
