@@ -13,6 +13,7 @@ Enumeration"): the first MIG entry counts, as its parent GPU; later MIG entries 
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 from mgpu_doctor.model.snapshot import GpuFacts
@@ -54,8 +55,9 @@ def visible_gpus(
     duplicates: list[str] = []
     mig_device = ""
     ignored_mig: list[str] = []
+    uuids = sorted((g.uuid.upper().removeprefix("GPU-"), g.index) for g in gpus)  # looked up by prefix
     for pos, entry in enumerate(entries):
-        index = _resolve(entry, gpus, order)
+        index = _resolve(entry, gpus, order, uuids)
         if index is None:
             return Visibility(visible, entry, entries[pos + 1:], duplicates, known, mig_device, ignored_mig)
         if entry.upper().startswith("MIG-"):
@@ -77,7 +79,7 @@ def _is_index(entry: str) -> bool:
     return entry.isascii() and entry.isdigit()
 
 
-def _resolve(entry: str, gpus: list[GpuFacts], order: list[int]) -> int | None:
+def _resolve(entry: str, gpus: list[GpuFacts], order: list[int], uuids: list[tuple[str, int]]) -> int | None:
     if _is_index(entry):
         ordinal = int(entry)
         return order[ordinal] if ordinal < len(order) else None
@@ -86,7 +88,9 @@ def _resolve(entry: str, gpus: list[GpuFacts], order: list[int]) -> int | None:
     prefix = entry[4:] if entry.upper().startswith("GPU-") else entry
     if not prefix:
         return None
-    matches = [g.index for g in gpus if g.uuid.upper().removeprefix("GPU-").startswith(prefix.upper())]
+    prefix = prefix.upper()
+    at = bisect.bisect_left(uuids, (prefix,))
+    matches = [index for uuid, index in uuids[at:at + 2] if uuid.startswith(prefix)]
     return matches[0] if len(matches) == 1 else None
 
 
