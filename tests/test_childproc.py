@@ -397,3 +397,21 @@ def test_the_next_run_removes_the_folders_of_a_doctor_that_died(tmp_path):
     assert [f for f in dead if f.exists()] == []
     assert live.exists() and other.exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("mgpu-doctor-") and p not in (live, other)]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+@pytest.mark.parametrize("sig", list(interrupts.STOP_SIGNALS), ids=lambda s: signal.Signals(s).name)
+def test_a_child_script_keeps_a_stop_signal_the_doctor_was_started_with_ignored(tmp_path, sig):
+    """`_mgpu_child.start()` (every child script's first line) leaves an inherited ignore alone."""
+    body = """
+    mask = int(next(l for l in open("/proc/self/status") if l.startswith("SigIgn:")).split()[1], 16)
+    _mgpu_child.write_result({"ignored": mask})
+    """
+    before = signal.signal(sig, signal.SIG_IGN)
+    try:
+        with interrupts.stop_signals_raise():
+            out = run_child(script(tmp_path, body), timeout_s=60)
+    finally:
+        signal.signal(sig, before)
+    assert out.result is not None, out.stderr_tail
+    assert out.result["ignored"] >> (sig - 1) & 1 == 1
