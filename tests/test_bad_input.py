@@ -54,7 +54,9 @@ def _snapshot_with(**changes: object) -> str:
 BIG = "9" * 5000
 FILES: dict[str, str | bytes] = {
     "deep.json": _deep(),
-    "deep-cluster.json": _snapshot_with(env__TF_CONFIG=_deep()),
+    # Nested too deeply, yet a string a snapshot may hold (at most 64 KiB): 2 x 30 000 brackets.
+    "deep-cluster.json": _snapshot_with(env__TF_CONFIG=_deep(30_000)),
+    "long-cluster.json": _snapshot_with(env__TF_CONFIG=_deep()),
     "deep.md": "# mgpu-doctor report\n\n```json\n" + _deep() + "\n```\n",
     "bigint.json": _snapshot_with(schema_version=0).replace('"schema_version": 0', f'"schema_version": {BIG}'),
     "long-driver.json": _snapshot_with(nvml__driver_version=BIG),
@@ -91,6 +93,11 @@ CASES = [
          "latin1.json: is not UTF-8 text (byte 0xe9 at line 2, column 14)"),
     Case("check-from-executable", ["check", "--from", "{tmp}/elf"], 2, "elf: is an ELF executable"),
     Case("check-from-deep-tf-config-in-snapshot", ["check", "--from", "{tmp}/deep-cluster.json"], 1, "checks:"),
+    Case("check-from-string-over-64-kib", ["check", "--from", "{tmp}/long-cluster.json"], 2,
+         "long-cluster.json: field snapshot.env.TF_CONFIG: a string of 200000 characters; no fact of a real "
+         "machine has more than 65536"),
+    Case("fleet-string-over-64-kib", ["fleet", "{tmp}/long-cluster.json", SNAPSHOT], 2,
+         "field snapshot.env.TF_CONFIG: a string of 200000 characters"),
     Case("fleet-deep-tf-config-in-snapshot", ["fleet", "{tmp}/deep-cluster.json", SNAPSHOT], 1,
          "TF_CONFIG cluster"),
     # --- acknowledge and matrix files ---------------------------------------------------------
