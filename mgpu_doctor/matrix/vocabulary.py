@@ -96,6 +96,7 @@ USAGES: dict[str, str] = {
     "gpus_inferred": "let the library count the GPUs itself (multi_gpu_model(model) without gpus=)",
     "shared_submodel": "call one sub-model or layer several times in the model (Siamese networks, "
                        "a GAN's discriminator on real and fake inputs)",
+    "use_multiprocessing": "feed fit / predict with use_multiprocessing=True (worker processes for a Sequence or generator)",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
