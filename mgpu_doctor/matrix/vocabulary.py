@@ -97,6 +97,7 @@ USAGES: dict[str, str] = {
     "shared_submodel": "call one sub-model or layer several times in the model (Siamese networks, "
                        "a GAN's discriminator on real and fake inputs)",
     "use_multiprocessing": "feed fit / predict with use_multiprocessing=True (worker processes for a Sequence or generator)",
+    "masked_sequences": "feed padded sequences with a mask to recurrent layers (Masking, Embedding(mask_zero=True))",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
