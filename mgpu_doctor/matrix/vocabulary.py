@@ -101,6 +101,7 @@ USAGES: dict[str, str] = {
     "cuda_malloc_async": "use CUDA's stream-ordered allocator (TF_GPU_ALLOCATOR=cuda_malloc_async)",
     "mig_instances": "give one process several MIG instances (A100/H100 slices) as its GPUs",
     "huge_tensors": "work with single tensors of more than 2^31 elements (large embedding tables, big activations)",
+    "alltoall": "call all-to-all collectives (hvd.alltoall, or all-to-all in custom layers such as sharded embeddings)",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
