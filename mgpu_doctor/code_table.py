@@ -16,6 +16,7 @@ from mgpu_doctor.findings import MOSTLY_SKIPPED_CHECK
 from mgpu_doctor.fleet.checks import FLEET_CHECKS
 from mgpu_doctor.matrix import smoke as smoke_matching
 from mgpu_doctor.multiworker import findings as multiworker
+from mgpu_doctor.pasted import findings as pasted
 from mgpu_doctor.requirements import GATE_CODES
 
 # What smoke/rules.py emits per run (LAYER: dense, lstm, ...).
@@ -53,6 +54,7 @@ def declared_codes() -> list[CodeRow]:
     rows += [(code, "`smoke --workers K --level long` (the resume test)")
              for code in multiworker.RESUME_CODES]
     rows += [(code, f"`fleet`: `{c.name}`") for c in FLEET_CHECKS for code in c.codes]
+    rows += [(code, f"`check --from PASTE`: `{pasted.NAME}`") for code in pasted.CODES]
     emitters: dict[str, list[str]] = {}
     for code, by in rows:
         emitters.setdefault(code, [])

@@ -40,7 +40,7 @@ from mgpu_doctor.requirements import Requirements, layer_outcomes, requirement_c
 from mgpu_doctor.resolve import ResolvedEnvironment, resolve
 from mgpu_doctor.smoke.model import SmokeRun, runs_from_report
 from mgpu_doctor.smoke.request import SmokeRequest
-from mgpu_doctor.snapshot import Snapshot, SnapshotLoadError, load_document
+from mgpu_doctor.snapshot import NotJsonText, Snapshot, SnapshotLoadError, load_document
 from mgpu_doctor.unavailable import Unavailable
 
 if TYPE_CHECKING:
@@ -96,6 +96,13 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
     original = facts.snapshot
     env = resolve(original)
     outcomes = [run_check(c, env) for c in checks]
+    notes: list[str] = []
+    if original.pasted is not None:  # what the paste's own log lines prove, and what was read
+        from mgpu_doctor.pasted.findings import PASTED_CHECK
+        from mgpu_doctor.pasted.notes import pasted_notes
+
+        outcomes.append(run_check(PASTED_CHECK, env))
+        notes += pasted_notes(original.pasted)
     outcomes += [o for o in [mostly_skipped(outcomes)] if o is not None]
     section = smoke_section(options, facts, stream)
     gates = requirement_checks(options.requirements,
@@ -103,7 +110,7 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
     outcomes += [replace(o, section=Section.SMOKE) for o in (section.outcomes if section is not None else [])]
     outcomes += [run_check(c, env) for c in gates]
     view = libraries_table(env) if options.libraries_view else None
-    notes = list(section.notes) if section is not None else []
+    notes += list(section.notes) if section is not None else []
     if isinstance(view, Unavailable):
         notes.append(f"No library facts in {facts.source}: {view}")
         view = None
@@ -154,6 +161,8 @@ def obtain_facts(options: DiagnoseOptions, progress: Progress | None = None) -> 
         try:
             document = load_document(options.from_file)
             runs = runs_from_report(document.report_data, str(options.from_file))
+        except NotJsonText as exc:
+            return pasted_facts(options.from_file, exc)
         except (SnapshotLoadError, ValueError) as exc:
             raise BadInput(str(exc)) from None
         # Written elsewhere, perhaps by another tool: its credentials are masked, --no-redact or not.
@@ -164,6 +173,23 @@ def obtain_facts(options: DiagnoseOptions, progress: Progress | None = None) -> 
     snapshot = gather_snapshot(GatherOptions(interpreter, quick=options.quick),
                                progress or (lambda *_a, **_k: None))
     return Facts(snapshot, "this machine")
+
+
+def pasted_facts(path: Path, not_json: NotJsonText) -> Facts:
+    """A file that is not JSON: read it as a paste (an issue body), or say it is neither."""
+    from mgpu_doctor.pasted.split import MAX_PASTE_CHARS, NothingRecognised, snapshot_from_paste
+
+    if len(not_json.text) > MAX_PASTE_CHARS:
+        raise BadInput(f"{path}: {len(not_json.text) // 2**20} MiB of text: larger than the "
+                       f"{MAX_PASTE_CHARS // 2**20} MiB a pasted text may be, and not a snapshot")
+    try:
+        snapshot = snapshot_from_paste(not_json.text, str(path))
+    except NothingRecognised:
+        raise BadInput(f"{path}: neither a snapshot or report nor a paste with anything mgpu-doctor "
+                       "reads (System information, nvidia-smi, pip list, build info, TensorFlow log "
+                       "lines)") from None
+    # Written elsewhere, by someone else: its credentials are masked, --no-redact or not.
+    return Facts(mask_snapshot(snapshot), f"pasted text {path}")
 
 
 def smoke_section(options: DiagnoseOptions, facts: Facts, stream: TextIO | None) -> SmokeSection | None:
