@@ -185,6 +185,8 @@ def pasted_facts(path: Path, not_json: NotJsonText) -> Facts:
     try:
         snapshot = snapshot_from_paste(not_json.text, str(path))
     except NothingRecognised:
+        if not_json.text.lstrip().startswith(("{", "[")):
+            raise BadInput(str(not_json)) from None  # meant as JSON: say where it breaks
         raise BadInput(f"{path}: neither a snapshot or report nor a paste with anything mgpu-doctor "
                        "reads (System information, nvidia-smi, pip list, build info, TensorFlow log "
                        "lines)") from None
