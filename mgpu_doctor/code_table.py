@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from mgpu_doctor.checks import CHECKS
 from mgpu_doctor.checks.base import MOSTLY_SKIPPED_CODE
 from mgpu_doctor.codes import RENAMED, crash_code
+from mgpu_doctor.drift import compare as drift
 from mgpu_doctor.findings import MOSTLY_SKIPPED_CHECK
 from mgpu_doctor.fleet.checks import FLEET_CHECKS
 from mgpu_doctor.matrix import smoke as smoke_matching
@@ -55,6 +56,7 @@ def declared_codes() -> list[CodeRow]:
              for code in multiworker.RESUME_CODES]
     rows += [(code, f"`fleet`: `{c.name}`") for c in FLEET_CHECKS for code in c.codes]
     rows += [(code, f"`check --from PASTE`: `{pasted.NAME}`") for code in pasted.CODES]
+    rows += [(code, "`check --baseline FILE`: `drift`") for code in drift.CODES]
     emitters: dict[str, list[str]] = {}
     for code, by in rows:
         emitters.setdefault(code, [])

@@ -64,6 +64,7 @@ class DiagnoseOptions:
     matrix_dirs: tuple[Path, ...] = ()
     requirements: Requirements = field(default_factory=Requirements)
     ack_file: Path | None = None  # --ack FILE (must exist); None: .mgpu-doctor.toml if present
+    baseline: Path | None = None  # --baseline FILE: a known-good run to say what changed since
     redact: bool = True
     libraries_view: bool = False  # `libs`: the report carries the library table
     today: _dt.date | None = None  # for acknowledgement expiry; None: today
@@ -109,6 +110,17 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
                                layer_outcomes(section.runs if section is not None else None))
     outcomes += [replace(o, section=Section.SMOKE) for o in (section.outcomes if section is not None else [])]
     outcomes += [run_check(c, env) for c in gates]
+    drift = None
+    if options.baseline is not None:  # what changed since a known-good run, listed first
+        from mgpu_doctor.drift.baseline import load_baseline
+        from mgpu_doctor.drift.compare import compare
+        from mgpu_doctor.drift.findings import drift_outcome
+
+        baseline = load_baseline(options.baseline, checks)
+        drift = compare(baseline.snapshot, original, baseline_source=baseline.source,
+                        then_checks=baseline.checks, now_checks=outcomes, then_smoke=baseline.smoke_runs,
+                        now_smoke=section.runs if section is not None else [])
+        outcomes.insert(0, drift_outcome(drift))
     view = libraries_table(env) if options.libraries_view else None
     notes += list(section.notes) if section is not None else []
     if isinstance(view, Unavailable):
@@ -119,7 +131,7 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
         snapshot=original,
         quick=options.quick and options.from_file is None, notes=notes,
         smoke_runs=section.runs if section is not None else [], devices=device_rows(original),
-        libraries=view, level=options.level if options.from_file is None else "",
+        libraries=view, level=options.level if options.from_file is None else "", drift=drift,
     )
     report = acknowledge(report, options)
     if options.redact:

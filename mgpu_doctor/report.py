@@ -15,13 +15,15 @@ from mgpu_doctor.smoke.model import SmokeRun
 from mgpu_doctor.snapshot import Snapshot
 
 if TYPE_CHECKING:
+    from mgpu_doctor.drift.model import Drift
     from mgpu_doctor.fleet.compare import Fleet
     from mgpu_doctor.library_view import LibrariesView
     from mgpu_doctor.multiworker.model import MultiWorkerRun
 
 # Sections only `fleet`, `libs` and a multi-worker smoke fill: their types are imported when a
 # report is decoded (serde finds them through __getattr__), not on every run (`check --quick`).
-LAZY_TYPES = {"Fleet": "mgpu_doctor.fleet.compare", "LibrariesView": "mgpu_doctor.library_view",
+LAZY_TYPES = {"Fleet": "mgpu_doctor.fleet.compare", "Drift": "mgpu_doctor.drift.model",
+              "LibrariesView": "mgpu_doctor.library_view",
               "MultiWorkerRun": "mgpu_doctor.multiworker.model"}
 
 
@@ -66,6 +68,8 @@ class Report:
     devices: list[DeviceRow] = field(default_factory=list)
     # `libs`: every CUDA library, what TensorFlow was built for, what is in use, every copy found.
     libraries: LibrariesView | None = None
+    # `check --baseline FILE`: what changed since a known-good run (its findings are in `checks` too).
+    drift: Drift | None = None
 
     @property
     def findings(self) -> list[Finding]:
@@ -107,6 +111,7 @@ def new_report(
     devices: list[DeviceRow] | None = None,
     libraries: LibrariesView | None = None,
     level: str = "",
+    drift: Drift | None = None,
 ) -> Report:
     """A report of this schema; a section not given is empty."""
     return Report(
@@ -114,5 +119,5 @@ def new_report(
         command=command, source=source, quick=quick, snapshot=snapshot, checks=checks,
         notes=list(notes or []), query=dict(query or {}), fleet=fleet, smoke_runs=list(smoke_runs or []),
         multiworker_runs=list(multiworker_runs or []), devices=list(devices or []), libraries=libraries,
-        level=level,
+        level=level, drift=drift,
     )

@@ -6,9 +6,12 @@ from mgpu_doctor.findings import CheckStatus, Finding, Severity
 from mgpu_doctor.renderers import RenderOptions
 from mgpu_doctor.renderers.common import (
     DEVICE_HEADERS,
+    DRIFT_HEADERS,
     FLEET_HEADERS,
     acknowledgement_line,
     device_table_rows,
+    drift_heading,
+    drift_rows,
     fleet_difference_rows,
     fleet_heading,
     summary_line,
@@ -27,6 +30,10 @@ def render(report: Report, options: RenderOptions) -> str:
     level = f" (level {report.level})" if report.level else ""
     out = [f"# mgpu-doctor {report.tool_version}: {report.source}{level}", "",
            f"**{summary_line(report)}**", ""]
+    if report.drift is not None:  # what changed comes first: the reason a gate that passed now fails
+        out += ["## Changes since the baseline", "", drift_heading(report), ""]
+        if report.drift.rows:
+            out += [table([[_cell(c) for c in r] for r in drift_rows(report)], DRIFT_HEADERS, "github"), ""]
     rows = [[c.title, f"`{c.name}`", STATUS_WORDS[c.status],
              _cell(c.skip_reason or "; ".join(f.title for f in c.findings))]
             for c in report.checks]
