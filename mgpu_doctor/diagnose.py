@@ -199,9 +199,9 @@ def pasted_facts(path: Path, not_json: NotJsonText) -> Facts:
     except NothingRecognised:
         if not_json.text.lstrip().startswith(("{", "[")):
             raise BadInput(str(not_json)) from None  # meant as JSON: say where it breaks
-        raise BadInput(f"{path}: neither a snapshot or report nor a paste with anything mgpu-doctor "
-                       "reads (System information, nvidia-smi, pip list, build info, TensorFlow log "
-                       "lines)") from None
+        raise BadInput(f"{path}: not valid JSON (a snapshot or report; a Markdown report from `mgpu-doctor "
+                       "report` works too), and not a paste with anything mgpu-doctor reads (System "
+                       "information, nvidia-smi, pip list, build info, TensorFlow log lines)") from None
     # Written elsewhere, by someone else: its credentials are masked, --no-redact or not.
     return Facts(mask_snapshot(snapshot), f"pasted text {path}")
 

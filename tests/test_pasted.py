@@ -278,7 +278,7 @@ def test_nothing_recognisable_is_one_line_and_exit_2(tmp_path, capsys):
         snapshot_from_paste(paste.read_text(), str(paste))
     code, out, err = run(capsys, "check", "--from", str(paste))
     assert code == 2 and out == ""
-    assert len(err.strip().splitlines()) == 1 and "nor a paste with anything mgpu-doctor reads" in err
+    assert len(err.strip().splitlines()) == 1 and "not a paste with anything mgpu-doctor reads" in err
 
 
 def test_a_100_mb_paste_is_refused_quickly(tmp_path, capsys):
