@@ -107,6 +107,12 @@ EXPECTED: dict[str, tuple[list[str], dict[str, str], set[tuple[str, str]]]] = {
         {"tensorflow": "2.14.0", "python": "3.10.10", "cuda": "11.2", "cudnn": "8.1.0.77"},
         {("libraries.older-minor", "error"), ("libraries.older-minor", "warning")}),
     "tf-52981-conda-list.md": (["conda list"], {}, set()),
+    "tf-44012-log-not-loaded.md": (["TensorFlow log"], {}, {("pasted.library-not-loaded", "error")}),
+    "tf-45258-log-windows-dll.md": (["TensorFlow log"], {}, set()),
+    "tf-44040-versions-log-2.3.md": (  # TensorFlow 2.3 is built for cuDNN 7.6
+        ["System information (TensorFlow 2.x template)", "TensorFlow log"],
+        {"tensorflow": "2.3.1", "python": "3.7.4", "cuda": "10.1.243", "cudnn": "8.0.4", "driver": "450.80.02"},
+        {("libraries.major-mismatch", "error")}),
     "tf-52378-conda-row-cuinit-1.4.md": (
         ["System information (TensorFlow 2.x template)", "TensorFlow log"],
         {"tensorflow": "1.4.1", "python": "2.7.15", "cuda": "8.0.61", "cudnn": "6.0.21"},
@@ -316,3 +322,67 @@ def test_a_json_snapshot_that_is_broken_is_still_a_json_error(tmp_path, capsys):
     broken.write_text('{"schema_version": 1, "kind": ', encoding="utf-8")
     code, _, err = run(capsys, "check", "--from", str(broken))
     assert code == 2 and "not valid JSON" in err
+
+
+# Formats no stored thread had: built from what the tools print (not a user's paste).
+
+TF_ENV_COLLECT = """Collecting system information...
+
+== check python ===================================================
+python version: 3.6.9
+python branch:
+python build version: ('default', 'Nov  7 2019 10:44:02')
+python compiler version: GCC 8.3.0
+python implementation: CPython
+
+== check os platform ===============================================
+os: Linux
+== are we in docker =============================================
+No
+
+== check pips ===================================================
+numpy                  1.18.1
+protobuf               3.11.3
+tensorflow-gpu         1.15.2
+
+== tensorflow import ============================================
+tf.version.VERSION = 1.15.2
+tf.version.GIT_VERSION = v1.15.0-92-g5d80e1e
+tf.version.COMPILER_VERSION = 7.3.1 20180303
+
+== cuda libs  ===================================================
+/usr/local/cuda-10.0/lib64/libcudart.so.10.0.130
+
+== python version  ==============================================
+(major, minor, micro, releaselevel, serial)
+(3, 6, 9, 'final', 0)
+"""
+
+
+def test_tf_env_collect_output_as_the_script_prints_it():
+    """Section headers and lines as tools/tf_env_collect.sh writes them (its echo and print calls)."""
+    snap = snapshot_from_paste(TF_ENV_COLLECT, "tf_env.txt")
+    kinds = [p.kind for p in snap.pasted.parts]
+    assert "tf_env_collect.sh" in kinds and "pip list" in kinds
+    versions = {k: v.text for k, v in snap.pasted.versions.items()}
+    assert versions["tensorflow"] == "1.15.2" and versions["python"] == "3.6.9" and versions["cuda"] == "10.0.130"
+    assert snap.packages.versions["tensorflow-gpu"] == "1.15.2"
+    assert snap.tensorflow.version == "1.15.2"  # TensorFlow printed it itself
+    assert resolve(snap).tensorflow.text == "1.15.2"
+
+
+def test_pip_freeze_and_pip_list_with_its_header():
+    freeze = snapshot_from_paste("absl-py==1.4.0\nkeras==2.12.0\ntensorflow==2.12.0\nnumpy==1.23.5\n", "x")
+    assert [p.kind for p in freeze.pasted.parts] == ["pip freeze"]
+    assert freeze.packages.versions["tensorflow"] == "2.12.0"
+    assert freeze.packages.locations["tensorflow"] == "pasted: pip freeze, lines 1-4"
+    env = resolve(freeze)
+    assert (env.tensorflow.text, env.keras.text) == ("2.12.0", "2.12.0")
+    listed = snapshot_from_paste("Package    Version\n---------- -------\nkeras      3.3.3\ntensorflow 2.16.1\n", "x")
+    assert [p.kind for p in listed.pasted.parts] == ["pip list"]
+    assert listed.packages.versions == {"keras": "3.3.3", "tensorflow": "2.16.1"}
+
+
+def test_two_lines_of_prose_that_look_like_a_package_row_are_not_a_list():
+    with pytest.raises(NothingRecognised):
+        snapshot_from_paste("Epoch 1\nStep 2\n", "x")

@@ -25,7 +25,7 @@ KEYS = (
     # The short forms people type instead of the template ("Python: 3.9.0", "CUDA: 11.2").
     ("tensorflow", "tensorflow"), ("tensorflow-gpu", "tensorflow"), ("tf", "tensorflow"), ("keras", "keras"),
     ("python", "python"), ("cuda", "cuda"), ("cudnn", "cudnn"), ("nccl", "nccl"), ("horovod", "horovod"),
-    ("gpu", "gpu"), ("driver", "driver"), ("nvidia driver", "driver"),
+    ("gpu", "gpu"), ("driver", "driver"), ("nvidia driver", "driver"), ("nvidia-smi", "driver"),
 )
 # What the Horovod template prints as the question itself (answered on the next line, or not at all).
 _HINTS = ("(tensorflow, keras, pytorch, mxnet)",)
