@@ -13,8 +13,8 @@ import pytest
 
 from mgpu_doctor.cli import main
 from mgpu_doctor.code_table import all_declared
-from mgpu_doctor.codes import is_declared
 from mgpu_doctor.drift.compare import CODES
+from mgpu_doctor.model.codes import is_declared
 from tests.scenarios import path_of
 
 HEALTHY = path_of("healthy-8gpu-nvlink")

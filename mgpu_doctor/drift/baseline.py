@@ -6,12 +6,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mgpu_doctor.checks.base import Check, run_check
+from mgpu_doctor.environment.resolve import ResolvedEnvironment, resolve
 from mgpu_doctor.errors import BadInput
-from mgpu_doctor.findings import CheckStatus
-from mgpu_doctor.redact import mask_snapshot
-from mgpu_doctor.resolve import ResolvedEnvironment, resolve
-from mgpu_doctor.smoke.model import SmokeRun, runs_from_report
-from mgpu_doctor.snapshot import Snapshot, SnapshotLoadError, load_document
+from mgpu_doctor.model.findings import CheckStatus
+from mgpu_doctor.model.redact import mask_snapshot
+from mgpu_doctor.model.smoke_runs import SmokeRun, runs_from_report
+from mgpu_doctor.model.snapshot import Snapshot, SnapshotLoadError, load_document
 
 
 @dataclass(frozen=True)

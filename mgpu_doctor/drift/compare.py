@@ -12,12 +12,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from mgpu_doctor.drift.model import Drift, DriftRow
-from mgpu_doctor.findings import CheckOutcome, CheckStatus, Severity
+from mgpu_doctor.environment.resolve import ResolvedEnvironment, ResolvedVersion
 from mgpu_doctor.fleet.compare import Fact, FactFamily, build_fleet, describe
-from mgpu_doctor.resolve import ResolvedEnvironment, ResolvedVersion
-from mgpu_doctor.smoke.model import SmokeRun
-from mgpu_doctor.snapshot import GpuFacts, Snapshot
-from mgpu_doctor.unavailable import Unavailable
+from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Severity
+from mgpu_doctor.model.smoke_runs import SmokeRun
+from mgpu_doctor.model.snapshot import GpuFacts, Snapshot
+from mgpu_doctor.model.unavailable import Unavailable
 
 NOT_SET = "not set"
 

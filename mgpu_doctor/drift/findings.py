@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mgpu_doctor.drift.model import Drift, DriftRow
-from mgpu_doctor.findings import CheckOutcome, Finding, Severity, status_for
+from mgpu_doctor.model.findings import CheckOutcome, Finding, Severity, status_for
 
 NAME = "drift"
 TITLE = "Nothing changed since the baseline"

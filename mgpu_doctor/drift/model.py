@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mgpu_doctor.findings import Severity
+from mgpu_doctor.model.findings import Severity
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Pasted text (an issue body: System information, nvidia-smi, pip list, TensorFlow log lines) read
-into a Snapshot; pure parsing, nothing executed. May import the snapshot model, never probes.
+into a Snapshot, nothing executed; one module per format, :mod:`.split` assembles the snapshot.
 
-:mod:`.split` finds the parts and builds the snapshot; one module per format recognises its part.
+May import: errors, process, model, environment, checks.
 """
 
 from __future__ import annotations

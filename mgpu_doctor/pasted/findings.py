@@ -7,9 +7,9 @@ from __future__ import annotations
 from packaging.version import InvalidVersion, Version
 
 from mgpu_doctor.checks.base import Check, CheckSkipped, Scope
-from mgpu_doctor.findings import Finding, Section, Severity
-from mgpu_doctor.pasted.model import LogLine, PastedFacts
-from mgpu_doctor.resolve import ResolvedEnvironment
+from mgpu_doctor.environment.resolve import ResolvedEnvironment
+from mgpu_doctor.model.findings import Finding, Section, Severity
+from mgpu_doctor.model.pasted import LogLine, PastedFacts
 
 NAME = "pasted-log"
 TITLE = "The pasted TensorFlow log shows no failure"

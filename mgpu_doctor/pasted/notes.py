@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mgpu_doctor.pasted.model import PastedFacts
+from mgpu_doctor.model.pasted import PastedFacts
 
 PARTS_SHOWN = 12
 

@@ -6,9 +6,9 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from mgpu_doctor.model.snapshot import GpuFacts, GpuProcess
+from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.pasted.text import RANK_SMI, Found
-from mgpu_doctor.snapshot import GpuFacts, GpuProcess
-from mgpu_doctor.unavailable import Unavailable
 
 MIB = 2**20
 NOT_PASTED = "not in the pasted text"

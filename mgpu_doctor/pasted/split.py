@@ -10,15 +10,8 @@ import datetime as _dt
 from collections.abc import Callable
 
 from mgpu_doctor import __version__
-from mgpu_doctor.pasted.build_info import find_build_info
-from mgpu_doctor.pasted.model import PastedFacts, PastedPart, PastedVersion
-from mgpu_doctor.pasted.nvidia_smi import NOT_PASTED, bus_key, find_query, find_table, find_xml, not_pasted
-from mgpu_doctor.pasted.packages import find_packages
-from mgpu_doctor.pasted.system_info import find_system_info
-from mgpu_doctor.pasted.text import RANK_TEMPLATE, Found, paste_lines
-from mgpu_doctor.pasted.tf_log import find_log
-from mgpu_doctor.pasted.tools import find_collect_env, find_tf_env
-from mgpu_doctor.snapshot import (
+from mgpu_doctor.model.pasted import PastedFacts, PastedPart, PastedVersion
+from mgpu_doctor.model.snapshot import (
     KIND,
     SCHEMA_VERSION,
     GpuFacts,
@@ -29,7 +22,14 @@ from mgpu_doctor.snapshot import (
     Snapshot,
     TensorFlowFacts,
 )
-from mgpu_doctor.unavailable import Unavailable
+from mgpu_doctor.model.unavailable import Unavailable
+from mgpu_doctor.pasted.build_info import find_build_info
+from mgpu_doctor.pasted.nvidia_smi import NOT_PASTED, bus_key, find_query, find_table, find_xml, not_pasted
+from mgpu_doctor.pasted.packages import find_packages
+from mgpu_doctor.pasted.system_info import find_system_info
+from mgpu_doctor.pasted.text import RANK_TEMPLATE, Found, paste_lines
+from mgpu_doctor.pasted.tf_log import find_log
+from mgpu_doctor.pasted.tools import find_collect_env, find_tf_env
 
 READERS: tuple[Callable[[list[str]], list[Found]], ...] = (
     find_system_info, find_xml, find_query, find_table, find_packages, find_build_info, find_collect_env,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from mgpu_doctor.pasted.model import LogLine
-from mgpu_doctor.snapshot import GpuFacts, TfDevice
+from mgpu_doctor.model.pasted import LogLine
+from mgpu_doctor.model.snapshot import GpuFacts, TfDevice
 
 _FENCE = re.compile(r"^\s*(```+|~~~+)")
 _HTML = re.compile(r"^\s*(</?(details|summary|pre|code|br)\b[^>]*>|<!--.*-->)\s*$", re.IGNORECASE)

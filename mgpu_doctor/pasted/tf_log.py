@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
-from mgpu_doctor.pasted.model import LogLine
+from mgpu_doctor.model.pasted import LogLine
+from mgpu_doctor.model.snapshot import TfDevice
 from mgpu_doctor.pasted.text import RANK_LOG, Found
-from mgpu_doctor.snapshot import TfDevice
 
 # A log line starts with one of these (glog's "I0101 12:00:00.000 ..." or absl's timestamped
 # "2021-01-01 12:00:00.000: I tensorflow/...", or a bare "E tensorflow/...").
