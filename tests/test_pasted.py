@@ -395,3 +395,13 @@ def test_pip_freeze_and_pip_list_with_its_header():
 def test_two_lines_of_prose_that_look_like_a_package_row_are_not_a_list():
     with pytest.raises(NothingRecognised):
         snapshot_from_paste("Epoch 1\nStep 2\n", "x")
+
+
+def test_a_line_the_log_repeats_is_one_fact_with_its_count():
+    snap = snapshot_from_paste((PASTES / "tf-60913-cudnn-9-older.md").read_text(encoding="utf-8"), "x")
+    assert [(e.kind, e.loaded, e.compiled, e.repeated) for e in snap.pasted.log] == [
+        ("runtime-mismatch", "9.1.0", "9.3.0", 1)]
+    lines = "2021-05-26 11:50:43.607718: I dso_loader.cc:49] Successfully opened dynamic library libcudnn.so.8\n"
+    long_log = snapshot_from_paste(lines * 5000, "x")
+    assert len(long_log.pasted.log) == 1 and long_log.pasted.log[0].repeated == 4999
+    assert long_log.tensorflow.loaded_libraries == ["libcudnn.so.8"]

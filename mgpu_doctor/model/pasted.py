@@ -43,6 +43,7 @@ class LogLine:
     library: str = ""
     loaded: str = ""
     compiled: str = ""
+    repeated: int = 0  # how many more times the paste says the same (once per GPU, per process)
 
 
 @dataclass(frozen=True)

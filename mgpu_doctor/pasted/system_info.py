@@ -35,6 +35,7 @@ _HEADING = re.compile(r"^\s*#{2,4}\s*(?P<key>[A-Za-z][^#]{1,80}?)\s*#*\s*$")
 _BLOCK_TITLE = re.compile(r"^\s*(?:#+\s*)?(?:\*\*)?\s*(system information|environment)\b", re.IGNORECASE)
 _PACKAGE_ROW = re.compile(r"^\s*[-*]\s+(?:tensorflow|tensorflow-gpu|tf-nightly)\s+(?P<version>\d+\.\d+[\w.]*)"
                           r"(\s+\S+)*\s*$")
+_NEVER_A_KEY = re.compile(r"^\s*(?:$|\d+(?!\.\s)|[|+=<\[]|[IWEF]\d{4})")
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+\S")
 _VERSION_KEYS = ("tensorflow", "keras", "python", "cuda", "cudnn", "nccl", "driver")
 
@@ -64,6 +65,8 @@ def find_system_info(lines: list[str]) -> list[Found]:
 
 def _read_block(lines: list[str], start: int) -> Found | None:
     """The template block that starts at ``start`` (a title line or its first key), if any."""
+    if _NEVER_A_KEY.match(lines[start]):  # a log line, a table row: the common case in a long paste
+        return None
     values: dict[str, tuple[str, int]] = {}
     style = ""
     i = start

@@ -3,6 +3,7 @@ the build, the devices TensorFlow created, the cuDNN and NCCL versions it names.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from mgpu_doctor.model.pasted import LogLine
@@ -50,6 +51,7 @@ def find_log(lines: list[str]) -> list[Found]:
             used.extend(range(first, last + 1))
     if not used:
         return []
+    out.log = _distinct(out.log)
     if all(e.kind == "nccl-version" for e in out.log):
         out.kind = "NCCL log"
     if not out.devices:  # no "Created device" line: the devices TensorFlow found are what it sees
@@ -82,6 +84,22 @@ def _entries(lines: list[str]) -> list[tuple[int, int, str]]:
     return out
 
 
+def _distinct(log: list[LogLine]) -> list[LogLine]:
+    """Each fact once, with how often it repeats: a long log says the same line once per GPU, step
+    or process, and the snapshot stays small."""
+    first: dict[tuple[str, str, str, str, str], LogLine] = {}
+    repeats: dict[tuple[str, str, str, str, str], int] = {}
+    for entry in log:
+        # "Created device" lines differ per GPU (ordinal, bus): the text tells them apart
+        key = (entry.kind, entry.library, entry.loaded, entry.compiled,
+               entry.text if entry.kind in ("device", "found-device") else "")
+        if key in first:
+            repeats[key] += 1
+        else:
+            first[key], repeats[key] = entry, 0
+    return [dataclasses.replace(e, repeated=repeats[k]) if repeats[k] else e for k, e in first.items()]
+
+
 def _complete(text: str) -> bool:
     if "Found device" in text:
         return bool(_FOUND.search(text))
@@ -106,7 +124,7 @@ def _version(text: str) -> str:
 
 def _read_entry(out: Found, line: int, text: str) -> bool:
     shown = text if len(text) <= TEXT_CHARS else text[:TEXT_CHARS - 1] + "…"
-    if m := _MISMATCH.search(text):
+    if "Loaded runtime" in text and (m := _MISMATCH.search(text)):
         lib = m.group("lib").lower()
         loaded, compiled = _version(m.group("loaded")), _version(m.group("compiled"))
         out.log.append(LogLine(line + 1, "runtime-mismatch", shown, lib, loaded, compiled))
@@ -115,13 +133,14 @@ def _read_entry(out: Found, line: int, text: str) -> bool:
             out.versions["cudnn"] = loaded
             out.versions["built_cudnn"] = compiled
         return True
-    if m := _NOT_LOADED.search(text):
+    if "Could not" in text and (m := _NOT_LOADED.search(text)):
         out.log.append(LogLine(line + 1, "not-loaded", shown, m.group("lib")))
         out.tensorflow_ran = True
         return True
     if m := _LOADED.search(text):
         out.log.append(LogLine(line + 1, "loaded", shown, m.group("lib")))
-        out.loaded.append(m.group("lib"))
+        if m.group("lib") not in out.loaded:
+            out.loaded.append(m.group("lib"))
         out.tensorflow_ran = True
         return True
     if m := _DEVICE.search(text):
