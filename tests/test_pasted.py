@@ -39,6 +39,8 @@ def problems(report: dict) -> set[tuple[str, str]]:
 
 # file -> (the parts recognised, the versions the paste states, the warnings and errors it gets)
 EXPECTED: dict[str, tuple[list[str], dict[str, str], set[tuple[str, str]]]] = {
+    "tf-22399-template-1x-next-line.md": (  # the answers on the lines after the questions
+        ["System information (TensorFlow 1.x template)"], {"tensorflow": "1.11.0-rc0", "python": "3.5.2"}, set()),
     "tf-14364-template-1x.md": (
         ["System information (TensorFlow 1.x template)"],
         {"tensorflow": "1.4", "python": "2.7", "cuda": "8.0", "cudnn": "6.0"}, set()),
@@ -52,8 +54,7 @@ EXPECTED: dict[str, tuple[list[str], dict[str, str], set[tuple[str, str]]]] = {
         ["System information (TensorFlow 2.x template)"],
         {"tensorflow": "2.1.0", "python": "3.6.9", "cuda": "10.1"}, set()),
     "tf-41213-template-smi-440.md": (
-        ["System information (TensorFlow 2.x template)", "pip list", "System information (TensorFlow 2.x template)",
-         "nvidia-smi"],
+        ["System information (TensorFlow 2.x template)", "pip list", "nvidia-smi"],
         {"tensorflow": "2.4.0-dev20200701", "python": "3.7", "driver": "440.33.01"},
         # tf-nightly 2.4 is built for CUDA 11.0, which driver 440 (CUDA 10.2) cannot run
         {("driver.too-old", "error"), ("gpu.memory-in-use", "warning")}),

@@ -75,7 +75,7 @@ def _read_block(lines: list[str], start: int) -> Found | None:
     if titled:
         i += 1
     last = start
-    gap = 0
+    gap = loose = 0
     while i < len(lines) and gap <= 2:
         line = lines[i]
         heading = _HEADING.match(line)
@@ -100,8 +100,12 @@ def _read_block(lines: list[str], start: int) -> Found | None:
                 last = i
                 i += 1
                 continue
+            if style and values and loose < 2:  # an answer that runs over a second line
+                loose += 1
+                i += 1
+                continue
             break
-        gap = 0
+        gap = loose = 0
         if heading:
             if style and style != "form":
                 break
@@ -122,7 +126,10 @@ def _read_block(lines: list[str], start: int) -> Found | None:
         if value.strip().lower() in _HINTS:
             value = ""
         following = lines[i + 1] if i + 1 < len(lines) else ""
-        answer = following.strip() and not _LINE.match(following) and not _HEADING.match(following)
+        next_key = _LINE.match(following)
+        answer = (following.strip() and not _HEADING.match(following) and not _BULLET.match(following)
+                  and not following.lstrip().startswith(("|", "+", "`", "=", "<"))
+                  and (next_key is None or _key(next_key.group("key")) is False))
         if not value.strip() and answer:
             value = lines[i + 1]  # Horovod's template answered on the next line
             i += 1

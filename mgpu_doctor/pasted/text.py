@@ -11,7 +11,7 @@ from mgpu_doctor.model.snapshot import GpuFacts, TfDevice
 
 _FENCE = re.compile(r"^\s*(```+|~~~+)")
 _HTML = re.compile(r"^\s*(</?(details|summary|pre|code|br)\b[^>]*>|<!--.*-->)\s*$", re.IGNORECASE)
-VERSION = r"\d+(?:\.\d+)+(?:(?:rc|a|b|[.-]?dev|\.post)\d*)?(?:\+[\w.]+)?"
+VERSION = r"\d+(?:\.\d+)+(?:(?:-?rc|a|b|[.-]?dev|\.post)\d*)?(?:\+[\w.]+)?"
 _VERSION_WORD = re.compile(rf"(?<![\w.-])v?({VERSION})(?![\w.]*\d)")
 _GIT_DESCRIBE = re.compile(r"\bv\d+\.\d+\.\d+(?:-rc\d+)?-\d+-g[0-9a-f]+|\bb'v[^']*'"
                            r"|\bv\d+\.\d+\.\d+-rc\d+-\S+")
