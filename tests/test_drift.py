@@ -238,3 +238,11 @@ def test_the_pytest_plugin_takes_a_baseline(pytester, recorded):
     bad = pytester.runpytest("--mgpu-check", f"--mgpu-from={now}", "--mgpu-baseline=/nonexistent.json")
     assert bad.ret != 0
     bad.stderr.fnmatch_lines(["*--mgpu-baseline: *nonexistent.json*"])
+
+
+def test_the_bug_report_shows_the_drift_table_first(capsys, tmp_path, recorded):
+    baseline, now = recorded
+    out = tmp_path / "report.md"
+    run(capsys, "report", "--from", str(now), "--baseline", str(baseline), "-o", str(out))
+    headings = [line for line in out.read_text(encoding="utf-8").splitlines() if line.startswith("## ")]
+    assert headings[0] == "## Changes since the baseline"

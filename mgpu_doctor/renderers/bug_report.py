@@ -19,7 +19,7 @@ from mgpu_doctor.renderers.common import (
     device_table_rows,
     summary_line,
 )
-from mgpu_doctor.renderers.markdown import STATUS_WORDS, finding_lines
+from mgpu_doctor.renderers.markdown import STATUS_WORDS, drift_markdown, finding_lines
 from mgpu_doctor.renderers.mermaid import pictures_markdown
 from mgpu_doctor.renderers.smoke_table import SIMULATED_LINE, SMOKE_HEADERS, smoke_rows
 from mgpu_doctor.renderers.tables import table
@@ -41,6 +41,7 @@ def render(report: Report, options: RenderOptions, *, redacted: bool = True) -> 
             + (" (quick: TensorFlow not imported)" if report.quick else "")
             + ("; hostname, user, home directory and GPU UUIDs redacted" if redacted
                else "; NOT redacted"), "", f"**{summary_line(report)}**", ""]
+    out += drift_markdown(report)
     out += _findings(report, options)
     out += smoke_section(report)
     out += pictures_markdown(report.smoke_runs, "###")

@@ -30,10 +30,7 @@ def render(report: Report, options: RenderOptions) -> str:
     level = f" (level {report.level})" if report.level else ""
     out = [f"# mgpu-doctor {report.tool_version}: {report.source}{level}", "",
            f"**{summary_line(report)}**", ""]
-    if report.drift is not None:  # what changed comes first: the reason a gate that passed now fails
-        out += ["## Changes since the baseline", "", drift_heading(report), ""]
-        if report.drift.rows:
-            out += [table([[_cell(c) for c in r] for r in drift_rows(report)], DRIFT_HEADERS, "github"), ""]
+    out += drift_markdown(report)
     rows = [[c.title, f"`{c.name}`", STATUS_WORDS[c.status],
              _cell(c.skip_reason or "; ".join(f.title for f in c.findings))]
             for c in report.checks]
@@ -55,6 +52,16 @@ def render(report: Report, options: RenderOptions) -> str:
         out += ["## GPUs", "", table([[r[k] for k in DEVICE_HEADERS] for r in devices],
                                    list(DEVICE_HEADERS.values()), "github"), ""]
     return "\n".join(out).rstrip() + "\n"
+
+
+def drift_markdown(report: Report) -> list[str]:
+    """What changed since the baseline, shown first: the reason a gate that passed now fails."""
+    if report.drift is None:
+        return []
+    out = ["## Changes since the baseline", "", drift_heading(report), ""]
+    if report.drift.rows:
+        out += [table([[_cell(c) for c in r] for r in drift_rows(report)], DRIFT_HEADERS, "github"), ""]
+    return out
 
 
 def _cell(text: str) -> str:
