@@ -406,3 +406,80 @@ def test_a_line_the_log_repeats_is_one_fact_with_its_count():
     long_log = snapshot_from_paste(lines * 5000, "x")
     assert len(long_log.pasted.log) == 1 and long_log.pasted.log[0].repeated == 4999
     assert long_log.tensorflow.loaded_libraries == ["libcudnn.so.8"]
+
+
+# nvidia-smi -q laid out as the driver prints it (field names of `nvidia-smi -q`; drivers from 530 say
+# "Clocks Event Reasons" and split ECC into SRAM/DRAM): built for the GPU checks, not a user's paste.
+SMI_Q = """==============NVSMI LOG==============
+
+Timestamp                                 : Mon Jan  1 00:00:00 2024
+Driver Version                            : 535.104.05
+CUDA Version                              : 12.2
+
+Attached GPUs                             : 2
+GPU 00000000:07:00.0
+    Product Name                          : NVIDIA A100-SXM4-80GB
+    Persistence Mode                      : Enabled
+    MIG Mode
+        Current                           : Disabled
+        Pending                           : Disabled
+    GPU UUID                              : GPU-11111111-2222-3333-4444-555555555555
+    Minor Number                          : 0
+    PCI
+        Bus Id                            : 00000000:07:00.0
+        GPU Link Info
+            PCIe Generation
+                Max                       : 4
+                Current                   : 4
+            Link Width
+                Max                       : 16x
+                Current                   : 8x
+    Clocks Event Reasons
+        Idle                              : Not Active
+        HW Slowdown                       : Active
+    FB Memory Usage
+        Total                             : 81920 MiB
+        Reserved                          : 565 MiB
+        Used                              : 4 MiB
+        Free                              : 81350 MiB
+    Compute Mode                          : Default
+    Ecc Mode
+        Current                           : Enabled
+        Pending                           : Enabled
+    ECC Errors
+        Volatile
+            SRAM Correctable              : 0
+            SRAM Uncorrectable            : 0
+            DRAM Correctable              : 0
+            DRAM Uncorrectable            : 2
+    Temperature
+        GPU Current Temp                  : 34 C
+    Processes                             : None
+
+GPU 00000000:0F:00.0
+    Product Name                          : NVIDIA A100-SXM4-80GB
+    Persistence Mode                      : Enabled
+    GPU UUID                              : GPU-66666666-7777-8888-9999-000000000000
+    Minor Number                          : 1
+    PCI
+        Bus Id                            : 00000000:0F:00.0
+    FB Memory Usage
+        Total                             : 81920 MiB
+        Used                              : 4 MiB
+    Compute Mode                          : Default
+    Processes                             : None
+"""
+
+
+def test_the_gpu_checks_run_on_what_nvidia_smi_q_says(tmp_path, capsys):
+    snap = snapshot_from_paste(SMI_Q, "x")
+    first, second = snap.nvml.gpus
+    assert (first.uuid, first.pcie_width_current, first.pcie_width_max, first.ecc_uncorrected_volatile) == (
+        "GPU-11111111-2222-3333-4444-555555555555", 8, 16, 2)
+    assert first.throttle_reasons == ["hw_slowdown"] and first.mig_mode is False and first.processes == []
+    assert (second.index, second.memory_total_bytes) == (1, 81920 * 2**20)
+    assert snap.pasted.provenance["nvml"] == "pasted: nvidia-smi -q, lines 1-58"
+    paste = tmp_path / "smi.txt"
+    paste.write_text(SMI_Q, encoding="utf-8")
+    found = problems(report_of(capsys, str(paste)))
+    assert {"gpu.ecc-uncorrected", "gpu.pcie-width-degraded"} <= {code for code, _ in found}
