@@ -13,6 +13,7 @@ from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Sever
 from mgpu_doctor.model.serde import to_jsonable
 from mgpu_doctor.model.smoke_runs import SmokeRun
 from mgpu_doctor.model.snapshot import Snapshot
+from mgpu_doctor.model.training import TrainingProfile
 
 if TYPE_CHECKING:
     from mgpu_doctor.drift.model import Drift
@@ -70,6 +71,9 @@ class Report:
     libraries: LibrariesView | None = None
     # `check --baseline FILE`: what changed since a known-good run (its findings are in `checks` too).
     drift: Drift | None = None
+    # How the user trains: declared (files, options, query terms) and observed facts; None: not
+    # judged against one (fleet, libs before profiles existed).
+    training: TrainingProfile | None = None
 
     @property
     def findings(self) -> list[Finding]:
@@ -112,6 +116,7 @@ def new_report(
     libraries: LibrariesView | None = None,
     level: str = "",
     drift: Drift | None = None,
+    training: TrainingProfile | None = None,
 ) -> Report:
     """A report of this schema; a section not given is empty."""
     return Report(
@@ -119,5 +124,5 @@ def new_report(
         command=command, source=source, quick=quick, snapshot=snapshot, checks=checks,
         notes=list(notes or []), query=dict(query or {}), fleet=fleet, smoke_runs=list(smoke_runs or []),
         multiworker_runs=list(multiworker_runs or []), devices=list(devices or []), libraries=libraries,
-        level=level, drift=drift,
+        level=level, drift=drift, training=training,
     )
