@@ -25,6 +25,7 @@ from mgpu_doctor.renderers.markdown import (
     check_details,
     code,
     conditional_markdown,
+    drift_markdown,
     finding_lines,
     text,
     training_markdown,
@@ -51,6 +52,7 @@ def render(report: Report, options: RenderOptions, *, redacted: bool = True) -> 
             + (" (quick: TensorFlow not imported)" if report.quick else "")
             + ("; hostname, user, home directory and GPU UUIDs redacted" if redacted
                else "; NOT redacted"), "", f"**{text(summary_line(report))}**", ""]
+    out += drift_markdown(report)
     out += training_markdown(report)
     out += _findings(report, options)
     out += smoke_section(report)
