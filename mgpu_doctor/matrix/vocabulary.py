@@ -124,6 +124,8 @@ USAGES: dict[str, str] = {
                   "the pip nvidia-* wheels or a system CUDA",
     "alltoall": "call all-to-all collectives (hvd.alltoall, or all-to-all in custom layers such as "
                 "sharded embeddings)",
+    "custom_loss": "compile the model with a custom loss (your own function, registered with "
+                   "register_keras_serializable, or a keras.losses.Loss subclass)",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
