@@ -126,6 +126,8 @@ USAGES: dict[str, str] = {
                 "sharded embeddings)",
     "custom_loss": "compile the model with a custom loss (your own function, registered with "
                    "register_keras_serializable, or a keras.losses.Loss subclass)",
+    "op_determinism": "ask for deterministic ops (tf.config.experimental.enable_op_determinism, "
+                      "TF_DETERMINISTIC_OPS=1)",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
