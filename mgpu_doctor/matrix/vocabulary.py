@@ -124,6 +124,8 @@ USAGES: dict[str, str] = {
                   "the pip nvidia-* wheels or a system CUDA",
     "alltoall": "call all-to-all collectives (hvd.alltoall, or all-to-all in custom layers such as "
                 "sharded embeddings)",
+    "cudnn_autotune_off": "turn cuDNN autotuning off (TF_CUDNN_USE_AUTOTUNE=0)",
+    "tf32_disabled": "turn TensorFloat-32 off (tf.config.experimental.enable_tensor_float_32_execution(False))",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
