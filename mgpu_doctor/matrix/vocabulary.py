@@ -126,6 +126,7 @@ USAGES: dict[str, str] = {
                 "sharded embeddings)",
     "cudnn_autotune_off": "turn cuDNN autotuning off (TF_CUDNN_USE_AUTOTUNE=0)",
     "tf32_disabled": "turn TensorFloat-32 off (tf.config.experimental.enable_tensor_float_32_execution(False))",
+    "fft": "call FFT ops on the GPU (tf.signal.fft, rfft, stft, spectrogram layers)",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
