@@ -125,7 +125,8 @@ USAGES: dict[str, str] = {
     "alltoall": "call all-to-all collectives (hvd.alltoall, or all-to-all in custom layers such as "
                 "sharded embeddings)",
     "cudnn_autotune_off": "turn cuDNN autotuning off (TF_CUDNN_USE_AUTOTUNE=0)",
-    "tf32_disabled": "turn TensorFloat-32 off (tf.config.experimental.enable_tensor_float_32_execution(False))",
+    "tf32_disabled": "turn TensorFloat-32 off "
+                     "(tf.config.experimental.enable_tensor_float_32_execution(False))",
     "fft": "call FFT ops on the GPU (tf.signal.fft, rfft, stft, spectrogram layers)",
 }
 
