@@ -128,6 +128,10 @@ USAGES: dict[str, str] = {
                    "register_keras_serializable, or a keras.losses.Loss subclass)",
     "op_determinism": "ask for deterministic ops (tf.config.experimental.enable_op_determinism, "
                       "TF_DETERMINISTIC_OPS=1)",
+    "cudnn_autotune_off": "turn cuDNN autotuning off (TF_CUDNN_USE_AUTOTUNE=0)",
+    "tf32_disabled": "turn TensorFloat-32 off "
+                     "(tf.config.experimental.enable_tensor_float_32_execution(False))",
+    "fft": "call FFT ops on the GPU (tf.signal.fft, rfft, stft, spectrogram layers)",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
