@@ -45,6 +45,9 @@ def environment_from_snapshot(snapshot: Snapshot) -> Environment:
     ("2.0.0b0", "==2.0.0b0", Tri.YES),
     ("9", ">=8.0,<9.1", Tri.UNKNOWN),  # cuDNN "9" from TensorFlow's build info is any 9.x
     ("9", ">=9,<10", Tri.YES),
+    ("9", "==9.3.*", Tri.UNKNOWN),  # every 9.x: 9.3 is one of them, 9.1 is not
+    ("11", ">=11.2", Tri.UNKNOWN),  # CUDA 11 is not 11.0
+    ("12", "==11.*", Tri.NO),
     ("1.12", ">=1.10,<1.13", Tri.YES),
     ("1.12", "==1.12.0", Tri.UNKNOWN),
     ("555.42.02", ">=555.42.2", Tri.YES),

@@ -15,7 +15,7 @@ from mgpu_doctor.resolve import ResolvedEnvironment
 
 NAME = "known-issues"
 TITLE = "Known multi-GPU issues for these versions"
-CODES = ("known-issue.ID", "matrix.no-known-issue", "matrix.problems")
+CODES = ("known-issue.ID", "matrix.no-known-issue", "matrix.problems", "matrix.needs-version")
 
 
 def matrix_findings(matrix: Matrix) -> list[Finding]:
