@@ -195,11 +195,11 @@ def _interval(spec: SpecifierSet) -> _Bound | None:
 
 
 def _bump(release: tuple[int, ...]) -> Version:
-    """The first version after every ``release.*``: (2, 12) -> 2.13."""
+    """The first version after every ``release.*``: (2, 12) -> 2.13.dev0 (2.13's first nightly)."""
     if not release:
         return Version(str(_HIGH))
     head = list(release[:-1]) + [release[-1] + 1]
-    return Version(".".join(str(p) for p in head))
+    return Version(".".join(str(p) for p in head) + ".dev0")
 
 
 def _intersect(a: _Bound, b: _Bound) -> _Bound:
