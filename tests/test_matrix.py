@@ -480,6 +480,7 @@ PR_SOURCE = ('[[issue.sources]]\nurl = "https://github.com/tensorflow/tensorflow
     ({"affects": ">=2.10,<2.11", "fixed_in": 'fixed_in = "tensorflow 2.11"\n'}, "fixed_in"),
     # "None ..." that is not "None posted" / "None confirmed"
     ({"workaround": "None from the maintainers. Restart."}, "workaround"),
+    ({"workaround": "No fix in the thread. Restart the job."}, "workaround"),
     # advice of our own after "None posted", not marked
     ({"workaround": "None posted. Restart the job."}, "workaround"),
     # the same URL twice in one entry

@@ -253,7 +253,8 @@ def _as_sources_say(affects: dict[str, str], fixed_in: str, workaround: str, sou
                 not any(n in s.note for s in sources for n in named):
             bad("fixed_in", f"no source says so: cite a {', '.join(FIX_SOURCE_KINDS)}, or a source whose "
                 f"note names the release ({', '.join(sorted(named)) or 'fixed_in names none'})")
-    says_none = re.match(r"(?i)none\b", workaround.strip()) is not None
+    # "No fix in the thread. Try ..." hides our own advice behind the thread's silence
+    says_none = re.match(r"(?i)(none|no (fix|workaround|cause))\b", workaround.strip()) is not None
     if says_none and not workaround.startswith((NONE_POSTED, NONE_CONFIRMED)):
         bad("workaround", f"when no source posted one, it starts with {NONE_POSTED!r} (or {NONE_CONFIRMED!r} "
             "when the sources suggest something nobody confirmed)")

@@ -96,6 +96,14 @@ USAGES: dict[str, str] = {
     "gpus_inferred": "let the library count the GPUs itself (multi_gpu_model(model) without gpus=)",
     "shared_submodel": "call one sub-model or layer several times in the model (Siamese networks, "
                        "a GAN's discriminator on real and fake inputs)",
+    "input_signature": "decorate the training step with tf.function(input_signature=...)",
+    "validation_data": "pass validation data to model.fit (validation_data, validation_split)",
+    "sparse_gradients": "train variables whose gradients are sparse (tf.IndexedSlices: Embedding "
+                        "layers, tf.gather on a variable)",
+    "iommu": "run with the IOMMU or PCIe ACS switched on between the GPUs (AMD platforms, "
+             "virtualised hosts)",
+    "strategy_created_late": "create the optimizer or other variables outside the strategy's scope, "
+                             "or the strategy after them",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
