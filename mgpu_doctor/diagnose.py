@@ -16,7 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from mgpu_doctor import __version__
-from mgpu_doctor.acks import (
+from mgpu_doctor.checks import VERSION_RULES, Check, known_issues, run_check
+from mgpu_doctor.checks.base import mostly_skipped
+from mgpu_doctor.environment.devices import device_rows
+from mgpu_doctor.environment.resolve import ResolvedEnvironment, resolve
+from mgpu_doctor.errors import BadInput
+from mgpu_doctor.gate.acks import (
     DEFAULT_FILE,
     AckFileError,
     apply_acks,
@@ -24,27 +29,22 @@ from mgpu_doctor.acks import (
     renamed_notes,
     unused_entries,
 )
-from mgpu_doctor.checks import VERSION_RULES, Check, known_issues, run_check
-from mgpu_doctor.checks.base import mostly_skipped
-from mgpu_doctor.devices import device_rows
-from mgpu_doctor.errors import BadInput
-from mgpu_doctor.findings import CheckOutcome, Section
-from mgpu_doctor.interpreter import Interpreter
+from mgpu_doctor.gate.requirements import Requirements, layer_outcomes, requirement_checks
 from mgpu_doctor.matrix.compat_tables import CompatTableError, bundled_cuda_driver_table, load_bundled_tables
 from mgpu_doctor.matrix.environment import BadEnvironment
 from mgpu_doctor.matrix.known_issues import VERSION_KEYS
+from mgpu_doctor.model.findings import CheckOutcome, Section
+from mgpu_doctor.model.redact import Identity, mask_snapshot, redact_report
+from mgpu_doctor.model.report import Report, new_report
+from mgpu_doctor.model.smoke_runs import SmokeRun, runs_from_report
+from mgpu_doctor.model.snapshot import Snapshot, SnapshotLoadError, load_document
+from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.probes.gather import GatherOptions, Progress, gather_snapshot
-from mgpu_doctor.redact import Identity, mask_snapshot, redact_report
-from mgpu_doctor.report import Report, new_report
-from mgpu_doctor.requirements import Requirements, layer_outcomes, requirement_checks
-from mgpu_doctor.resolve import ResolvedEnvironment, resolve
-from mgpu_doctor.smoke.model import SmokeRun, runs_from_report
+from mgpu_doctor.process.interpreter import Interpreter
 from mgpu_doctor.smoke.request import SmokeRequest
-from mgpu_doctor.snapshot import Snapshot, SnapshotLoadError, load_document
-from mgpu_doctor.unavailable import Unavailable
 
 if TYPE_CHECKING:
-    from mgpu_doctor.library_view import LibrariesView
+    from mgpu_doctor.environment.library_view import LibrariesView
     from mgpu_doctor.smoke.section import SmokeSection
 
 EnvCheck = Check[ResolvedEnvironment]
@@ -121,7 +121,7 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
 
 
 def libraries_table(env: ResolvedEnvironment) -> LibrariesView | Unavailable:
-    from mgpu_doctor.library_view import library_view  # `libs` only
+    from mgpu_doctor.environment.library_view import library_view  # `libs` only
 
     return library_view(env, bundled_cuda_driver_table())
 
@@ -204,7 +204,7 @@ def acknowledge(report: Report, options: DiagnoseOptions) -> Report:
 def query(terms: list[str], matrix_dirs: tuple[Path, ...] = ()) -> Report:
     """`matrix query`: every rule over versions (compatibility tables and known issues) applied to
     the versions and conditions named, with the codes and severities `check` gives a machine."""
-    from mgpu_doctor.query import resolve_query  # `matrix query` only
+    from mgpu_doctor.environment.query import resolve_query  # `matrix query` only
 
     load_tables()
     try:

@@ -14,7 +14,7 @@ import pytest
 
 from mgpu_doctor.checks import CHECKS
 from mgpu_doctor.diagnose import judge_snapshot
-from mgpu_doctor.findings import Section, Severity
+from mgpu_doctor.model.findings import Section, Severity
 from mgpu_doctor.renderers import OutputFormat, RenderOptions, junit
 from tests.scenarios import SCENARIOS
 

@@ -12,20 +12,20 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 
-from mgpu_doctor.acks import DEFAULT_FILE
 from mgpu_doctor.checks import UnknownCheckError, select_checks
 from mgpu_doctor.cli.errors import UsageError
 from mgpu_doctor.diagnose import DiagnoseOptions
-from mgpu_doctor.findings import Severity
-from mgpu_doctor.interpreter import Interpreter
-from mgpu_doctor.renderers import OutputFormat, RenderOptions
-from mgpu_doctor.requirements import (
+from mgpu_doctor.gate.acks import DEFAULT_FILE
+from mgpu_doctor.gate.requirements import (
     Requirements,
     RequirementSyntaxError,
     parse_gpus,
     parse_layers,
     parse_tensorflow_spec,
 )
+from mgpu_doctor.model.findings import Severity
+from mgpu_doctor.process.interpreter import Interpreter
+from mgpu_doctor.renderers import OutputFormat, RenderOptions
 from mgpu_doctor.smoke.layers import layer_names
 from mgpu_doctor.smoke.plan import (
     DEFAULT_LEVEL,

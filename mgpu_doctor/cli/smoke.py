@@ -22,15 +22,15 @@ from mgpu_doctor.cli.options import (
     output_options,
     smoke_request,
 )
-from mgpu_doctor.findings import CheckOutcome, CheckStatus
-from mgpu_doctor.interpreter import Interpreter
+from mgpu_doctor.environment.resolve import resolve
+from mgpu_doctor.model.findings import CheckOutcome, CheckStatus
+from mgpu_doctor.model.redact import Identity, redact_report
+from mgpu_doctor.model.report import new_report
+from mgpu_doctor.model.unavailable import interpreter_broken
 from mgpu_doctor.multiworker.model import KERAS_CHOICES
-from mgpu_doctor.redact import Identity, redact_report
-from mgpu_doctor.report import new_report
-from mgpu_doctor.resolve import resolve
+from mgpu_doctor.process.interpreter import Interpreter
 from mgpu_doctor.smoke.plan import SMOKE_LEVELS
 from mgpu_doctor.smoke.section import gather_for_smoke, open_results, run_smoke_section
-from mgpu_doctor.unavailable import interpreter_broken
 
 
 def add_multiworker_options(p: argparse.ArgumentParser) -> None:

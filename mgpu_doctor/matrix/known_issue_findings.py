@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from mgpu_doctor.findings import Finding, Severity
 from mgpu_doctor.matrix.environment import Environment
 from mgpu_doctor.matrix.known_issues import KnownIssue
 from mgpu_doctor.matrix.match import Assessment, Verdict, assess
+from mgpu_doctor.model.findings import Finding, Severity
 
 
 def worth_reporting(a: Assessment) -> bool:

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mgpu_doctor.distributions import TF_COMPANIONS
 from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.matrix.toml_files import DataFileError, read_versioned
-from mgpu_doctor.versions import parse_specifier
+from mgpu_doctor.model.distributions import TF_COMPANIONS
+from mgpu_doctor.model.versions import parse_specifier
 
 SCHEMA_VERSION = 1
 # wrong-result: it runs, but gives other numbers than it should (a reloaded model that predicts
@@ -258,9 +258,13 @@ def _as_sources_say(affects: dict[str, str], fixed_in: str, workaround: str, sou
     if says_none and not workaround.startswith((NONE_POSTED, NONE_CONFIRMED)):
         bad("workaround", f"when no source posted one, it starts with {NONE_POSTED!r} (or {NONE_CONFIRMED!r} "
             "when the sources suggest something nobody confirmed)")
-    rest = workaround[len(NONE_POSTED):].strip(" .;") if workaround.startswith(NONE_POSTED) else ""
-    if rest and not rest.startswith(GENERIC_ADVICE):
-        bad("workaround", f"after {NONE_POSTED!r}, advice of our own is marked {GENERIC_ADVICE!r}")
+    # "None posted (in the thread)." then, if anything, "From <source>: ..." (what a source said)
+    # or "Generic advice (not from the thread): ..." (our own)
+    posted = re.match(re.escape(NONE_POSTED) + r"[^.;(]*(?:\([^)]*\))?[^.;]*[.;]?\s*(.*)", workaround, re.S)
+    rest = posted.group(1).strip() if posted else ""
+    if rest and not rest.startswith((GENERIC_ADVICE.rstrip(":"), "From ")):
+        bad("workaround", f"after {NONE_POSTED!r}, advice of our own is marked {GENERIC_ADVICE!r} (what a "
+            "source said: 'From <source>: ...')")
     seen: set[str] = set()
     for i, src in enumerate(sources):
         if src.url and src.url in seen:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING
 
-from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Section, Severity
+from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Section, Severity
+from mgpu_doctor.model.report import Report
+from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.renderers import RenderOptions
 from mgpu_doctor.renderers.common import (
     DEVICE_HEADERS,
@@ -18,11 +20,9 @@ from mgpu_doctor.renderers.common import (
     summary_line,
 )
 from mgpu_doctor.renderers.tables import table
-from mgpu_doctor.report import Report
-from mgpu_doctor.unavailable import Unavailable
 
 if TYPE_CHECKING:
-    from mgpu_doctor.library_view import LibrariesView
+    from mgpu_doctor.environment.library_view import LibrariesView
 
 GLYPHS = {
     CheckStatus.PASSED: ("✓", "+"), CheckStatus.INFO: ("i", "i"),

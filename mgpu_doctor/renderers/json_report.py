@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
+from mgpu_doctor.model.report import Report
+from mgpu_doctor.model.serde import to_jsonable
 from mgpu_doctor.renderers import RenderOptions
 from mgpu_doctor.renderers.common import exit_code_for, summary_counts
-from mgpu_doctor.report import Report
-from mgpu_doctor.serde import to_jsonable
 
 
 def render(report: Report, options: RenderOptions) -> str:
