@@ -491,6 +491,9 @@ PR_SOURCE = ('[[issue.sources]]\nurl = "https://github.com/tensorflow/tensorflow
     ({"affects": ">=2.10,<2.11"}, "affects.tensorflow"),
     # fixed_in that no release note, change or source note backs
     ({"affects": ">=2.10,<2.11", "fixed_in": 'fixed_in = "tensorflow 2.11"\n'}, "fixed_in"),
+    # a reporter's "2.10" written so that it admits 2.10.0 only
+    ({"affects": "==2.10"}, "affects.tensorflow"),
+    ({"affects": ">=2.9,<=2.10"}, "affects.tensorflow"),
     # "None ..." that is not "None posted" / "None confirmed"
     ({"workaround": "None from the maintainers. Restart."}, "workaround"),
     ({"workaround": "No fix in the thread. Restart the job."}, "workaround"),
@@ -516,6 +519,9 @@ def test_validate_refuses_an_entry_that_says_more_than_its_sources(tmp_path, cha
     {"affects": ">=2.10,<2.11.dev0"},  # the 2.10 series as the reporter wrote it
     {"workaround": "None posted."},
     {"workaround": "None posted. Generic advice: restart the job."},
+    {"workaround": "None posted in the thread. From #2: a restart helped. Generic advice (ours): restart."},
+    {"affects": "==2.10.*"},
+    {"affects": ">=2.9,<2.11.dev0"},
     {"workaround": "None confirmed in the thread. A commenter suggested a restart."},
 ])
 def test_validate_accepts_what_the_sources_back(tmp_path, changes) -> None:

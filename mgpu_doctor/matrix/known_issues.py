@@ -242,6 +242,9 @@ def _as_sources_say(affects: dict[str, str], fixed_in: str, workaround: str, sou
     """The rules of "every entry as its sources say" that a machine can hold (matrices/README.md)."""
     for key, text in affects.items():
         for one in parse_specifier(text):
+            short = _short_bound(one.operator, one.version)
+            if short:
+                bad(f"affects.{key}", short)
             # "<1.13.dev0" is "up to the last 1.12 release" (a series as the reporter wrote it), no fix
             if one.operator == "<" and not fixed_in.strip() and not one.version.endswith(".dev0"):
                 bad(f"affects.{key}", f"the upper bound {one} reads as a fix, but fixed_in is empty: name "
@@ -275,6 +278,18 @@ def _as_sources_say(affects: dict[str, str], fixed_in: str, workaround: str, sou
             if wanted is not None and wanted not in src.url:
                 bad(f"sources[{i}].url", f"a {src.kind} on GitHub is a {wanted.strip('/')} address: "
                     f"{src.url}")
+
+
+def _short_bound(operator: str, text: str) -> str:
+    """Why ``<=2.3`` / ``==2.10`` do not say what a reporter's "2.3" means (any 2.3.x), or ""."""
+    if operator not in ("<=", "==") or text.endswith(".*") or not re.fullmatch(r"\d+(\.\d+)?", text):
+        return ""
+    major, _, minor = text.partition(".")
+    series = f"{text}.x" if minor else f"{major}.x"
+    after = f"{major}.{int(minor) + 1}" if minor else str(int(major) + 1)
+    written = f"<{after}.dev0" if operator == "<=" else f"=={text}.*"
+    return (f"{operator}{text} admits {text}.0 only, not the rest of {series}: write {written} for any "
+            f"{series} as reported, or {operator}{text}.0")
 
 
 def _choice(value: Any, allowed: tuple[str, ...], name: str, bad: Any) -> None:
