@@ -49,10 +49,11 @@ def admits_minor(spec_text: str | None, minor: str) -> bool:
 
 def coverage(issues: Iterable[KnownIssue]) -> Coverage:
     issues = list(issues)
+    leaks = [i for i in issues if i.symptom == "leak"]
     return Coverage(
         tensorflow={m: sum(admits_minor(i.affects.get("tensorflow"), m) for i in issues)
                     for m in TENSORFLOW_MINORS},
-        tensorflow_leaks={m: sum(i.symptom == "leak" and admits_minor(i.affects.get("tensorflow"), m) for i in issues)
+        tensorflow_leaks={m: sum(admits_minor(i.affects.get("tensorflow"), m) for i in leaks)
                           for m in TENSORFLOW_MINORS},
         keras3={m: sum(admits_minor(i.affects.get("keras"), m) for i in issues) for m in KERAS3_MINORS},
         symptoms={s: sum(i.symptom == s for i in issues) for s in SYMPTOMS},

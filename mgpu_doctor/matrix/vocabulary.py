@@ -118,6 +118,8 @@ USAGES: dict[str, str] = {
              "virtualised hosts)",
     "strategy_created_late": "create the optimizer or other variables outside the strategy's scope, "
                              "or the strategy after them",
+    "model_garden": "train with the TensorFlow Model Garden's own training code (tensorflow/models: "
+                    "the Object Detection API, official/ models)",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.

@@ -98,7 +98,7 @@ def scheme_problem(code: str) -> str | None:
                 "separated by dots")
     area = code.split(".", 1)[0]
     if area not in AREAS:
-        return f"{code!r} starts with {area!r}, which is not an area of mgpu_doctor.codes.AREAS"
+        return f"{code!r} starts with {area!r}, which is not an area of mgpu_doctor.model.codes.AREAS"
     return None
 
 
