@@ -523,6 +523,7 @@ def test_validate_refuses_an_entry_that_says_more_than_its_sources(tmp_path, cha
     {"affects": "==2.10.*"},
     {"affects": ">=2.9,<2.11.dev0"},
     {"workaround": "None confirmed in the thread. A commenter suggested a restart."},
+    {"workaround": "None posted; a maintainer said to ignore it. Generic advice, not from the thread: x."},
 ])
 def test_validate_accepts_what_the_sources_back(tmp_path, changes) -> None:
     assert problems_of(tmp_path, entry(**changes)) == []
@@ -534,3 +535,11 @@ def test_validate_refuses_two_entries_on_one_upstream_report(tmp_path) -> None:
         f"{tmp_path / 'rules.toml'} [rule-entry-two] sources[0].url: the primary source of rule-entry too"), found
     # two reports in one thread, each naming the comment it retells
     assert problems_of(tmp_path, entry(note="comment by A"), entry(id="rule-entry-two", note="comment by B")) == []
+
+
+def test_an_upper_bound_on_a_library_is_a_compatibility_limit_not_a_fix(tmp_path) -> None:
+    text = entry().replace('affects = { tensorflow = ">=2.10,<=2.10.0" }',
+                           'affects = { tensorflow = ">=2.10,<=2.10.0", cudnn = "<8.6" }')
+    assert 'cudnn = "<8.6"' in text
+    assert problems_of(tmp_path, text) == []
+    assert problems_of(tmp_path, text.replace('cudnn = "<8.6"', 'nccl = "<2.18"'))  # nccl fixes bugs

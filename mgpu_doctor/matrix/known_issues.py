@@ -37,6 +37,8 @@ USAGE_KEYS = ("layers", "usage", "strategy", "scenario")
 ISSUE_KEYS = ("id", "title", "symptom", "confidence", "summary", "workaround", "fixed_in",
               "affects", "conditions", "sources", "examples")
 SOURCE_KEYS = ("url", "kind", "title", "verified", "ref", "note")
+# Where a release fixes the bug an entry reports: an upper bound on these reads as "fixed in".
+FIXED_BY_RELEASE = ("tensorflow", "keras", "tf-keras", "nccl")
 # Sources that can name the release a fix is in: the release note, the merged change itself.
 FIX_SOURCE_KINDS = ("release-note", "pull-request", "commit")
 # A workaround when no source posted one: these words first, and generic advice after them marked.
@@ -245,8 +247,10 @@ def _as_sources_say(affects: dict[str, str], fixed_in: str, workaround: str, sou
             short = _short_bound(one.operator, one.version)
             if short:
                 bad(f"affects.{key}", short)
-            # "<1.13.dev0" is "up to the last 1.12 release" (a series as the reporter wrote it), no fix
-            if one.operator == "<" and not fixed_in.strip() and not one.version.endswith(".dev0"):
+            # "<1.13.dev0" is "up to the last 1.12 release" (a series as the reporter wrote it), no fix;
+            # a bound on cuDNN, CUDA, the driver or a companion package is a compatibility limit
+            if (key in FIXED_BY_RELEASE and one.operator == "<" and not fixed_in.strip()
+                    and not one.version.endswith(".dev0")):
                 bad(f"affects.{key}", f"the upper bound {one} reads as a fix, but fixed_in is empty: name "
                     "the release that fixed it in fixed_in, or bound by the last reported version (<=X.Y.Z, "
                     "or <X.Y.dev0 for a series as written)")
@@ -265,7 +269,7 @@ def _as_sources_say(affects: dict[str, str], fixed_in: str, workaround: str, sou
     # or "Generic advice (not from the thread): ..." (our own)
     posted = re.match(re.escape(NONE_POSTED) + r"[^.;(]*(?:\([^)]*\))?[^.;]*[.;]?\s*(.*)", workaround, re.S)
     rest = posted.group(1).strip() if posted else ""
-    if rest and not rest.startswith((GENERIC_ADVICE.rstrip(":"), "From ")):
+    if rest and not rest.startswith("From ") and GENERIC_ADVICE.rstrip(":").lower() not in rest.lower():
         bad("workaround", f"after {NONE_POSTED!r}, advice of our own is marked {GENERIC_ADVICE!r} (what a "
             "source said: 'From <source>: ...')")
     seen: set[str] = set()
