@@ -110,6 +110,14 @@ USAGES: dict[str, str] = {
                       "callback)",
     "multiprocessing_workers": "feed fit from a generator, Sequence or PyDataset with workers > 1 or "
                                "use_multiprocessing=True",
+    "input_signature": "decorate the training step with tf.function(input_signature=...)",
+    "validation_data": "pass validation data to model.fit (validation_data, validation_split)",
+    "sparse_gradients": "train variables whose gradients are sparse (tf.IndexedSlices: Embedding "
+                        "layers, tf.gather on a variable)",
+    "iommu": "run with the IOMMU or PCIe ACS switched on between the GPUs (AMD platforms, "
+             "virtualised hosts)",
+    "strategy_created_late": "create the optimizer or other variables outside the strategy's scope, "
+                             "or the strategy after them",
     "model_garden": "train with the TensorFlow Model Garden's own training code (tensorflow/models: "
                     "the Object Detection API, official/ models)",
     "masked_sequences": "feed padded sequences with a mask to recurrent layers (Masking, "
