@@ -172,7 +172,9 @@ def test_each_compared_fact_differs(name, odd, others, key, expected):
         row = report.fleet.row(k)
         assert row is not None and row.status == "differs", row
     assert [r.key for r in report.fleet.differences] == keys
-    assert codes(report) == expected
+    # A node's own findings (fleet.node-problems) follow the matrix: a TF_CONFIG with two workers
+    # makes the healthy node's NCCL 2.27.7 a known multi-node crash. This test is about the fact.
+    assert {c: s for c, s in codes(report).items() if c != "fleet.node-problems" or c in expected} == expected
     for finding in report.findings:
         assert finding.fix and finding.evidence
 
