@@ -33,21 +33,23 @@ from mgpu_doctor.smoke.plan import LEAK_CYCLES, LEVELS, SmokeOptions, plan_runs
 from mgpu_doctor.smoke.rules import run_findings, smoke_outcomes
 
 SCHEMA = json.loads((files("mgpu_doctor") / "schemas" / "report.schema.json").read_text())
-# Host RSS of a clean probe measured on this project's 2-core machine (TensorFlow 2.21, Keras 3,
-# dense on 2 virtual CPU devices): a creep of a few hundredths of a MiB per call and one dip.
-CLEAN_FIT = [578.61, 579.07, 577.54, 577.71, 577.77, 577.89, 577.8, 577.99, 578.09, 578.09, 577.93, 578.09]
-CLEAN_EVALUATE = [582.36, 582.82, 583.09, 583.22, 582.85, 583.01, 583.12, 583.18, 583.04, 583.23,
-                  583.35, 581.58]
+# A clean probe measured on this project's 2-core machine (TensorFlow 2.21, Keras 3, dense on 2
+# virtual CPU devices): anonymous host memory after each call, a creep of hundredths of a MiB
+# per call and a dip of 1.5 MiB.
+CLEAN = {
+    "fit": [212.2, 212.6, 210.9, 211.1, 211.2, 211.3, 211.2, 211.4, 211.5, 211.5, 211.4, 211.5],
+    "predict": [213.0, 213.3, 213.3, 211.8, 213.1, 213.2, 213.2, 213.3, 213.3, 213.2, 213.3, 213.3],
+    "evaluate": [215.6, 215.6, 215.8, 216.0, 216.0, 216.1, 216.2, 216.3, 216.3, 216.1, 216.3, 216.4],
+}
 
 
 def cycles(leak: dict[str, float] | None = None, gpu: bool = False) -> list[LeakCycle]:
     """A probe's calls: the measured clean series, plus ``leak[phase]`` MiB more per call."""
     out = []
     for phase in PHASES:
-        base = CLEAN_EVALUATE if phase == "evaluate" else CLEAN_FIT
-        for i, value in enumerate(base):
+        for i, value in enumerate(CLEAN[phase]):
             extra = (leak or {}).get(phase, 0.0) * i
-            out.append(LeakCycle(phase, i, rss_mb=value + extra, gpu_mb=100.0 if gpu else None, seconds=0.1))
+            out.append(LeakCycle(phase, i, rss_anon_mb=value + extra, gpu_mb=100.0 if gpu else None, seconds=0.1))
     return out
 
 
@@ -114,22 +116,22 @@ def test_a_leak_in_predict_is_a_warning_with_its_rate_cycles_and_phase():
     [finding] = run_findings(run, [run])
     assert finding.code == "smoke.dense.leak" and finding.severity is Severity.WARNING
     # 2 MiB per call on top of the measured creep
-    assert "host RSS grows by 2.05 MiB per predict call (2.0 GiB per 1,000 calls)" in finding.title
+    assert "host memory grows by 2.07 MiB per predict call (2.0 GiB per 1,000 calls)" in finding.title
     assert "fit" not in finding.title and "evaluate" not in finding.title
     assert any(e.startswith("leaked in: predict; 12 calls per phase, the first 2 left out") for e in finding.evidence)
-    assert any(e.startswith("predict: host RSS") and f"calls {WARMUP_CYCLES + 1}-12" in e for e in finding.evidence)
+    assert any(e.startswith("predict: host memory (anonymous RSS)") and f"calls {WARMUP_CYCLES + 1}-12" in e for e in finding.evidence)
     [outcome] = smoke_outcomes([run])
     assert outcome.name == "smoke/dense/2xcpu-virtual/leak_probe/b64" and outcome.status.value == "warning"
 
 
 def test_a_growth_below_the_floor_or_a_single_dip_is_noise():
     assert not any(g.leaks for g in growths(cycles({"fit": HOST_FLOOR_MB / 2})))
-    dip = [LeakCycle("fit", i, rss_mb=500.0 - (2.0 if i == 6 else 0.0)) for i in range(12)]
+    dip = [LeakCycle("fit", i, rss_anon_mb=500.0 - (2.0 if i == 6 else 0.0)) for i in range(12)]
     assert not any(g.leaks for g in growths(dip))
 
 
 def test_gpu_memory_is_judged_where_it_was_measured():
-    calls = [LeakCycle("fit", i, rss_mb=500.0, gpu_mb=100.0 + 4.0 * i) for i in range(12)]
+    calls = [LeakCycle("fit", i, rss_anon_mb=500.0, gpu_mb=100.0 + 4.0 * i) for i in range(12)]
     run = probe_run(device_kind="gpu", leak_cycles=calls)
     [finding] = run_findings(run, [run])
     assert finding.code == "smoke.dense.leak" and "GPU memory grows by 4.00 MiB per fit call" in finding.title
@@ -142,10 +144,10 @@ def test_child_records_become_leak_cycles_and_round_trip_through_json_and_the_sc
     spec = SmokeSpec(index=0, layer="dense", variant="", devices=1, device_kind="cpu-virtual",
                      scenario=LEAK_SCENARIO, global_batch=64, samples=256, epochs=1, cycles=2)
     data = {"status": "ok", "leak_cycles": [
-        {"phase": "fit", "cycle": 0, "rss_mb": 500.5, "gpu_mb": None, "seconds": 0.2},
+        {"phase": "fit", "cycle": 0, "rss_anon_mb": 500.5, "gpu_mb": None, "seconds": 0.2},
         {"phase": "fit", "cycle": "x"}, "junk"]}
     run = run_from_child(spec, data)
-    assert run.leak_cycles == [LeakCycle("fit", 0, rss_mb=500.5, gpu_mb=None, seconds=0.2)]
+    assert run.leak_cycles == [LeakCycle("fit", 0, rss_anon_mb=500.5, gpu_mb=None, seconds=0.2)]
     jsonable = to_jsonable(run)
     assert from_jsonable(SmokeRun, json.loads(json.dumps(jsonable))) == run
     validator = jsonschema.Draft202012Validator({"$ref": "#/$defs/smoke_run", "$defs": SCHEMA["$defs"]})
@@ -213,7 +215,7 @@ def test_the_probe_finds_an_injected_leak_and_passes_a_clean_run():
     clean, leaky = suite.runs
     assert (clean.devices, leaky.devices) == (1, 2) and clean.status == leaky.status == "ok"
     assert len(clean.leak_cycles) == len(PHASES) * LEAK_CYCLES
-    assert all(c.rss_mb and c.gpu_mb is None for c in clean.leak_cycles)
+    assert all(c.rss_anon_mb and c.gpu_mb is None for c in clean.leak_cycles)
     [ok] = run_findings(clean, suite.runs)
     assert ok.code == "smoke.dense.ok", ok.evidence
     [leak] = run_findings(leaky, suite.runs)

@@ -60,7 +60,9 @@ class LeakCycle:
 
     phase: str  # fit, predict, evaluate
     cycle: int  # 0-based, within its phase
-    rss_mb: float | None = None  # host RSS after the call, MiB
+    # host memory no file backs (RssAnon) after the call, MiB: a fork's full RSS also grows by every
+    # page of TensorFlow's libraries it touches first
+    rss_anon_mb: float | None = None
     gpu_mb: float | None = None  # MiB TensorFlow's allocator holds on the run's GPUs; None: not measured
     seconds: float = 0.0  # the call itself
 

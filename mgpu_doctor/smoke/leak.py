@@ -2,20 +2,23 @@
 
 One stock smoke model (dense, else the first planned layer) on 1 and on N devices calls
 ``model.fit`` (one epoch) ``cycles`` times, then ``model.predict``, then ``model.evaluate``, in
-one process (``child_scripts/_smoke_leak.py``), measuring the host RSS and, on GPUs, the memory
-TensorFlow's allocator holds after every call. Here (pure): a line fitted per phase over the
-cycles after a warm-up, the ``smoke.LAYER.leak`` finding, and the matrix's leak entries that fit
-what the probe exercised: "known leak, reproduced here", "new", or "not reproduced here".
+one process (``child_scripts/_smoke_leak.py``), measuring the host memory (anonymous RSS) and, on
+GPUs, the memory TensorFlow's allocator holds after every call. Here (pure): a line fitted per
+phase over the cycles after a warm-up, the ``smoke.LAYER.leak`` finding, and the matrix's leak
+entries that fit what the probe exercised: "known leak, reproduced here", "new", or "not
+reproduced here".
 
-The threshold, from clean runs on a 2-core machine shared with other jobs (TensorFlow 2.21,
-Keras 3, the dense model on 1 and 2 virtual CPU devices, 20 to 30 calls per phase): after the
-first two calls the host RSS of a clean run creeps by 0.01 to 0.05 MiB per call (the allocator
-settling, not a trend that lasts), and single calls jump or dip by up to 1.8 MiB (0.3 % of a
-580 MiB RSS). A slope counts as a leak when it is above ``HOST_FLOOR_MB`` per call (10 times the
-largest clean creep), above ``HOST_RELATIVE`` of the RSS (allocator jitter grows with the heap,
-so a process holding gigabytes of CUDA libraries needs a larger floor), and above
-``SIGNIFICANCE`` standard errors of the fitted slope (steady growth, not one jump). GPU memory is
-the allocator's own count of bytes in use, without jitter from Python: ``GPU_FLOOR_MB``.
+The threshold, from clean probes on this project's 2-core machine shared with other jobs
+(TensorFlow 2.21, Keras 3, the dense model on 1 and 2 virtual CPU devices, 12 calls per phase,
+a full garbage collection before each measurement): after the first two calls the anonymous
+host memory of a clean run creeps by 0.006 to 0.07 MiB per call, and single calls dip by up to
+1.5 MiB. A slope counts as a leak when it is above ``HOST_FLOOR_MB`` per call (7 times the
+largest clean creep; about 0.5 GiB per 1,000 calls, a leak that ends a long job), above
+``HOST_RELATIVE`` of the phase's memory (allocator jitter grows with the heap, so a process
+holding gigabytes needs a larger floor), and above ``SIGNIFICANCE`` standard errors of the fitted
+slope (steady growth, not one jump). The injected test leak (8 MiB per call) measures 8.2 to 8.4
+MiB per call with a standard error of 0.05. GPU memory is the allocator's own count of bytes in
+use, without jitter from Python: ``GPU_FLOOR_MB`` (not measured on a GPU here).
 """
 
 from __future__ import annotations
@@ -53,10 +56,10 @@ CODES = ("smoke.not-reproduced.ID",)
 
 @dataclass(frozen=True)
 class Growth:
-    """One phase's memory (host RSS or GPU) after each call, and the line fitted through it."""
+    """One phase's memory (host or GPU) after each call, and the line fitted through it."""
 
     phase: str
-    memory: str  # "host RSS" or "GPU memory"
+    memory: str  # "host memory" (anonymous RSS) or "GPU memory"
     values: tuple[float, ...]  # MiB after every call of the phase, warm-up included
     slope_mb: float | None  # MiB per call over the cycles after the warm-up; None: too few
     stderr_mb: float | None
@@ -73,9 +76,10 @@ class Growth:
 
     def describe(self) -> str:
         values = ", ".join(f"{v:.1f}" for v in self.values)
+        what = f"{self.memory}{' (anonymous RSS)' if self.memory == 'host memory' else ''} after each call"
         if self.slope_mb is None:
-            return f"{self.phase}: {self.memory} after each call (MiB): {values}; too few calls to fit a line"
-        return (f"{self.phase}: {self.memory} after each call (MiB): {values}; "
+            return f"{self.phase}: {what} (MiB): {values}; too few calls to fit a line"
+        return (f"{self.phase}: {what} (MiB): {values}; "
                 f"{self.slope_mb:+.3f} MiB per call over calls {WARMUP_CYCLES + 1}-{len(self.values)} "
                 f"(± {self.stderr_mb or 0.0:.3f}; threshold {self.threshold_mb:.2f})")
 
@@ -93,17 +97,17 @@ def line_fit(values: Sequence[float]) -> tuple[float | None, float | None]:
 
 
 def growths(cycles: Sequence[LeakCycle]) -> list[Growth]:
-    """Per phase (in probe order): the host RSS, and the GPU memory where it was measured."""
+    """Per phase (in probe order): the host memory, and the GPU memory where it was measured."""
     out = []
     for phase in PHASES:
         calls = sorted((c for c in cycles if c.phase == phase), key=lambda c: c.cycle)
-        series = (("host RSS", [c.rss_mb for c in calls]), ("GPU memory", [c.gpu_mb for c in calls]))
+        series = (("host memory", [c.rss_anon_mb for c in calls]), ("GPU memory", [c.gpu_mb for c in calls]))
         for memory, values in series:
             known = tuple(v for v in values if v is not None)
             if not known or len(known) != len(values):
                 continue
             slope, stderr = line_fit(known[WARMUP_CYCLES:])
-            floor = (max(HOST_FLOOR_MB, HOST_RELATIVE * statistics.median(known)) if memory == "host RSS"
+            floor = (max(HOST_FLOOR_MB, HOST_RELATIVE * statistics.median(known)) if memory == "host memory"
                      else GPU_FLOOR_MB)
             out.append(Growth(phase, memory, known, slope, stderr, floor))
     return out
@@ -150,7 +154,7 @@ def leak_findings(run: SmokeRun, label: str) -> list[Finding]:
     if not measured:
         return [Finding(code=f"smoke.{run.layer}.ok", severity=Severity.OK,
                         title=f"{calls} calls each of fit, predict and evaluate; memory not measured",
-                        evidence=["host RSS: /proc/self/statm could not be read"]
+                        evidence=["host memory: /proc/self/statm could not be read"]
                         + [n for n in (gpu_note(run),) if n])]
     return [Finding(
         code=f"smoke.{run.layer}.ok", severity=Severity.OK,

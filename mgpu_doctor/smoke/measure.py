@@ -123,7 +123,7 @@ def leak_cycles_from_child(data: Any) -> list[LeakCycle]:
     """The leak probe's ``leak_cycles`` list of one line of runs.jsonl (malformed items dropped)."""
     if not isinstance(data, list):
         return []
-    return [LeakCycle(phase=item["phase"], cycle=item["cycle"], rss_mb=_float(item.get("rss_mb")),
+    return [LeakCycle(phase=item["phase"], cycle=item["cycle"], rss_anon_mb=_float(item.get("rss_anon_mb")),
                       gpu_mb=_float(item.get("gpu_mb")), seconds=_float(item.get("seconds")) or 0.0)
             for item in data if isinstance(item, dict) and isinstance(item.get("phase"), str)
             and _count(item.get("cycle")) is not None]
