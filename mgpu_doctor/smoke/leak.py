@@ -204,7 +204,7 @@ def leak_verdicts(issues: Sequence[KnownIssue], environment: Environment, run: S
     if leaked and not reproduced:
         versions = ", ".join(f"{k} {v}" for k, v in sorted(base.versions.items()))
         findings.append(Finding(
-            code=f"smoke.not-in-matrix.{run.layer_variant}-{run.devices}{run.device_kind}-leak-probe",
+            code=f"smoke.not-in-matrix.{_run_word(run)}",
             severity=Severity.WARNING,
             title=f"Leak probe {what}: {', '.join(leaked)} leaked; a new leak, not in the matrix of "
                   "known issues",
@@ -231,6 +231,11 @@ def leak_verdicts(issues: Sequence[KnownIssue], environment: Environment, run: S
             links=[s.url for s in issue.sources if s.url],
         ))
     return findings
+
+
+def _run_word(run: SmokeRun) -> str:
+    """The run in a code: "dense-2cpu-virtual-leak-probe"."""
+    return f"{run.layer_variant}-{run.devices}{run.device_kind}-leak-probe"
 
 
 def with_leak_verdicts(outcomes: list[CheckOutcome], runs: Sequence[SmokeRun],
