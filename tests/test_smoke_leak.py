@@ -128,6 +128,13 @@ def test_a_growth_below_the_floor_or_a_single_dip_is_noise():
     assert not any(g.leaks for g in growths(cycles({"fit": HOST_FLOOR_MB / 2})))
     dip = [LeakCycle("fit", i, rss_anon_mb=500.0 - (2.0 if i == 6 else 0.0)) for i in range(12)]
     assert not any(g.leaks for g in growths(dip))
+    # a process holding 5 GiB: 2 MiB per call is within 0.1 % of it
+    big = [LeakCycle("fit", i, rss_anon_mb=5000.0 + 2.0 * i) for i in range(12)]
+    assert [g.threshold_mb for g in growths(big)] == [pytest.approx(5.011)] and not growths(big)[0].leaks
+    # one jump of 8 MiB before the last two calls: a slope above the floor, but not a steady one
+    jump = [LeakCycle("fit", i, rss_anon_mb=500.0 + (8.0 if i >= 10 else 0.0)) for i in range(12)]
+    [growth] = growths(jump)
+    assert growth.slope_mb is not None and growth.slope_mb > growth.threshold_mb and not growth.leaks
 
 
 def test_gpu_memory_is_judged_where_it_was_measured():
