@@ -44,7 +44,7 @@ PHASE_USAGE: dict[str, tuple[str, ...]] = {
     "evaluate": ("predict_in_loop", "predict_evaluate"),
 }
 HOST_FLOOR_MB = 0.5  # MiB per call
-HOST_RELATIVE = 0.001  # of the phase's median RSS, per call
+HOST_RELATIVE = 0.001  # of the phase's median host memory, per call
 GPU_FLOOR_MB = 1.0  # MiB per call
 SIGNIFICANCE = 3.0  # standard errors of the slope
 LEAK_GUIDE = "https://www.tensorflow.org/guide/function#controlling_retracing"
@@ -69,10 +69,6 @@ class Growth:
     def leaks(self) -> bool:
         return (self.slope_mb is not None and self.stderr_mb is not None
                 and self.slope_mb > self.threshold_mb and self.slope_mb > SIGNIFICANCE * self.stderr_mb)
-
-    @property
-    def fitted(self) -> int:
-        return max(len(self.values) - WARMUP_CYCLES, 0)
 
     def describe(self) -> str:
         values = ", ".join(f"{v:.1f}" for v in self.values)
@@ -122,7 +118,8 @@ def gpu_note(run: SmokeRun) -> str:
         return ""
     if run.simulated:
         return "GPU memory: not measured (simulated CPU devices)"
-    return "GPU memory: not measured (tf.config.experimental.get_memory_info is not in this TensorFlow)"
+    return ("GPU memory: not measured (tf.config.experimental.get_memory_info is missing in this "
+            "TensorFlow, before 2.5, or failed)")
 
 
 def _rate(g: Growth) -> str:
