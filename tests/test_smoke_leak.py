@@ -208,6 +208,31 @@ def test_a_leak_no_entry_explains_is_new():
     assert leak_verdicts([], Environment(), probe_run(scenario="even")) == []
 
 
+def test_a_replayed_probe_is_judged_and_looked_up_by_check_from(capsys, tmp_path):
+    """`check --from` a report holding probe runs: the leak, the matrix's verdict, a valid report."""
+    from tests.scenarios import path_of
+
+    assert main(["check", "--from", str(path_of("healthy-8gpu-nvlink")), "--format", "json"]) in (0, 1)
+    data = json.loads(capsys.readouterr().out)
+    gpu_leak = [LeakCycle("predict", i, rss_anon_mb=900.0, gpu_mb=100.0 + 4.0 * i) for i in range(12)]
+    runs = [probe_run(devices=1, device_kind="gpu"), probe_run(device_kind="gpu", leak_cycles=gpu_leak)]
+    data["smoke_runs"] = [to_jsonable(r) for r in runs]
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(data))
+    main(["check", "--from", str(path), "--format", "json"])
+    report = json.loads(capsys.readouterr().out)
+    jsonschema.Draft202012Validator(SCHEMA).validate(report)
+    checks = {c["name"]: c for c in report["checks"]}
+    clean, leaky = checks["smoke/dense/1xgpu/leak_probe/b64"], checks["smoke/dense/2xgpu/leak_probe/b64"]
+    assert clean["findings"][0]["code"] == "smoke.dense.ok"
+    codes = [f["code"] for f in leaky["findings"]]
+    assert leaky["status"] == "warning" and "smoke.dense.leak" in codes
+    # known or new: the leak always gets the matrix's verdict
+    assert any(c.startswith(("smoke.known-issue.", "smoke.not-in-matrix.dense-2gpu-leak-probe")) for c in codes)
+    leak = next(f for f in leaky["findings"] if f["code"] == "smoke.dense.leak")
+    assert "GPU memory grows by 4.00 MiB per predict call" in leak["title"]
+
+
 # --- for real: TensorFlow on virtual CPU devices ------------------------------------------------
 
 @pytest.mark.tensorflow

@@ -77,7 +77,7 @@ class Growth:
             return f"{self.phase}: {what} (MiB): {values}; too few calls to fit a line"
         return (f"{self.phase}: {what} (MiB): {values}; "
                 f"{self.slope_mb:+.3f} MiB per call over calls {WARMUP_CYCLES + 1}-{len(self.values)} "
-                f"(± {self.stderr_mb or 0.0:.3f}; threshold {self.threshold_mb:.2f})")
+                f"(standard error {self.stderr_mb or 0.0:.3f}, threshold {self.threshold_mb:.2f})")
 
 
 def line_fit(values: Sequence[float]) -> tuple[float | None, float | None]:
