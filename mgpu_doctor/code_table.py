@@ -19,6 +19,7 @@ from mgpu_doctor.model.findings import MOSTLY_SKIPPED_CHECK
 from mgpu_doctor.multiworker import findings as multiworker
 from mgpu_doctor.pasted import findings as pasted
 from mgpu_doctor.smoke import known_issues as smoke_matching
+from mgpu_doctor.smoke import leak as leak_probe
 
 # What smoke/rules.py emits per run (LAYER: dense, lstm, ...).
 SMOKE_CODES = (
@@ -28,7 +29,7 @@ SMOKE_CODES = (
     "smoke.LAYER.uneven-final-batch", "smoke.LAYER.memory-growth", "smoke.LAYER.poor-scaling",
     "smoke.LAYER.save-failed", "smoke.LAYER.load-failed", "smoke.LAYER.reload-differs",
     "smoke.LAYER.resume-failed", "smoke.LAYER.input-bound", "smoke.LAYER.never-pays-off",
-    "smoke.LAYER.pays-off",
+    "smoke.LAYER.pays-off", "smoke.LAYER.leak",
     "smoke.batchnorm.unsynced-statistics", "smoke.batch-indivisible", "smoke.scaling-map",
 )
 
@@ -51,6 +52,8 @@ def declared_codes() -> list[CodeRow]:
     rows += [(code, f"`{name}`") for name, codes in GATE_CODES.items() for code in codes]
     rows += [(code, "`smoke`") for code in SMOKE_CODES]
     rows += [(code, "`smoke` (looked up in the matrix)") for code in smoke_matching.CODES]
+    rows += [(code, "`smoke --leak-probe`, `--level long` (looked up in the matrix)")
+             for code in leak_probe.CODES]
     rows += [(code, "`smoke --workers`, `--tf-config`") for code in multiworker.CODES]
     rows += [(code, "`smoke --workers K --level long` (the resume test)")
              for code in multiworker.RESUME_CODES]

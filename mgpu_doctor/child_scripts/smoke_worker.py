@@ -18,7 +18,8 @@ Test-only fault injection: MGPU_DOCTOR_SMOKE_FAULT="LAYER:FAULT[:DEVICES][,...]"
 hang (block forever inside a training step), abort (os.abort() in a step), leak (keep 48 MB
 more host memory each epoch), raise (a Python exception in a step), killed (SIGKILL in a step of
 the first attempt only, as a kill from outside would), slow_input (the input pipeline sleeps
-SLOW_INPUT_S for every batch, as a pipeline that decodes on one thread would).
+SLOW_INPUT_S for every batch, as a pipeline that decodes on one thread would). The leak probe
+(_smoke_leak.py) reads leak, leak_predict and leak_evaluate its own way.
 """
 
 import json
@@ -37,6 +38,7 @@ if __name__ == "__main__":
 
 from _smoke_models import build_model, finite_or_none, keras_flavor, make_data, replica_difference  # noqa: E402
 import _smoke_checkpoint  # noqa: E402
+import _smoke_leak  # noqa: E402
 
 CHECKPOINT_SCENARIOS = {"checkpoint": _smoke_checkpoint.run_checkpoint, "resume": _smoke_checkpoint.run_resume}
 
@@ -247,7 +249,10 @@ def run_one(tf, spec, out_dir, worker_pid, attempt):
     start = time.time()
     try:
         scenario = CHECKPOINT_SCENARIOS.get(spec["scenario"])
-        if scenario is None:
+        if spec["scenario"] == _smoke_leak.SCENARIO:
+            _smoke_leak.run_leak_probe(tf, configure_devices, spec, result,
+                                       parse_fault(spec["layer"], int(spec["devices"])))
+        elif scenario is None:
             train(tf, spec, result)
         else:  # stages in fresh processes of their own, in a scratch directory of this run
             workdir = os.path.join(out_dir, "checkpoint-%d-%d" % (spec["index"], attempt))

@@ -96,6 +96,11 @@ def add_smoke_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> N
                         "filters); the map compares 1 vs N devices at every batch x size, every "
                         "scenario runs at the first (default: "
                         + "; ".join(_sizes_help(n) for n in SMOKE_LEVELS) + ")")
+    p.add_argument("--leak-probe", action=argparse.BooleanOptionalAction, default=None,
+                   help="call fit, predict and evaluate over and over on 1 and N devices and report "
+                        "memory that grows with every call (default: "
+                        + "; ".join(f"{'on' if LEVELS[n].leak_probe else 'off'} at {n}" for n in SMOKE_LEVELS)
+                        + ")")
     p.add_argument("--results", metavar="FILE",
                    help="append each run's result to FILE as a JSON line as soon as it finishes")
 
@@ -258,6 +263,7 @@ def smoke_request(args: argparse.Namespace, level: str = DEFAULT_LEVEL) -> Smoke
             gpus=parse_counts(getattr(args, "gpus", None), "--gpus", MAX_DEVICES),
             virtual_devices=getattr(args, "virtual_devices", 2),
             level=level if level in SMOKE_LEVELS else DEFAULT_LEVEL,
+            leak_probe=getattr(args, "leak_probe", None),
         )
         check_virtual_devices(options.virtual_devices)
     except PlanError as exc:

@@ -17,6 +17,8 @@ RELOAD_TOLERANCE = 1e-5
 SCENARIO_USAGE: dict[str, tuple[str, ...]] = {
     "checkpoint": ("save_model", "load_weights", "checkpoint"),
     "resume": ("checkpoint",),
+    # the leak probe (smoke/leak.py) calls fit, predict and evaluate over and over in one process
+    "leak_probe": ("fit_in_loop", "predict_in_loop", "predict_evaluate"),
 }
 
 
@@ -52,7 +54,21 @@ class CheckpointStep:
         return self.stage == "resume" and self.ok and self.resumed_at_epoch != (self.killed_in_epoch or 0) - 1
 
 
+@dataclass(frozen=True)
+class LeakCycle:
+    """One call of the leak probe (smoke/leak.py): which phase and cycle, and the memory after it."""
+
+    phase: str  # fit, predict, evaluate
+    cycle: int  # 0-based, within its phase
+    # host memory no file backs (RssAnon) after the call, MiB: a fork's full RSS also grows by every
+    # page of TensorFlow's libraries it touches first
+    rss_anon_mb: float | None = None
+    gpu_mb: float | None = None  # MiB TensorFlow's allocator holds on the run's GPUs; None: not measured
+    seconds: float = 0.0  # the call itself
+
+
 SCENARIOS = ("even", "uneven_final_batch")
+LEAK_SCENARIO = "leak_probe"  # fit, predict and evaluate called over and over (smoke/leak.py)
 STATUSES = ("ok", "hang", "crash", "error", "nan", "diverged", "oom") + CHECKPOINT_STATUSES
 DEVICE_KINDS = ("gpu", "cpu-virtual")
 
@@ -75,6 +91,7 @@ class SmokeSpec:
     model_size: int = 1  # width multiplier of the layer's units, filters or dimensions
     # Also time the input pipeline alone and the step with the batch already in memory.
     input_probe: bool = False
+    cycles: int = 0  # the leak probe: calls of fit, then of predict, then of evaluate
 
     @property
     def label(self) -> str:
@@ -139,6 +156,8 @@ class SmokeRun:
     # fed from a batch already in memory, in samples per second.
     input_samples_per_s: float | None = None
     compute_samples_per_s: float | None = None
+    # The leak probe (scenario leak_probe): the memory after each fit, predict and evaluate call.
+    leak_cycles: list[LeakCycle] = field(default_factory=list)
 
     @property
     def input_headroom(self) -> float | None:

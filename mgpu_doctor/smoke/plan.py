@@ -7,7 +7,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from mgpu_doctor.model.smoke_runs import SCENARIOS, SmokeSpec
+from mgpu_doctor.model.smoke_runs import LEAK_SCENARIO, SCENARIOS, SmokeSpec
 from mgpu_doctor.process.inputs import shorten
 from mgpu_doctor.smoke.checkpoint import CHECKPOINT_SCENARIOS
 from mgpu_doctor.smoke.layers import SMOKE_LAYERS, layer_names, same_on_one_device, same_without_cudnn
@@ -18,6 +18,10 @@ DEFAULT_VIRTUAL_DEVICES = 2
 MAX_DEVICES = 1024
 MAX_BATCH_SIZE = 1 << 20
 MAX_MODEL_SIZE = 256  # width x256: a dense layer of 8192 units, an LSTM of 2048
+# The leak probe (smoke/leak.py): calls of fit, then predict, then evaluate on 1 and N devices, of
+# this stock model (else the first planned layer). 12 calls leave 10 after the warm-up.
+LEAK_CYCLES = 12
+LEAK_LAYER = "dense"
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,8 @@ class Level:
     # The input-bound probe runs on the N-device run of these layers (smoke/input_bound.py);
     # where none of them is planned, on the first planned layer.
     input_probe_layers: tuple[str, ...] = ()
+    # The leak probe runs unless asked not to (`--no-leak-probe`); elsewhere only when asked.
+    leak_probe: bool = False
 
 
 EVERY_LAYER = ("*",)
@@ -70,9 +76,9 @@ LEVELS: dict[str, Level] = {level.name: level for level in (
           uneven_everywhere=True, single_device_uneven=True, same_twice=True,
           summary="every variant x scenario on 1 and N devices, a batch-size sweep, the scaling "
                   "map of dense and conv2d over model sizes 1,4,16, 8 epochs (memory growth), a "
-                  "checkpoint round trip of every layer type, resume after a kill",
+                  "checkpoint round trip of every layer type, resume after a kill, the leak probe",
           checkpoint_layers=EVERY_LAYER, resume_layers=("dense",), model_sizes=(1, 4, 16),
-          map_layers=("dense", "conv2d"), input_probe_layers=EVERY_LAYER),
+          map_layers=("dense", "conv2d"), input_probe_layers=EVERY_LAYER, leak_probe=True),
 )}
 DEFAULT_LEVEL = "standard"
 SMOKE_LEVELS = tuple(name for name, level in LEVELS.items() if level.trains)
@@ -91,7 +97,8 @@ class SmokeOptions:
     model_sizes: tuple[int, ...] | None = None  # None: the level's, for its map layers
     level: str = DEFAULT_LEVEL
     # the scenarios the level may plan (tests narrow it)
-    scenarios: tuple[str, ...] = SCENARIOS + CHECKPOINT_SCENARIOS
+    scenarios: tuple[str, ...] = SCENARIOS + CHECKPOINT_SCENARIOS + (LEAK_SCENARIO,)
+    leak_probe: bool | None = None  # None: the level's (`--leak-probe`, `--no-leak-probe`)
 
     @property
     def plan_level(self) -> Level:
@@ -116,6 +123,14 @@ class SmokeOptions:
         level = self.plan_level
         mapped = layer in level.map_layers or level.map_layers == EVERY_LAYER
         return level.model_sizes if mapped else level.model_sizes[:1]
+
+    @property
+    def leak_probe_layer(self) -> str:
+        """The layer the leak probe cycles, or "" where it does not run."""
+        wanted = self.plan_level.leak_probe if self.leak_probe is None else self.leak_probe
+        if not wanted or LEAK_SCENARIO not in self.scenarios:
+            return ""
+        return LEAK_LAYER if LEAK_LAYER in self.planned_layers else self.planned_layers[0]
 
     @property
     def input_probe_layer_names(self) -> tuple[str, ...]:
@@ -248,6 +263,16 @@ def plan_runs(options: SmokeOptions, gpu_count: int) -> list[SmokeSpec]:
                     epochs=level.epochs, virtual_devices=max(counts) if kind == "cpu-virtual" else 0,
                     model_size=sizes[0],
                 ))
+    leak_layer = options.leak_probe_layer
+    if leak_layer:
+        for devices in counts:
+            specs.append(SmokeSpec(
+                index=len(specs), layer=leak_layer, variant=SMOKE_LAYERS[leak_layer].variants[0],
+                devices=devices, device_kind=kind, scenario=LEAK_SCENARIO, global_batch=batches[0],
+                samples=batches[0] * level.steps, epochs=1,
+                virtual_devices=max(counts) if kind == "cpu-virtual" else 0,
+                model_size=options.model_sizes_for(leak_layer)[0], cycles=LEAK_CYCLES,
+            ))
     return specs
 
 

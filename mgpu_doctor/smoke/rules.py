@@ -15,6 +15,7 @@ from mgpu_doctor.smoke.checkpoint import CHECKPOINT_STATUSES, SCENARIO_TITLES, c
 from mgpu_doctor.smoke.guides import DISTRIBUTE_GUIDE, INPUT_GUIDE
 from mgpu_doctor.smoke.input_bound import input_bound_findings, input_rates
 from mgpu_doctor.smoke.layers import SMOKE_LAYERS, same_on_one_device, same_without_cudnn
+from mgpu_doctor.smoke.leak import LEAK_SCENARIO, leak_findings
 from mgpu_doctor.smoke.plan import BatchSplit
 from mgpu_doctor.smoke.scaling_map import on_a_curve, scaling_map_outcome
 
@@ -149,6 +150,8 @@ def run_findings(run: SmokeRun, runs: list[SmokeRun], stall_timeout_s: float | N
             fix=_error_fix(run, runs),
             links=[COLLECTIVE_REUSE_ISSUE] if collective else [],
         )]
+    if run.scenario == LEAK_SCENARIO:
+        return leak_findings(run, label) + ([_retried_finding(run)] if run.retried_after else [])
     findings: list[Finding] = []
     if run.status == "nan":
         findings.append(_nan_finding(run, runs))
@@ -403,7 +406,8 @@ def _loss_difference(run: SmokeRun, single: SmokeRun) -> float | None:
 
 def _title(run: SmokeRun) -> str:
     where = f"{run.devices} simulated CPU device(s)" if run.simulated else f"{run.devices} GPU(s)"
-    titles = {"uneven_final_batch": "uneven final batch", **SCENARIO_TITLES}
+    titles = {"uneven_final_batch": "uneven final batch", **SCENARIO_TITLES,
+              LEAK_SCENARIO: "leak probe (fit, predict and evaluate called over and over)"}
     scenario = titles.get(run.scenario, "even batches")
     size = f", model size x{run.model_size}" if run.model_size != 1 else ""
     return (f"Smoke training: {_layer_label(run)} on {where}, {scenario}, global batch "

@@ -29,6 +29,7 @@ from mgpu_doctor.process.inputs import shorten
 from mgpu_doctor.process.interpreter import Interpreter
 from mgpu_doctor.process.masking import mask_credentials
 from mgpu_doctor.smoke.known_issues import SmokeRunLike, with_known_issues
+from mgpu_doctor.smoke.leak import with_leak_verdicts
 from mgpu_doctor.smoke.plan import (
     LEVELS,
     Level,
@@ -75,8 +76,10 @@ def with_matrix_verdicts(
 ) -> list[CheckOutcome]:
     """The outcomes of the ``failed`` runs gain the verdict of the bundled (and --matrix) entries."""
     matrix = load_matrix(bundled_matrix_dir(), matrix_dirs)  # its problems: the known-issues check's
-    return with_known_issues(outcomes, failed, matrix.issues, environment_from_resolved(resolve(snapshot)),
-                             strategy=strategy)
+    environment = environment_from_resolved(resolve(snapshot))
+    outcomes = with_known_issues(outcomes, failed, matrix.issues, environment, strategy=strategy)
+    probed = [run for run in failed if isinstance(run, SmokeRun)]  # the leak probe looks clean runs up too
+    return with_leak_verdicts(outcomes, probed, matrix.issues, environment, strategy=strategy)
 
 
 def replayed_section(
