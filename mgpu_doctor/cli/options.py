@@ -40,7 +40,7 @@ from mgpu_doctor.smoke.plan import (
     parse_counts,
 )
 from mgpu_doctor.smoke.plan import parse_layers as parse_smoke_layers
-from mgpu_doctor.smoke.request import DEFAULT_STALL_TIMEOUT_S, SmokeRequest
+from mgpu_doctor.smoke.request import BACKENDS, DEFAULT_STALL_TIMEOUT_S, SmokeRequest, smoke_backend
 
 FAIL_ON_CHOICES = ("info", "warning", "error")
 MAX_STALL_TIMEOUT_S = 86400.0
@@ -94,6 +94,10 @@ def add_smoke_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> N
                         + "; ".join(_sizes_help(n) for n in SMOKE_LEVELS) + ")")
     p.add_argument("--results", metavar="FILE",
                    help="append each run's result to FILE as a JSON line as soon as it finishes")
+    p.add_argument("--backend", choices=BACKENDS, default=None,
+                   help="Keras 3's backend to train on: tensorflow (tf.distribute.MirroredStrategy) or "
+                        "jax (keras.distribution.DataParallel) (default: jax where KERAS_BACKEND=jax, "
+                        "else tensorflow)")
 
 
 def _sizes_help(level: str) -> str:
@@ -221,6 +225,7 @@ def smoke_request(args: argparse.Namespace, level: str = DEFAULT_LEVEL) -> Smoke
             gpus=parse_counts(getattr(args, "gpus", None), "--gpus", MAX_DEVICES),
             virtual_devices=getattr(args, "virtual_devices", 2),
             level=level if level in SMOKE_LEVELS else DEFAULT_LEVEL,
+            backend=smoke_backend(getattr(args, "backend", None), os.environ),
         )
         check_virtual_devices(options.virtual_devices)
     except PlanError as exc:

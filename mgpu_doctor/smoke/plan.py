@@ -92,6 +92,7 @@ class SmokeOptions:
     level: str = DEFAULT_LEVEL
     # the scenarios the level may plan (tests narrow it)
     scenarios: tuple[str, ...] = SCENARIOS + CHECKPOINT_SCENARIOS
+    backend: str = "tensorflow"  # Keras 3's backend: tensorflow, or jax (smoke/jax_section.py)
 
     @property
     def plan_level(self) -> Level:
