@@ -92,3 +92,18 @@ def test_data_parallel_trains_one_and_n_devices_and_reports_a_fault(scenario):
     assert broken.status == "nan"  # the injected fault is reported, not averaged away
     outcome = next(o for o in out.outcomes if o.name == broken.name)
     assert max(f.severity for f in outcome.findings) >= Severity.ERROR
+
+
+def test_uneven_batch_failure_on_jax_gets_the_jax_fix():
+    from mgpu_doctor.model.smoke_runs import SmokeRun
+    from mgpu_doctor.smoke.rules import JAX_UNEVEN_FIX, smoke_outcomes
+
+    common = dict(layer="batchnorm", variant="plain", devices=2, device_kind="cpu-virtual", global_batch=64,
+                  framework="keras 3.15.1 on jax 0.10.2")
+    runs = [SmokeRun(**common, scenario="even", status="ok", losses=[1.0, 0.5]),  # type: ignore[arg-type]
+            SmokeRun(**common, scenario="uneven_final_batch", status="error", samples=257,  # type: ignore[arg-type]
+                     error_type="IndivisibleError", error_message="array axis 0 is partitioned 2 times")]
+    uneven = next(o for o in smoke_outcomes(runs) if "uneven" in o.name)
+    finding = uneven.findings[0]
+    assert finding.severity is Severity.WARNING and JAX_UNEVEN_FIX in finding.fix
+    assert "synchronized=True" not in finding.fix and "strategy.scope" not in finding.fix
