@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -176,3 +177,17 @@ def test_jax_versions_from_metadata_when_not_imported(scenario):
     assert resolve(scenario("healthy-8gpu-nvlink")).jax.absent
 
 
+
+
+def test_check_from_a_saved_snapshot_names_the_plugin_for_a_newer_cuda(healthy, tmp_path, capsys):
+    from mgpu_doctor.cli import main
+
+    snap = replace(healthy, jax=jax_facts(plugins={"jax-cuda13-plugin": "0.10.2", "jax-cuda13-pjrt": "0.10.2"},
+                                          gpus=0))
+    path = tmp_path / "snapshot.json"
+    path.write_text(snap.to_json())
+    code_ = main(["check", "--from", str(path), "--checks", "jax-gpus", "--format", "json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code_ == 1
+    codes = [f["code"] for c in report["checks"] for f in c["findings"]]
+    assert codes == ["jax.plugin-needs-newer-driver"]
