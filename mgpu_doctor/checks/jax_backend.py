@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from mgpu_doctor.checks.base import CheckSkipped
-from mgpu_doctor.checks.facts_access import gib, need, need_gpus, need_nvml, skip_reason
+from mgpu_doctor.checks.facts_access import gib, need, need_gpus, need_nvml, need_packages, skip_reason
 from mgpu_doctor.environment.resolve import ResolvedEnvironment
 from mgpu_doctor.environment.visibility import visible_gpus
 from mgpu_doctor.model.findings import Finding, Severity
@@ -61,13 +61,13 @@ def install_extra(driver_cuda: str | Unavailable) -> str:
 
 def check_jax_gpus(snapshot: Snapshot) -> list[Finding]:
     """JAX should see exactly the GPUs that NVML reports as visible to CUDA."""
+    nvml = need_nvml(snapshot)  # the yardstick first: without it there is nothing to compare
     jax = need_jax(snapshot)
     if isinstance(jax, Unavailable):
         return [Finding("jax.import-failed", Severity.WARNING, "JAX is installed but does not import",
                         [f"JAX probe: {jax.detail.splitlines()[0] if jax.detail else jax.cause}"],
                         fix="Run `python -c 'import jax'` to see the whole error; reinstall with "
                         "`pip install -U jax` (plus the CUDA extra for GPUs).", links=[INSTALL_DOCS])]
-    nvml = need_nvml(snapshot)
     devices = need(jax.devices, "JAX's device list")
     jax_gpus = [d for d in devices if d.platform in ("gpu", "cuda")]
     cvd = snapshot.env.get("CUDA_VISIBLE_DEVICES")
@@ -152,9 +152,10 @@ PREALLOCATION_CODES = (
 
 def check_jax_preallocation(snapshot: Snapshot) -> list[Finding]:
     """Preallocation (75 % of each GPU by default) left on where other processes use the GPUs."""
-    if not jax_on_machine(snapshot):
-        raise CheckSkipped("JAX is not installed")
     nvml = need_gpus(snapshot)
+    if not jax_on_machine(snapshot):
+        need_packages(snapshot)  # whether JAX is installed is not known when they failed
+        raise CheckSkipped("JAX is not installed")
     env = snapshot.env
     preallocate = env.get("XLA_PYTHON_CLIENT_PREALLOCATE")
     allocator = env.get("XLA_PYTHON_CLIENT_ALLOCATOR", "default").lower()
