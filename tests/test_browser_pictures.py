@@ -21,7 +21,7 @@ from mgpu_doctor.renderers.charts import all_charts, colour
 from tests.browser import MERMAID_VERSIONS, BrowserUnavailable, chromium, headless, mermaid_js, mermaid_page
 
 pytestmark = [pytest.mark.tensorflow, pytest.mark.slow]
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "smoke.md"  # the page with the pictures
 BROKEN = "xychart-beta\n  line [1, 2, oops]\n"  # the control: a syntax error must come back as one
 
 

@@ -349,11 +349,12 @@ def test_loader_keeps_good_entries_next_to_bad_ones() -> None:
 
 def test_the_coverage_table_in_the_matrix_readme_is_current() -> None:
     """Regenerate with `python -m mgpu_doctor.matrix.coverage --write` after changing entries."""
-    from mgpu_doctor.matrix.coverage import END, START, table_for
+    from mgpu_doctor.matrix.coverage import END, START, documentation_page, table_for
 
-    readme = (bundled_matrix_dir() / "README.md").read_text(encoding="utf-8")
-    current = readme[readme.index(START):readme.index(END) + len(END)]
-    assert current == table_for(bundled_matrix_dir())
+    for page in (bundled_matrix_dir() / "README.md", documentation_page(bundled_matrix_dir())):
+        text = page.read_text(encoding="utf-8")
+        current = text[text.index(START):text.index(END) + len(END)]
+        assert current == table_for(bundled_matrix_dir()), f"{page} is stale"
 
 
 def test_every_release_is_covered_or_recorded_as_searched() -> None:
@@ -369,6 +370,17 @@ def test_every_release_is_covered_or_recorded_as_searched() -> None:
     missing = [f"tensorflow {m}" for m, n in cov.tensorflow.items() if not n and ("tensorflow", m) not in searched]
     missing += [f"keras {m}" for m, n in cov.keras3.items() if not n and ("keras", m) not in searched]
     assert missing == []
+
+
+def test_every_tensorflow_2_minor_has_a_leak_entry_or_a_recorded_search() -> None:
+    """The leaks the project is named for: every TensorFlow 2.x minor has a leak entry admitting it,
+    or a mining log records "nothing found: leak tensorflow 2.N"."""
+    from mgpu_doctor.matrix.coverage import LEAK_MINORS, coverage, searched_without_result
+
+    cov = coverage(load_matrix(bundled_matrix_dir()).issues)
+    searched = searched_without_result(bundled_matrix_dir() / "mining-log")
+    assert [m for m in LEAK_MINORS if not cov.tensorflow_leaks[m] and ("leak tensorflow", m) not in searched] == []
+    assert sum(i.symptom == "leak" for i in load_matrix(bundled_matrix_dir()).issues) >= 60
 
 
 def test_coverage_counts_what_each_range_admits() -> None:

@@ -42,8 +42,9 @@ GPUS_CODES = (
 def need_jax(snapshot: Snapshot) -> JaxFacts | Unavailable:
     """JAX's facts; skipped where it is not installed or was not asked for (a failure is a finding)."""
     jax = snapshot.jax
-    if isinstance(jax, Unavailable) and jax.reason == "absent":
-        raise CheckSkipped("JAX is not installed")
+    if isinstance(jax, Unavailable) and (jax.reason == "absent" or not jax_on_machine(snapshot)
+                                         and not isinstance(snapshot.packages, Unavailable)):
+        raise CheckSkipped("JAX is not installed")  # also where an older snapshot's packages say so
     if isinstance(jax, Unavailable) and jax.reason != "failed":
         raise CheckSkipped(skip_reason("JAX's view", jax))
     return jax

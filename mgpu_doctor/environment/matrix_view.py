@@ -34,5 +34,5 @@ def environment_from_resolved(env: ResolvedEnvironment) -> Environment:
         versions=versions, gpus=m.gpus, workers=m.workers, compute_capabilities=m.compute_capabilities,
         gpu_names=m.gpu_names, platform=m.platform, cpu_vendor=m.cpu_vendor, interconnect=m.interconnect,
         backend=m.backend, layers=u.layers, usage=u.usage, strategy=u.strategy, scenario=u.scenario,
-        missing=missing, ranges=ranges, sources=sources,
+        usage_undecided=u.usage_undecided, missing=missing, ranges=ranges, sources={**u.sources, **sources},
     )

@@ -52,6 +52,8 @@ class Environment:
     usage: tuple[str, ...] | None = None
     strategy: str | None = None
     scenario: str | None = None
+    # Usage words not known although `usage` is (the model observed decides only some of them).
+    usage_undecided: tuple[str, ...] = ()
     # Why a fact is missing, for the evidence of "cannot tell": key -> reason.
     missing: dict[str, str] = field(default_factory=dict)
     ranges: dict[str, str] = field(default_factory=dict)  # keras -> ">=3"

@@ -52,6 +52,8 @@ AREAS: dict[str, str] = {
     "smoke": "the smoke trainings (`smoke.LAYER.CONDITION`)",
     "multiworker": "the multi-worker smoke trainings",
     "fleet": "`fleet`'s comparison of nodes",
+    "pasted": "what a pasted text's own log lines prove (`check --from ISSUE.txt`)",
+    "drift": "what changed since a known-good run (`check --baseline FILE`)",
 }
 
 # Old code -> its current name. Findings carry the current name; what names an old one (an
@@ -99,7 +101,7 @@ def scheme_problem(code: str) -> str | None:
                 "separated by dots")
     area = code.split(".", 1)[0]
     if area not in AREAS:
-        return f"{code!r} starts with {area!r}, which is not an area of mgpu_doctor.codes.AREAS"
+        return f"{code!r} starts with {area!r}, which is not an area of mgpu_doctor.model.codes.AREAS"
     return None
 
 

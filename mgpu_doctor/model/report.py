@@ -13,8 +13,10 @@ from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Sever
 from mgpu_doctor.model.serde import to_jsonable
 from mgpu_doctor.model.smoke_runs import SmokeRun
 from mgpu_doctor.model.snapshot import Snapshot
+from mgpu_doctor.model.training import TrainingProfile
 
 if TYPE_CHECKING:
+    from mgpu_doctor.drift.model import Drift
     from mgpu_doctor.environment.library_view import LibrariesView
     from mgpu_doctor.fleet.compare import Fleet
     from mgpu_doctor.multiworker.model import MultiWorkerRun
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
 # Sections only `fleet`, `libs` and a multi-worker smoke fill: their types are imported when a
 # report is decoded (serde finds them through __getattr__), not on every run (`check --quick`).
 LAZY_TYPES = {"Fleet": "mgpu_doctor.fleet.compare", "LibrariesView": "mgpu_doctor.environment.library_view",
+              "Drift": "mgpu_doctor.drift.model",
               "MultiWorkerRun": "mgpu_doctor.multiworker.model"}
 
 
@@ -66,6 +69,11 @@ class Report:
     devices: list[DeviceRow] = field(default_factory=list)
     # `libs`: every CUDA library, what TensorFlow was built for, what is in use, every copy found.
     libraries: LibrariesView | None = None
+    # `check --baseline FILE`: what changed since a known-good run (its findings are in `checks` too).
+    drift: Drift | None = None
+    # How the user trains: declared (files, options, query terms) and observed facts; None: not
+    # judged against one (fleet, libs before profiles existed).
+    training: TrainingProfile | None = None
 
     @property
     def findings(self) -> list[Finding]:
@@ -107,6 +115,8 @@ def new_report(
     devices: list[DeviceRow] | None = None,
     libraries: LibrariesView | None = None,
     level: str = "",
+    drift: Drift | None = None,
+    training: TrainingProfile | None = None,
 ) -> Report:
     """A report of this schema; a section not given is empty."""
     return Report(
@@ -114,5 +124,5 @@ def new_report(
         command=command, source=source, quick=quick, snapshot=snapshot, checks=checks,
         notes=list(notes or []), query=dict(query or {}), fleet=fleet, smoke_runs=list(smoke_runs or []),
         multiworker_runs=list(multiworker_runs or []), devices=list(devices or []), libraries=libraries,
-        level=level,
+        level=level, drift=drift, training=training,
     )

@@ -14,14 +14,13 @@ from pathlib import Path
 from mgpu_doctor.smoke.plan import SmokeOptions
 
 DEFAULT_STALL_TIMEOUT_S = 120.0  # a first step on a GPU can compile kernels for a minute
-BACKENDS = ("tensorflow", "jax")  # Keras 3's backends the smoke trains on
 
 
 def smoke_backend(asked: str | None, environ: Mapping[str, str]) -> str:
-    """``--backend`` when given, else jax where KERAS_BACKEND=jax, else tensorflow."""
-    if asked:
-        return asked
-    return "jax" if environ.get("KERAS_BACKEND", "").strip().lower() == "jax" else "tensorflow"
+    """The Keras 3 backend the smoke trains on: jax where ``--backend`` (the training profile's
+    option) says jax, or, without it, where KERAS_BACKEND=jax; else tensorflow."""
+    said = asked if asked else environ.get("KERAS_BACKEND", "")
+    return "jax" if said.strip().lower() == "jax" else "tensorflow"
 
 
 @dataclass(frozen=True)
