@@ -78,7 +78,7 @@ def use_devices(jax, keras, spec):
         raise RuntimeError("JAX sees %d %s device(s), the run needs %d" % (len(found), platform, devices))
     chosen = found[:devices]
     if devices > 1:
-        names = ["%s:%d" % (platform, d.id) for d in chosen]
+        names = keras.distribution.list_devices(platform)[:devices]  # Keras's own spelling ("gpu:0")
         keras.distribution.set_distribution(keras.distribution.DataParallel(devices=names))
     else:
         keras.distribution.set_distribution(None)
