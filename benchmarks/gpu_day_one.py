@@ -339,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
 
     junit_file = out / "pytest-gpu.junit.xml"
     if junit_file.exists():  # pytest writes the host name into it
-        junit_file.write_text(re.sub(r'hostname="[^"]*"', 'hostname="<host>"', junit_file.read_text()))
+        junit_file.write_text(re.sub(r'hostname="[^"]*"', 'hostname="redacted"', junit_file.read_text()))
     claims = [
         zero_claim(gpus, devices, "devices"),
         zero_claim(gpus, quick, "check --quick"),
@@ -390,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         tests, bad, skipped = junit_counts(out / "pytest-gpu.junit.xml")
         verdict = (UNTESTABLE if tests and skipped == tests
-                   else MET if pytest_cmd.rc == 0 and not bad else MISSED)
+                   else MET if tests and pytest_cmd.rc == 0 and not bad else MISSED)
         claims.append(Claim(verdict, text, f"{tests} test(s), {bad} failed, {skipped} skipped; "
                             f"exit {pytest_cmd.rc}"
                             + (f" ({gpus.why_not})" if verdict == UNTESTABLE else "")))

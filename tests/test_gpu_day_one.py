@@ -72,3 +72,11 @@ def test_scrub_removes_uuids_and_whole_word_names_only(day_one, monkeypatch):
     monkeypatch.setattr(day_one.socket, "gethostname", lambda: "vm")
     text = day_one.scrub("GPU-12345678-1234-1234-1234-123456789abc on vm reads nvml")
     assert text == "GPU-<redacted> on <host> reads nvml"
+
+
+def test_a_junit_file_without_tests_counts_none(day_one, tmp_path):
+    path = tmp_path / "j.xml"
+    path.write_text('<testsuite tests="3" failures="0" errors="0" skipped="0" hostname="redacted"/>')
+    assert day_one.junit_counts(path) == (3, 0, 0)
+    path.write_text('<testsuite hostname="<host>"/>')  # not XML: nothing can be counted
+    assert day_one.junit_counts(path) == (0, 0, 0)
