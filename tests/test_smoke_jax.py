@@ -107,3 +107,16 @@ def test_uneven_batch_failure_on_jax_gets_the_jax_fix():
     finding = uneven.findings[0]
     assert finding.severity is Severity.WARNING and JAX_UNEVEN_FIX in finding.fix
     assert "synchronized=True" not in finding.fix and "strategy.scope" not in finding.fix
+
+
+@needs_jax
+def test_a_hang_on_n_devices_is_reported_with_the_stacks(scenario):
+    snap = replace(scenario("no-driver-no-tensorflow"), packages=ON_JAX)
+    env = {**os.environ, "MGPU_DOCTOR_SMOKE_FAULT": "dense:hang:2"}
+    out = run_jax_section(snap, SmokeOptions(layers=("dense",), scenarios=("even",), backend="jax"),
+                          Interpreter(sys.executable), stall_timeout_s=20, stream=io.StringIO(), environ=env)
+    runs = {r.name: r for r in out.runs}
+    assert runs["smoke/dense/1xcpu-virtual/even/b64"].status == "ok"
+    hung = runs["smoke/dense/2xcpu-virtual/even/b64"]
+    assert hung.status == "hang"
+    assert "on_train_batch_begin" in hung.stacks  # the forwarded SIGUSR1: the run's own stack
