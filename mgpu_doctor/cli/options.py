@@ -43,7 +43,7 @@ from mgpu_doctor.smoke.plan import (
     parse_counts,
 )
 from mgpu_doctor.smoke.plan import parse_layers as parse_smoke_layers
-from mgpu_doctor.smoke.request import DEFAULT_STALL_TIMEOUT_S, SmokeRequest
+from mgpu_doctor.smoke.request import DEFAULT_STALL_TIMEOUT_S, SmokeRequest, smoke_backend
 from mgpu_doctor.training.declared import PYPROJECT, PYPROJECT_TABLE, WORDS, declared_profile
 
 FAIL_ON_CHOICES = ("info", "warning", "error")
@@ -117,7 +117,7 @@ _TRAINING_HELP = {
     "usage": "how you train (the whole list)",
     "gpus": "the number of GPUs one worker trains on",
     "workers": "the number of workers (processes or nodes) you train with",
-    "backend": "Keras 3's backend",
+    "backend": "Keras 3's backend (jax: the smoke trains with keras.distribution.DataParallel)",
     "scenario": "how the last batch falls on the replicas",
 }
 
@@ -264,6 +264,8 @@ def smoke_request(args: argparse.Namespace, level: str = DEFAULT_LEVEL) -> Smoke
             virtual_devices=getattr(args, "virtual_devices", 2),
             level=level if level in SMOKE_LEVELS else DEFAULT_LEVEL,
             leak_probe=getattr(args, "leak_probe", None),
+            # the training profile's --backend: jax trains with keras.distribution.DataParallel
+            backend=smoke_backend(getattr(args, "training_backend", None), os.environ),
         )
         check_virtual_devices(options.virtual_devices)
     except PlanError as exc:

@@ -21,6 +21,7 @@ Precedence — what was observed running beats what is predicted from metadata:
 - Driver: NVML > query. Python: the diagnosed interpreter > query.
 - A pasted text (``check --from ISSUE.txt``): what its parts state comes last for each version
   (below what the snapshot made of its nvidia-smi, package list and log lines), as ``pasted``.
+- ``jax``, ``jaxlib``: imported by the JAX child > installed package metadata > named in a query.
 
 Versions are parsed here, once, with :func:`mgpu_doctor.model.versions.parse_version`.
 """
@@ -46,7 +47,14 @@ from mgpu_doctor.matrix.compat_tables import (
 from mgpu_doctor.matrix.vocabulary import DEFAULT_BACKEND
 from mgpu_doctor.model.distributions import NVIDIA_TF_DISTRIBUTION, TF_DISTRIBUTIONS
 from mgpu_doctor.model.distributions import TF_COMPANIONS as COMPANIONS
-from mgpu_doctor.model.snapshot import LibraryCopy, LibraryFacts, PackageFacts, Snapshot, TensorFlowFacts
+from mgpu_doctor.model.snapshot import (
+    JaxFacts,
+    LibraryCopy,
+    LibraryFacts,
+    PackageFacts,
+    Snapshot,
+    TensorFlowFacts,
+)
 from mgpu_doctor.model.unavailable import Unavailable, absent, failed, skipped
 from mgpu_doctor.model.versions import minor_text, parse_version, requirement_name
 from mgpu_doctor.process.inputs import parse_json
@@ -87,6 +95,7 @@ class Origin(str, enum.Enum):
     """Where a version was read."""
 
     IMPORTED = "imported by the TensorFlow child"
+    JAX_IMPORTED = "imported by the JAX child"
     INSTALLED = "installed package metadata"
     LOADED = "loaded by TensorFlow"
     LOADER = "the loader's pick for the soname TensorFlow opens"
@@ -297,6 +306,10 @@ class ResolvedEnvironment:
     snapshot: Snapshot | None = None
     build: BuildKind = BuildKind.PIP  # whose TensorFlow build; only the pip wheel's is in the tables
     build_why: str = ""  # how a build other than the pip wheel was recognised
+    jax: ResolvedVersion = field(
+        default_factory=lambda: ResolvedVersion("jax", missing=skipped("not resolved")))
+    jaxlib: ResolvedVersion = field(
+        default_factory=lambda: ResolvedVersion("jaxlib", missing=skipped("not resolved")))
 
     @property
     def and_cuda_pins(self) -> tuple[Requirement, ...]:
@@ -308,7 +321,8 @@ class ResolvedEnvironment:
         """By the matrix's version keys."""
         return {"tensorflow": self.tensorflow, "keras": self.keras, "tf-keras": self.tf_keras,
                 "python": self.python, "cuda": self.cuda, "cudnn": self.cudnn, "nccl": self.nccl,
-                "cublas": self.cublas, "driver": self.driver, **self.companions}
+                "cublas": self.cublas, "driver": self.driver, **self.companions, "jax": self.jax,
+                "jaxlib": self.jaxlib}
 
 
 # --- from versions named in a query ----------------------------------------------------------
@@ -363,6 +377,7 @@ def resolve_terms(versions: Mapping[str, str], wheels: Mapping[str, str], machin
         tensorflow_requires_source=requires_source, compiled_archs=archs,
         compiled_archs_source=archs_source, machine=machine, usage=usage, snapshot=None,
         build=build, build_why=build_why,
+        jax=named("jax"), jaxlib=named("jaxlib"),
     )
 
 
@@ -461,7 +476,8 @@ def resolve(snapshot: Snapshot) -> ResolvedEnvironment:
         companions=_companions(packages), tensorflow_requires=tf_requires,
         tensorflow_requires_source=tf_requires_source,
         compiled_archs=archs, compiled_archs_source=archs_source, machine=machine_facts(snapshot),
-        snapshot=snapshot, build=build, build_why=build_why,
+        snapshot=snapshot, build=build, build_why=build_why, jax=_jax_version("jax", packages, snapshot.jax),
+        jaxlib=_jax_version("jaxlib", packages, snapshot.jax),
     )
 
 
@@ -476,6 +492,25 @@ def _build_kind(snapshot: Snapshot, tensorflow: ResolvedVersion) -> tuple[BuildK
     if snapshot.env.get(NGC_ENV):
         return BuildKind.NVIDIA, f"an NGC container ({NGC_ENV}={snapshot.env[NGC_ENV]})"
     return BuildKind.PIP, ""
+
+
+def _jax_version(name: str, packages: PackageFacts | Unavailable, jax: JaxFacts | Unavailable
+                 ) -> ResolvedVersion:
+    """``jax`` or ``jaxlib``: what the JAX child imported, else the installed metadata."""
+    readings = []
+    if not isinstance(jax, Unavailable):
+        imported = jax.version if name == "jax" else jax.jaxlib_version
+        if isinstance(imported, str):
+            readings.append(reading(imported, Origin.JAX_IMPORTED, jax.module_path))
+    if not isinstance(packages, Unavailable) and name in packages.versions:
+        readings.append(reading(packages.versions[name], Origin.INSTALLED,
+                                f"{name} in {packages.locations.get(name, '?')}"))
+    if isinstance(packages, Unavailable):
+        missing: Unavailable = Unavailable(packages.reason, f"installed packages {packages.reason}",
+                                           packages.cause)
+    else:
+        missing = absent(f"{name} is not installed")
+    return resolved(name, readings, missing)
 
 
 def pasted_readings(snapshot: Snapshot, key: str) -> list[Reading]:

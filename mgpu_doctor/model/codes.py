@@ -26,6 +26,7 @@ AREAS: dict[str, str] = {
     "cuda": "CUDA's numbering of the GPUs",
     "cuda-visible-devices": "`CUDA_VISIBLE_DEVICES`",
     "tensorflow": "TensorFlow's import and its view of the GPUs",
+    "jax": "JAX's CUDA plugin, its view of the GPUs, its memory preallocation, Keras 3 on JAX",
     "packages": "the installed distributions",
     "versions": "installed against imported versions",
     "tensorflow-requires": "NumPy, protobuf, ml-dtypes and h5py against TensorFlow's own pins",

@@ -99,6 +99,7 @@ class SmokeOptions:
     # the scenarios the level may plan (tests narrow it)
     scenarios: tuple[str, ...] = SCENARIOS + CHECKPOINT_SCENARIOS + (LEAK_SCENARIO,)
     leak_probe: bool | None = None  # None: the level's (`--leak-probe`, `--no-leak-probe`)
+    backend: str = "tensorflow"  # Keras 3's backend: tensorflow, or jax (smoke/jax_section.py)
 
     @property
     def plan_level(self) -> Level:

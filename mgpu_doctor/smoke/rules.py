@@ -34,6 +34,21 @@ UNEVEN_FIX = (
     "the dataset size a multiple of the global batch, or use "
     "`BatchNormalization(synchronized=True)` so the statistics are computed over all replicas."
 )
+# Keras 3 on JAX: DataParallel shards every batch over the devices (no synchronized BatchNormalization).
+JAX_UNEVEN_FIX = (
+    "Drop the last partial batch (`drop_remainder=True`, or a dataset size that is a multiple of the "
+    "global batch): Keras 3's DataParallel on JAX shards every batch over the devices and cannot "
+    "split one smaller than their number."
+)
+
+
+def on_jax(run: SmokeRun) -> bool:
+    """A run of `smoke --backend jax` (its framework reads "keras 3.15.1 on jax 0.10.2")."""
+    return " on jax " in f"{run.framework} "
+
+
+def uneven_fix(run: SmokeRun) -> str:
+    return JAX_UNEVEN_FIX if on_jax(run) else UNEVEN_FIX
 
 
 def compare_with_single(runs: list[SmokeRun]) -> list[SmokeRun]:
@@ -78,8 +93,9 @@ def hazard_only(run: SmokeRun, runs: list[SmokeRun], findings: list[Finding]) ->
     when = (f"only with an uneven final batch: the same model on {run.devices} device(s) with a "
             "dataset that is a multiple of the global batch trained; it bites when the last batch "
             "of an epoch leaves a replica without samples")
+    fix = uneven_fix(run)
     return [replace(f, severity=Severity.WARNING, evidence=[*f.evidence, when],
-                    fix=f.fix if UNEVEN_FIX in f.fix else f"{UNEVEN_FIX} {f.fix}")
+                    fix=f.fix if fix in f.fix else f"{fix} {f.fix}")
             if f.severity is Severity.ERROR else f for f in findings]
 
 
@@ -235,7 +251,7 @@ def _nan_finding(run: SmokeRun, runs: list[SmokeRun]) -> Finding:
         evidence.append(f"{run.samples} samples, global batch {run.global_batch}: the last batch "
                         f"has {run.samples % run.global_batch} sample(s) for {run.devices} replicas, "
                         "so some replicas get none")
-        fix = UNEVEN_FIX
+        fix = uneven_fix(run)
     else:
         fix = ("Find the first non-finite value with `tf.debugging.enable_check_numerics()`; "
                "lower the learning rate or use loss scaling with mixed precision.")
@@ -333,6 +349,10 @@ def _error_fix(run: SmokeRun, runs: list[SmokeRun]) -> str:
     if "collective" in run.error_message.lower():
         return ("A collective op failed between replicas. Run one MirroredStrategy model per "
                 "process, and make every replica see the same shapes (" + UNEVEN_FIX + ")")
+    if on_jax(run):
+        return _other_variant_fix(run, runs) or (
+            "Read the error above; if it only happens on N devices, train the model on one device "
+            "without `keras.distribution.set_distribution` to tell the layer from the distribution.")
     return _other_variant_fix(run, runs) or (
         "Read the error above; if it only happens on N devices, check that the model and "
         "optimizer are created inside `strategy.scope()`.")

@@ -102,6 +102,11 @@ def run_smoke_section(
     matrix_dirs: tuple[Path, ...] = (),
 ) -> SmokeSection:
     """Plan and run the smoke suite for this snapshot's machine; never raises on Ctrl-C."""
+    if options.backend == "jax":
+        from mgpu_doctor.smoke.jax_section import run_jax_section
+
+        return run_jax_section(snapshot, options, interpreter, stall_timeout_s=stall_timeout_s,
+                               results_file=results_file, stream=stream, matrix_dirs=matrix_dirs)
     try:  # a bad option is exit 2 also where the suite is skipped
         check_device_counts(options, *gpu_count(snapshot))
     except PlanError as exc:
