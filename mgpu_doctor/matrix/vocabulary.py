@@ -124,6 +124,8 @@ USAGES: dict[str, str] = {
                   "the pip nvidia-* wheels or a system CUDA",
     "alltoall": "call all-to-all collectives (hvd.alltoall, or all-to-all in custom layers such as "
                 "sharded embeddings)",
+    "validation_data": "validate during fit (validation_data=, validation_split, a validation generator "
+                       "or Sequence)",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
