@@ -126,6 +126,8 @@ USAGES: dict[str, str] = {
                 "sharded embeddings)",
     "validation_data": "validate during fit (validation_data=, validation_split, a validation generator "
                        "or Sequence)",
+    "python_threads": "build, load or call models from Python threads other than the main one (a web "
+                      "server's request threads, a thread pool, a QThread, a data generator's threads)",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
