@@ -128,6 +128,8 @@ USAGES: dict[str, str] = {
                        "or Sequence)",
     "python_threads": "build, load or call models from Python threads other than the main one (a web "
                       "server's request threads, a thread pool, a QThread, a data generator's threads)",
+    "stateful_rnn": "a recurrent layer (LSTM, GRU, SimpleRNN) built with stateful=True, which keeps its state "
+                    "between batches",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
