@@ -140,6 +140,10 @@ USAGES: dict[str, str] = {
     "tf32_disabled": "turn TensorFloat-32 off "
                      "(tf.config.experimental.enable_tensor_float_32_execution(False))",
     "fft": "call FFT ops on the GPU (tf.signal.fft, rfft, stft, spectrogram layers)",
+    "python_threads": "build, load or call models from Python threads other than the main one (a web "
+                      "server's request threads, a thread pool, a QThread, a data generator's threads)",
+    "stateful_rnn": "build a recurrent layer (LSTM, GRU, SimpleRNN) with stateful=True, which keeps "
+                    "its state between batches",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
