@@ -7,9 +7,12 @@ from dataclasses import asdict, dataclass, field
 
 from mgpu_doctor.smoke.checkpoint import CHECKPOINT_STATUSES, SCENARIO_USAGE, CheckpointStep
 from mgpu_doctor.smoke.layers import variant_name
+from mgpu_doctor.smoke.usage import USAGE_SCENARIOS
 
 SCENARIOS = ("even", "uneven_final_batch")
-STATUSES = ("ok", "hang", "crash", "error", "nan", "diverged", "oom") + CHECKPOINT_STATUSES
+# skipped: the child's TensorFlow or Keras lacks the API a usage scenario needs (the reason is
+# the run's error_message)
+STATUSES = ("ok", "hang", "crash", "error", "nan", "diverged", "oom", "skipped") + CHECKPOINT_STATUSES
 DEVICE_KINDS = ("gpu", "cpu-virtual")
 
 
@@ -115,7 +118,8 @@ class SmokeRun:
     @property
     def usage(self) -> tuple[str, ...]:
         """The ways of training (the matrix's ``usage``) this run exercised beyond model.fit."""
-        return SCENARIO_USAGE.get(self.scenario, ())
+        way = USAGE_SCENARIOS.get(self.scenario)
+        return way.usage if way is not None else SCENARIO_USAGE.get(self.scenario, ())
 
 
 def runs_from_report(data: dict[str, object] | None, source: str) -> list[SmokeRun]:

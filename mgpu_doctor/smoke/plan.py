@@ -11,6 +11,7 @@ from mgpu_doctor.inputs import shorten
 from mgpu_doctor.smoke.checkpoint import CHECKPOINT_SCENARIOS
 from mgpu_doctor.smoke.layers import SMOKE_LAYERS, layer_names, same_on_one_device, same_without_cudnn
 from mgpu_doctor.smoke.model import SCENARIOS, SmokeSpec
+from mgpu_doctor.smoke.usage import scenarios_for_usage, usage_scenario_names
 
 DEFAULT_GLOBAL_BATCH = 64
 DEFAULT_VIRTUAL_DEVICES = 2
@@ -54,6 +55,11 @@ class Level:
     # The input-bound probe runs on the N-device run of these layers (smoke/input_bound.py);
     # where none of them is planned, on the first planned layer.
     input_probe_layers: tuple[str, ...] = ()
+    # The usage scenarios (smoke/usage.py: mixed precision, XLA, a custom loop, a distributed
+    # dataset), 1 vs N, for these layers: every one at this level (``usage_everywhere``), else only
+    # those the training profile or the model declares (``SmokeOptions.usage``).
+    usage_layers: tuple[str, ...] = ()
+    usage_everywhere: bool = False
 
 
 EVERY_LAYER = ("*",)
@@ -65,14 +71,16 @@ LEVELS: dict[str, Level] = {level.name: level for level in (
           uneven_everywhere=False, single_device_uneven=False, same_twice=False,
           summary="every layer type on 1 and N devices; the uneven final batch where an empty "
                   "replica can break the layer; 2 epochs; a checkpoint round trip of dense",
-          checkpoint_layers=("dense",), input_probe_layers=("dense",)),
+          checkpoint_layers=("dense",), input_probe_layers=("dense",), usage_layers=("dense",)),
     Level("long", trains=True, epochs=8, steps=4, batch_sizes=(DEFAULT_GLOBAL_BATCH, 256, 1024),
           uneven_everywhere=True, single_device_uneven=True, same_twice=True,
           summary="every variant x scenario on 1 and N devices, a batch-size sweep, the scaling "
                   "map of dense and conv2d over model sizes 1,4,16, 8 epochs (memory growth), a "
-                  "checkpoint round trip of every layer type, resume after a kill",
+                  "checkpoint round trip of every layer type, resume after a kill, every layer "
+                  "with mixed precision, XLA, a custom loop and a distributed dataset",
           checkpoint_layers=EVERY_LAYER, resume_layers=("dense",), model_sizes=(1, 4, 16),
-          map_layers=("dense", "conv2d"), input_probe_layers=EVERY_LAYER),
+          map_layers=("dense", "conv2d"), input_probe_layers=EVERY_LAYER,
+          usage_layers=EVERY_LAYER, usage_everywhere=True),
 )}
 DEFAULT_LEVEL = "standard"
 SMOKE_LEVELS = tuple(name for name, level in LEVELS.items() if level.trains)
@@ -91,7 +99,10 @@ class SmokeOptions:
     model_sizes: tuple[int, ...] | None = None  # None: the level's, for its map layers
     level: str = DEFAULT_LEVEL
     # the scenarios the level may plan (tests narrow it)
-    scenarios: tuple[str, ...] = SCENARIOS + CHECKPOINT_SCENARIOS
+    scenarios: tuple[str, ...] = SCENARIOS + CHECKPOINT_SCENARIOS + usage_scenario_names()
+    # the usage words the training profile or the model declares: their usage scenarios run at
+    # levels that do not run every one
+    usage: tuple[str, ...] = ()
 
     @property
     def plan_level(self) -> Level:
@@ -241,6 +252,14 @@ def plan_runs(options: SmokeOptions, gpu_count: int) -> list[SmokeSpec]:
                             model_size=size,
                             input_probe=main and devices > 1 and scenario == "even" and layer in probed,
                         ))
+            for scenario in _usage_scenarios(options, layer):
+                for devices in counts:
+                    specs.append(SmokeSpec(
+                        index=len(specs), layer=layer, variant=variant, devices=devices, device_kind=kind,
+                        scenario=scenario, global_batch=batches[0], samples=batches[0] * level.steps,
+                        epochs=level.epochs, virtual_devices=max(counts) if kind == "cpu-virtual" else 0,
+                        model_size=sizes[0],
+                    ))
             for scenario in _checkpoint_scenarios(level, layer, options.scenarios):
                 specs.append(SmokeSpec(
                     index=len(specs), layer=layer, variant=variant, devices=max(counts), device_kind=kind,
@@ -249,6 +268,14 @@ def plan_runs(options: SmokeOptions, gpu_count: int) -> list[SmokeSpec]:
                     model_size=sizes[0],
                 ))
     return specs
+
+
+def _usage_scenarios(options: SmokeOptions, layer: str) -> list[str]:
+    level = options.plan_level
+    if not (layer in level.usage_layers or level.usage_layers == EVERY_LAYER):
+        return []
+    asked = usage_scenario_names() if level.usage_everywhere else scenarios_for_usage(options.usage)
+    return [s for s in asked if s in options.scenarios]
 
 
 def _checkpoint_scenarios(level: Level, layer: str, wanted: tuple[str, ...]) -> list[str]:

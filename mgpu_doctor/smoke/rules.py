@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from mgpu_doctor.findings import CheckOutcome, Finding, Severity, status_for
+from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity, status_for
 from mgpu_doctor.matrix.known_issues import known_issue_line
 from mgpu_doctor.smoke.checkpoint import CHECKPOINT_STATUSES, SCENARIO_TITLES, checkpoint_findings
 from mgpu_doctor.smoke.guides import DISTRIBUTE_GUIDE, INPUT_GUIDE
@@ -17,6 +17,7 @@ from mgpu_doctor.smoke.layers import SMOKE_LAYERS, same_on_one_device, same_with
 from mgpu_doctor.smoke.model import SmokeRun
 from mgpu_doctor.smoke.plan import BatchSplit
 from mgpu_doctor.smoke.scaling_map import on_a_curve, scaling_map_outcome
+from mgpu_doctor.smoke.usage import USAGE_SCENARIOS
 
 LOSS_TOLERANCE = 1e-3  # max relative loss difference 1 vs N without batch statistics
 LEAK_MB_PER_EPOCH = 16.0  # host RSS growth per epoch, after the first, that smells of a leak
@@ -57,6 +58,10 @@ def smoke_outcomes(runs: list[SmokeRun], stall_timeout_s: float | None = None) -
     """One outcome per run, its findings sorted worst first."""
     outcomes = []
     for run in runs:
+        if run.status == "skipped":  # this TensorFlow or Keras cannot train this way
+            outcomes.append(CheckOutcome(run.name, _title(run), CheckStatus.SKIPPED,
+                                         skip_reason=run.error_message or "not supported here"))
+            continue
         findings = sorted(hazard_only(run, runs, run_findings(run, runs, stall_timeout_s)),
                           key=lambda f: f.severity, reverse=True)
         outcomes.append(CheckOutcome(run.name, _title(run), status_for(findings), findings))
@@ -246,7 +251,8 @@ def _nan_finding(run: SmokeRun, runs: list[SmokeRun]) -> Finding:
 
 def _agreement_findings(run: SmokeRun) -> list[Finding]:
     diff = run.loss_vs_single
-    if diff is None or diff <= LOSS_TOLERANCE or run.status != "ok":
+    tolerance = loss_tolerance(run)
+    if diff is None or diff <= tolerance or run.status != "ok":
         return []
     label = _label(run)
     evidence = [f"largest relative loss difference, {run.devices} devices vs 1: {diff:.2%}",
@@ -275,7 +281,7 @@ def _agreement_findings(run: SmokeRun) -> list[Finding]:
     return [Finding(
         code=f"smoke.{run.layer}.loss-mismatch", severity=Severity.WARNING,
         title=f"{label}: the loss differs from the 1-device run by {diff:.2%} "
-              f"(tolerance {LOSS_TOLERANCE:.1%})",
+              f"(tolerance {tolerance:.1%})",
         evidence=evidence,
         fix="Same seed and global batch should give the same loss. Check that the loss is "
             "averaged over the global batch and that every replica sees different data.",
@@ -403,7 +409,8 @@ def _loss_difference(run: SmokeRun, single: SmokeRun) -> float | None:
 
 def _title(run: SmokeRun) -> str:
     where = f"{run.devices} simulated CPU device(s)" if run.simulated else f"{run.devices} GPU(s)"
-    titles = {"uneven_final_batch": "uneven final batch", **SCENARIO_TITLES}
+    titles = {"uneven_final_batch": "uneven final batch", **SCENARIO_TITLES,
+              **{name: way.title for name, way in USAGE_SCENARIOS.items()}}
     scenario = titles.get(run.scenario, "even batches")
     size = f", model size x{run.model_size}" if run.model_size != 1 else ""
     return (f"Smoke training: {_layer_label(run)} on {where}, {scenario}, global batch "
@@ -416,7 +423,14 @@ def _layer_label(run: SmokeRun) -> str:
 
 def _label(run: SmokeRun) -> str:
     kind = "simulated CPU devices" if run.simulated else "GPUs"
-    return f"{_layer_label(run)} on {run.devices} {kind}"
+    way = f" ({run.scenario.replace('_', ' ')})" if run.scenario in USAGE_SCENARIOS else ""
+    return f"{_layer_label(run)}{way} on {run.devices} {kind}"
+
+
+def loss_tolerance(run: SmokeRun) -> float:
+    """How far the N-device loss may be from the 1-device one (relative)."""
+    way = USAGE_SCENARIOS.get(run.scenario)
+    return way.loss_tolerance if way is not None and way.loss_tolerance is not None else LOSS_TOLERANCE
 
 
 def _losses(run: SmokeRun, last_only: bool = False) -> str:
