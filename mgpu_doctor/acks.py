@@ -27,6 +27,7 @@ from mgpu_doctor.matrix.toml_files import TOMLDecodeError, load_toml
 
 DEFAULT_FILE = ".mgpu-doctor.toml"
 TABLE = "acknowledge"
+TRAINING_TABLE = "training"  # the training profile (mgpu_doctor.training.declared) shares the file
 ENTRY_KEYS = ("code", "known_issue", "reason", "expires")
 # Findings of the `known-issues` check carry the issue id after this prefix in their code.
 KNOWN_ISSUE_CODE_PREFIX = "known-issue."
@@ -85,9 +86,10 @@ def load_ack_file(path: Path) -> list[AckEntry]:
 
 
 def parse_acks(data: dict[str, Any], source: str) -> list[AckEntry]:
-    unknown = [k for k in data if k != TABLE]
+    unknown = [k for k in data if k not in (TABLE, TRAINING_TABLE)]
     if unknown:
-        raise AckFileError(f"{source}: unknown top-level key {unknown[0]!r} (expected [[{TABLE}]] tables)")
+        raise AckFileError(f"{source}: unknown top-level key {unknown[0]!r} (expected [[{TABLE}]] tables "
+                           f"and a [{TRAINING_TABLE}] table)")
     raw = data.get(TABLE, [])
     if not isinstance(raw, list) or not all(isinstance(e, dict) for e in raw):
         raise AckFileError(f"{source}: '{TABLE}' must be an array of tables ([[{TABLE}]])")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as _dt
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from mgpu_doctor import __version__
 from mgpu_doctor.acks import (
@@ -38,9 +38,13 @@ from mgpu_doctor.redact import Identity, mask_snapshot, redact_report
 from mgpu_doctor.report import Report, new_report
 from mgpu_doctor.requirements import Requirements, layer_outcomes, requirement_checks
 from mgpu_doctor.resolve import ResolvedEnvironment, resolve
+from mgpu_doctor.serde import SchemaError, from_jsonable
 from mgpu_doctor.smoke.model import SmokeRun, runs_from_report
 from mgpu_doctor.smoke.request import SmokeRequest
 from mgpu_doctor.snapshot import Snapshot, SnapshotLoadError, load_document
+from mgpu_doctor.training.apply import with_training
+from mgpu_doctor.training.declared import over_recorded, query_profile
+from mgpu_doctor.training.profile import TrainingProfile
 from mgpu_doctor.unavailable import Unavailable
 
 if TYPE_CHECKING:
@@ -67,6 +71,8 @@ class DiagnoseOptions:
     redact: bool = True
     libraries_view: bool = False  # `libs`: the report carries the library table
     today: _dt.date | None = None  # for acknowledgement expiry; None: today
+    # How the user trains, declared in the project's files and the options (--strategy, --usage, ...)
+    training: TrainingProfile = field(default_factory=TrainingProfile)
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,7 @@ class Facts:
     source: str
     smoke_runs: list[SmokeRun] = field(default_factory=list)
     level: str = ""  # the level the file's report ran at, where it says
+    training: TrainingProfile | None = None  # the training profile the file's report recorded
 
 
 def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
@@ -94,7 +101,8 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
     load_tables()
     facts = obtain_facts(options, progress)
     original = facts.snapshot
-    env = resolve(original)
+    training = over_recorded(facts.training, options.training)
+    env = with_training(resolve(original), training)
     outcomes = [run_check(c, env) for c in checks]
     outcomes += [o for o in [mostly_skipped(outcomes)] if o is not None]
     section = smoke_section(options, facts, stream)
@@ -113,6 +121,7 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
         quick=options.quick and options.from_file is None, notes=notes,
         smoke_runs=section.runs if section is not None else [], devices=device_rows(original),
         libraries=view, level=options.level if options.from_file is None else "",
+        training=training,
     )
     report = acknowledge(report, options)
     if options.redact:
@@ -159,11 +168,23 @@ def obtain_facts(options: DiagnoseOptions, progress: Progress | None = None) -> 
         # Written elsewhere, perhaps by another tool: its credentials are masked, --no-redact or not.
         level = (document.report_data or {}).get("level")
         return Facts(mask_snapshot(document.snapshot), f"snapshot {options.from_file}", runs,
-                     level if isinstance(level, str) else "")
+                     level if isinstance(level, str) else "",
+                     recorded_training(document.report_data, options.from_file))
     interpreter = options.interpreter or Interpreter.current()
     snapshot = gather_snapshot(GatherOptions(interpreter, quick=options.quick),
                                progress or (lambda *_a, **_k: None))
     return Facts(snapshot, "this machine")
+
+
+def recorded_training(report_data: dict[str, Any] | None, path: Path) -> TrainingProfile | None:
+    """The training profile a report recorded (None: a snapshot, or a report without one)."""
+    raw = (report_data or {}).get("training")
+    if raw is None:
+        return None
+    try:
+        return from_jsonable(TrainingProfile, raw, "report.training")
+    except SchemaError as exc:
+        raise BadInput(f"{path}: {exc}") from None
 
 
 def smoke_section(options: DiagnoseOptions, facts: Facts, stream: TextIO | None) -> SmokeSection | None:
@@ -201,9 +222,11 @@ def acknowledge(report: Report, options: DiagnoseOptions) -> Report:
     return replace(report, checks=checks, notes=report.notes + notes)
 
 
-def query(terms: list[str], matrix_dirs: tuple[Path, ...] = ()) -> Report:
+def query(terms: list[str], matrix_dirs: tuple[Path, ...] = (),
+          training: TrainingProfile | None = None) -> Report:
     """`matrix query`: every rule over versions (compatibility tables and known issues) applied to
-    the versions and conditions named, with the codes and severities `check` gives a machine."""
+    the versions and conditions named, with the codes and severities `check` gives a machine;
+    the training facts the terms name are declared over ``training`` (the files' and options')."""
     from mgpu_doctor.query import resolve_query  # `matrix query` only
 
     load_tables()
@@ -211,8 +234,11 @@ def query(terms: list[str], matrix_dirs: tuple[Path, ...] = ()) -> Report:
         env, given = resolve_query(terms)
     except BadEnvironment as exc:
         raise BadInput(f"matrix query: {exc}") from None
+    profile = query_profile(given, training or TrainingProfile())
+    env = with_training(env, profile)
     outcomes: list[CheckOutcome] = [run_check(c, env) for c in with_team_matrix(VERSION_RULES, matrix_dirs)]
     source = "matrix query: " + " ".join(
         f"{k}{'==' if k in VERSION_KEYS or k.startswith('nvidia-') else '='}{v}" for k, v in given.items())
-    return new_report("matrix query", source, outcomes, tool_version=__version__, query=given)
+    return new_report("matrix query", source, outcomes, tool_version=__version__, query=given,
+                      training=profile)
 

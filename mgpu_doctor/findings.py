@@ -49,6 +49,19 @@ class Acknowledgement:
 
 
 @dataclass(frozen=True)
+class Condition:
+    """The one fact that would decide a conditional finding (a known issue that applies only if
+    the training is so, or that cannot be told without a machine fact): findings are grouped by it.
+    """
+
+    key: str  # a `matrix query` key: "usage", "strategy", "layers", "scenario", "workers", "numpy", ...
+    wanted: tuple[str, ...]  # what the entry needs (any of): ("custom_training_loop",), (">=2",)
+    phrase: str  # "if you save the distributed model (...)", "without the numpy version"
+    hint: str  # how to decide it: "--usage save_model"; "" where no option does
+    training: bool  # a training fact (declare it in the profile) or a machine fact
+
+
+@dataclass(frozen=True)
 class Finding:
     """One problem (or one notable fact) with its evidence and its fix.
 
@@ -63,11 +76,35 @@ class Finding:
     fix: str = ""
     links: list[str] = field(default_factory=list)
     acknowledgement: Acknowledgement | None = None
+    condition: Condition | None = None  # a conditional finding: the fact that would decide it
 
     @property
     def gating(self) -> bool:
         """Whether this finding can fail the gate: not covered by a current acknowledgement."""
         return self.acknowledgement is None or self.acknowledgement.expired
+
+
+@dataclass(frozen=True)
+class ConditionGroup:
+    """Conditional findings that one fact decides: one per key and wanted value."""
+
+    condition: Condition
+    findings: tuple[Finding, ...]
+
+
+def condition_groups(findings: list[Finding]) -> list[ConditionGroup]:
+    """The conditional findings grouped by their condition (key, wanted): training facts before
+    machine facts, the larger groups first, then in the order met; the groups of one key together."""
+    groups: dict[tuple[str, tuple[str, ...]], tuple[Condition, list[Finding]]] = {}
+    for f in findings:
+        if f.condition is not None:
+            groups.setdefault((f.condition.key, f.condition.wanted), (f.condition, []))[1].append(f)
+    ranked = [ConditionGroup(c, tuple(fs)) for _, (c, fs) in sorted(
+        enumerate(groups.values()), key=lambda item: (not item[1][0].training, -len(item[1][1]), item[0]))]
+    # the groups of one training fact together (as the report shows them, one line per fact);
+    # the machine facts together last
+    keys = list(dict.fromkeys(g.condition.key if g.condition.training else "" for g in ranked))
+    return sorted(ranked, key=lambda g: keys.index(g.condition.key if g.condition.training else ""))
 
 
 # The outcome `check` adds when most checks were skipped for facts that could not be gathered.

@@ -13,6 +13,7 @@ from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity
 from mgpu_doctor.serde import to_jsonable
 from mgpu_doctor.smoke.model import SmokeRun
 from mgpu_doctor.snapshot import Snapshot
+from mgpu_doctor.training.profile import TrainingProfile
 
 if TYPE_CHECKING:
     from mgpu_doctor.fleet.compare import Fleet
@@ -66,6 +67,9 @@ class Report:
     devices: list[DeviceRow] = field(default_factory=list)
     # `libs`: every CUDA library, what TensorFlow was built for, what is in use, every copy found.
     libraries: LibrariesView | None = None
+    # How the user trains: declared (files, options, query terms) and observed facts; None: not
+    # judged against one (fleet, libs before profiles existed).
+    training: TrainingProfile | None = None
 
     @property
     def findings(self) -> list[Finding]:
@@ -107,6 +111,7 @@ def new_report(
     devices: list[DeviceRow] | None = None,
     libraries: LibrariesView | None = None,
     level: str = "",
+    training: TrainingProfile | None = None,
 ) -> Report:
     """A report of this schema; a section not given is empty."""
     return Report(
@@ -114,5 +119,5 @@ def new_report(
         command=command, source=source, quick=quick, snapshot=snapshot, checks=checks,
         notes=list(notes or []), query=dict(query or {}), fleet=fleet, smoke_runs=list(smoke_runs or []),
         multiworker_runs=list(multiworker_runs or []), devices=list(devices or []), libraries=libraries,
-        level=level,
+        level=level, training=training,
     )

@@ -223,12 +223,15 @@ class LibraryInUse:
 
 @dataclass(frozen=True)
 class UsageFacts:
-    """How the model is trained: never seen on a machine; named by a query (or a smoke run)."""
+    """How the model is trained: never seen on a machine; named by a query (or a smoke run), or
+    declared and observed in the training profile (``sources``: key -> where it came from)."""
 
     layers: tuple[str, ...] | None = None
     usage: tuple[str, ...] | None = None
     strategy: str | None = None
     scenario: str | None = None
+    usage_undecided: tuple[str, ...] = ()  # usage words still unknown although `usage` is known
+    sources: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

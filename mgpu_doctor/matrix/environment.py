@@ -53,6 +53,8 @@ class Environment:
     usage: tuple[str, ...] | None = None
     strategy: str | None = None
     scenario: str | None = None
+    # Usage words not known although `usage` is (the model observed decides only some of them).
+    usage_undecided: tuple[str, ...] = ()
     # Why a fact is missing, for the evidence of "cannot tell": key -> reason.
     missing: dict[str, str] = field(default_factory=dict)
     ranges: dict[str, str] = field(default_factory=dict)  # keras -> ">=3"
@@ -94,7 +96,7 @@ def environment_from_resolved(env: ResolvedEnvironment) -> Environment:
         versions=versions, gpus=m.gpus, workers=m.workers, compute_capabilities=m.compute_capabilities,
         gpu_names=m.gpu_names, platform=m.platform, cpu_vendor=m.cpu_vendor, interconnect=m.interconnect,
         backend=m.backend, layers=u.layers, usage=u.usage, strategy=u.strategy, scenario=u.scenario,
-        missing=missing, ranges=ranges, sources=sources,
+        usage_undecided=u.usage_undecided, missing=missing, ranges=ranges, sources={**u.sources, **sources},
     )
 
 

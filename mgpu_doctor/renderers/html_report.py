@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from html import escape
 
-from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity
+from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity, condition_groups
 from mgpu_doctor.renderers import RenderOptions
 from mgpu_doctor.renderers.charts import GROUPS, all_charts
 from mgpu_doctor.renderers.common import (
@@ -20,7 +20,9 @@ from mgpu_doctor.renderers.common import (
     device_table_rows,
     fleet_difference_rows,
     fleet_heading,
+    group_line,
     summary_line,
+    training_parts,
 )
 from mgpu_doctor.renderers.human import libraries_lines
 from mgpu_doctor.renderers.smoke_table import SIMULATED_LINE, SMOKE_HEADERS, smoke_rows
@@ -56,7 +58,9 @@ def render(report: Report, options: RenderOptions, *, title: str = "") -> str:
            f"<title>{escape(heading)}</title>", f"<style>{CSS}</style>", "</head>", "<body>",
            f"<h1>{escape(heading)}</h1>", f'<p class="summary">{escape(summary_line(report))}</p>']
     out += [f'<p class="note">{escape(note)}</p>' for note in report.notes]
+    out += _training(report)
     out += _findings(report, options)
+    out += _conditional(report, options)
     out += _smoke(report)
     out += _checks(report)
     out += _tables(report)
@@ -69,13 +73,45 @@ def render(report: Report, options: RenderOptions, *, title: str = "") -> str:
 
 def _findings(report: Report, options: RenderOptions) -> list[str]:
     floor = Severity.INFO if options.verbose else Severity.WARNING
-    problems = sorted((f for f in report.findings if f.severity >= floor),
+    problems = sorted((f for f in report.findings if f.severity >= floor and f.condition is None),
                       key=lambda f: f.severity, reverse=True)
     out = ["<h2>Findings</h2>"]
     if not problems:
         return out + [f"<p>No {'findings' if options.verbose else 'warnings or errors'}.</p>"]
     for f in problems:
         out += finding_html(f)
+    return out
+
+
+def _training(report: Report) -> list[str]:
+    """The training profile: declared and observed facts with where each came from, the unknown."""
+    if report.training is None:
+        return []
+    declared, observed, unknown = training_parts(report.training)
+    rows = [["declared", d] for d in declared] + [["observed", o] for o in observed]
+    out = ["<h2>Training</h2>"]
+    out.append(table(["", "Fact (where it came from)"], rows) if rows else
+               "<p>Nothing declared or observed: declare how you train in <code>pyproject.toml</code> "
+               "<code>[tool.mgpu-doctor.training]</code> or with <code>--strategy</code>, "
+               "<code>--usage</code>, ...</p>")
+    return out + [f"<p>Unknown: {escape(', '.join(unknown) or 'nothing')}</p>"]
+
+
+def _conditional(report: Report, options: RenderOptions) -> list[str]:
+    """The conditional findings grouped by the fact that would decide them, one collapsed block
+    per group (open with -v)."""
+    groups = condition_groups(report.findings)
+    if not groups:
+        return []
+    out = ["<h2>Conditional known issues</h2>",
+           "<p>Grouped by the one fact that would decide them: declared, each becomes a warning or is "
+           "ruled out.</p>"]
+    opened = " open" if options.verbose else ""
+    for g in groups:
+        out.append(f"<details{opened}><summary>{escape(group_line(g))}</summary>")
+        for f in g.findings:
+            out += finding_html(f)
+        out.append("</details>")
     return out
 
 

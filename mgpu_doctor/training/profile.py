@@ -70,9 +70,9 @@ class TrainingProfile:
     """
 
     declared: TrainingFacts = field(default_factory=TrainingFacts)
-    declared_from: Mapping[str, str] = field(default_factory=dict)
+    declared_from: dict[str, str] = field(default_factory=dict)
     observed: TrainingFacts = field(default_factory=TrainingFacts)
-    observed_from: Mapping[str, str] = field(default_factory=dict)
+    observed_from: dict[str, str] = field(default_factory=dict)
     usage_checked: tuple[str, ...] = ()
 
     @property
