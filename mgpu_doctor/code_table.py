@@ -17,6 +17,7 @@ from mgpu_doctor.fleet.checks import FLEET_CHECKS
 from mgpu_doctor.matrix import smoke as smoke_matching
 from mgpu_doctor.multiworker import findings as multiworker
 from mgpu_doctor.requirements import GATE_CODES
+from mgpu_doctor.training import observed as user_model
 
 # What smoke/rules.py emits per run (LAYER: dense, lstm, ...).
 SMOKE_CODES = (
@@ -47,6 +48,7 @@ def declared_codes() -> list[CodeRow]:
     rows += [(MOSTLY_SKIPPED_CODE, f"`{MOSTLY_SKIPPED_CHECK}` (most checks skipped)")]
     rows += [(crash_code("CHECK"), "any check that itself failed (a bug)")]
     rows += [(code, f"`{name}`") for name, codes in GATE_CODES.items() for code in codes]
+    rows += [(code, "`--model`") for code in user_model.CODES]
     rows += [(code, "`smoke`") for code in SMOKE_CODES]
     rows += [(code, "`smoke` (looked up in the matrix)") for code in smoke_matching.CODES]
     rows += [(code, "`smoke --workers`, `--tf-config`") for code in multiworker.CODES]

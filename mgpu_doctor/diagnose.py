@@ -28,12 +28,13 @@ from mgpu_doctor.checks import VERSION_RULES, Check, known_issues, run_check
 from mgpu_doctor.checks.base import mostly_skipped
 from mgpu_doctor.devices import device_rows
 from mgpu_doctor.errors import BadInput
-from mgpu_doctor.findings import CheckOutcome, Section
+from mgpu_doctor.findings import CheckOutcome, CheckStatus, Section
 from mgpu_doctor.interpreter import Interpreter
 from mgpu_doctor.matrix.compat_tables import CompatTableError, bundled_cuda_driver_table, load_bundled_tables
 from mgpu_doctor.matrix.environment import BadEnvironment
 from mgpu_doctor.matrix.known_issues import VERSION_KEYS
 from mgpu_doctor.probes.gather import GatherOptions, Progress, gather_snapshot
+from mgpu_doctor.probes.user_model import ModelObservation, ModelRequest, observe_model
 from mgpu_doctor.redact import Identity, mask_snapshot, redact_report
 from mgpu_doctor.report import Report, new_report
 from mgpu_doctor.requirements import Requirements, layer_outcomes, requirement_checks
@@ -44,6 +45,8 @@ from mgpu_doctor.smoke.request import SmokeRequest
 from mgpu_doctor.snapshot import Snapshot, SnapshotLoadError, load_document
 from mgpu_doctor.training.apply import with_training
 from mgpu_doctor.training.declared import over_recorded, query_profile
+from mgpu_doctor.training.observed import CHECK_NAME as MODEL_CHECK
+from mgpu_doctor.training.observed import model_outcome, with_observed
 from mgpu_doctor.training.profile import TrainingProfile
 from mgpu_doctor.unavailable import Unavailable
 
@@ -73,6 +76,7 @@ class DiagnoseOptions:
     today: _dt.date | None = None  # for acknowledgement expiry; None: today
     # How the user trains, declared in the project's files and the options (--strategy, --usage, ...)
     training: TrainingProfile = field(default_factory=TrainingProfile)
+    model: ModelRequest | None = None  # --model: the user's model, built and read in a child
 
 
 @dataclass(frozen=True)
@@ -97,13 +101,20 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
     """Run the pipeline; ``progress`` hears about slow steps, ``stream`` gets the smoke progress."""
     if options.from_file is not None and options.interpreter is not None:
         raise BadInput("--from and --python cannot be used together")
+    if options.from_file is not None and options.model is not None:
+        raise BadInput("--from and --model cannot be used together: the model is built where the "
+                       "doctor runs; a report made with --model carries what it observed")
     checks = with_team_matrix(options.checks, options.matrix_dirs)
     load_tables()
     facts = obtain_facts(options, progress)
     original = facts.snapshot
     training = over_recorded(facts.training, options.training)
+    model = model_section(options, progress)
+    if model is not None and model[1] is not None:
+        training = with_observed(training, model[1])
     env = with_training(resolve(original), training)
     outcomes = [run_check(c, env) for c in checks]
+    outcomes += [model[0]] if model is not None else []
     outcomes += [o for o in [mostly_skipped(outcomes)] if o is not None]
     section = smoke_section(options, facts, stream)
     gates = requirement_checks(options.requirements,
@@ -174,6 +185,21 @@ def obtain_facts(options: DiagnoseOptions, progress: Progress | None = None) -> 
     snapshot = gather_snapshot(GatherOptions(interpreter, quick=options.quick),
                                progress or (lambda *_a, **_k: None))
     return Facts(snapshot, "this machine")
+
+
+def model_section(options: DiagnoseOptions, progress: Progress | None = None
+                  ) -> tuple[CheckOutcome, ModelObservation | None] | None:
+    """``--model``: build the user's model in a child and read it (not with --quick)."""
+    if options.model is None:
+        return None
+    if options.quick:
+        return (CheckOutcome(MODEL_CHECK, f"Your model ({options.model.model})", CheckStatus.SKIPPED,
+                             skip_reason="--quick imports no TensorFlow: the model is not built",
+                             section=Section.TENSORFLOW), None)
+    if progress is not None:
+        progress(f"building your model {options.model.model} in a child process", slow=True)
+    observation = observe_model(options.model, options.interpreter or Interpreter.current())
+    return replace(model_outcome(observation), section=Section.TENSORFLOW), observation
 
 
 def recorded_training(report_data: dict[str, Any] | None, path: Path) -> TrainingProfile | None:
