@@ -116,7 +116,7 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
     outcomes = [run_check(c, env) for c in checks]
     outcomes += [model[0]] if model is not None else []
     outcomes += [o for o in [mostly_skipped(outcomes)] if o is not None]
-    section = smoke_section(options, facts, stream)
+    section = smoke_section(options, facts, stream, training)
     gates = requirement_checks(options.requirements,
                                layer_outcomes(section.runs if section is not None else None))
     outcomes += [replace(o, section=Section.SMOKE) for o in (section.outcomes if section is not None else [])]
@@ -213,18 +213,19 @@ def recorded_training(report_data: dict[str, Any] | None, path: Path) -> Trainin
         raise BadInput(f"{path}: {exc}") from None
 
 
-def smoke_section(options: DiagnoseOptions, facts: Facts, stream: TextIO | None) -> SmokeSection | None:
+def smoke_section(options: DiagnoseOptions, facts: Facts, stream: TextIO | None,
+                  training: TrainingProfile | None = None) -> SmokeSection | None:
     """Run the smoke trainings (not with --quick or --from), or replay the ones a file recorded."""
     # The smoke engine is imported only where it runs: `check --quick` never needs it.
     if options.smoke is not None and not options.quick and options.from_file is None:
         from mgpu_doctor.smoke.section import run_requested
 
         return run_requested(facts.snapshot, options.smoke, options.interpreter or Interpreter.current(),
-                             options.matrix_dirs, stream)
+                             options.matrix_dirs, stream, training)
     if facts.smoke_runs:
         from mgpu_doctor.smoke.section import replayed_section
 
-        return replayed_section(facts.smoke_runs, facts.snapshot, options.matrix_dirs, facts.level)
+        return replayed_section(facts.smoke_runs, facts.snapshot, options.matrix_dirs, facts.level, training)
     return None
 
 

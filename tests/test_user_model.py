@@ -7,6 +7,8 @@ with model functions that raise, hang and return no model.
 from __future__ import annotations
 
 import json
+import os
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,8 +18,16 @@ from mgpu_doctor.checks import known_issues
 from mgpu_doctor.cli import main
 from mgpu_doctor.findings import Severity
 from mgpu_doctor.interpreter import Interpreter
+from mgpu_doctor.matrix.environment import Environment
+from mgpu_doctor.matrix.known_issues import load_matrix
+from mgpu_doctor.matrix.paths import bundled_matrix_dir
+from mgpu_doctor.matrix.smoke import run_environment, with_known_issues
 from mgpu_doctor.probes.user_model import ModelObservation, ModelRequest, observe_model
 from mgpu_doctor.query import resolve_query
+from mgpu_doctor.smoke.model import SmokeRun
+from mgpu_doctor.smoke.plan import USER_MODEL, SmokeOptions, plan_runs
+from mgpu_doctor.smoke.rules import compare_with_single, smoke_outcomes
+from mgpu_doctor.smoke.runner import run_suite
 from mgpu_doctor.training.apply import with_training
 from mgpu_doctor.training.observed import layer_words, model_outcome, usage_words, with_observed
 from mgpu_doctor.training.profile import TrainingProfile
@@ -165,3 +175,69 @@ def test_an_observation_that_failed_adds_no_fact():
     failed = ModelObservation(ModelRequest("m:f"), "build", error_type="ValueError", error_message="x")
     assert with_observed(TrainingProfile(), failed) == TrainingProfile()
     assert replace(failed, stage="done").seen
+
+
+# ----------------------------------------------------------------------------- smoke --model
+
+def test_smoke_model_plans_the_user_model_1_vs_n_and_the_stock_layers_only_where_named():
+    options = SmokeOptions(user_model="gru_mixed:build", model_path=USER_MODELS, stock_layers=False)
+    specs = plan_runs(options, 0)
+    assert [(s.layer, s.devices, s.scenario) for s in specs] == [
+        (USER_MODEL, 1, "even"), (USER_MODEL, 2, "even"), (USER_MODEL, 2, "uneven_final_batch")]
+    assert all(s.user_model == "gru_mixed:build" and s.model_path == USER_MODELS for s in specs)
+    assert not any(s.input_probe for s in specs)  # no --data: synthetic data, no pipeline to probe
+    with_data = plan_runs(replace(options, user_data="gru_mixed:data"), 0)
+    assert [s.input_probe for s in with_data] == [False, True, False]
+    both = plan_runs(replace(options, stock_layers=True, layers=("dense",)), 0)
+    assert {s.layer for s in both} == {"dense", USER_MODEL}
+
+
+def test_the_user_model_s_runs_are_looked_up_with_its_observed_layers_and_usage():
+    run = SmokeRun(USER_MODEL, "", 2, "cpu-virtual", "even", "error")
+    env = run_environment(Environment(versions={}, layers=("gru", "dropout"), usage=("mixed_precision",)), run)
+    assert env.layers == ("gru", "dropout") and env.usage == ("mixed_precision",)
+    unknown = run_environment(Environment(versions={}), run)
+    assert unknown.layers is None and unknown.usage is None  # nothing observed: "if your model uses ..."
+
+
+@pytest.mark.tensorflow
+@pytest.mark.slow
+def test_smoke_model_trains_the_user_model_1_vs_n_with_a_verdict_per_scenario(capsys, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    code = main(["smoke", "--model", "gru_mixed:build", "--model-path", USER_MODELS, "--virtual-devices", "2",
+                 "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0, out
+    runs = {f"smoke/{r['layer']}/{r['devices']}x{r['device_kind']}/{r['scenario']}/b{r['global_batch']}": r
+            for r in out["smoke_runs"]}
+    assert set(runs) == {"smoke/model/1xcpu-virtual/even/b64", "smoke/model/2xcpu-virtual/even/b64",
+                         "smoke/model/2xcpu-virtual/uneven_final_batch/b64"}
+    assert all(r["status"] == "ok" for r in runs.values()), runs
+    verdicts = {c["name"]: c["status"] for c in out["checks"]}
+    assert verdicts["model"] == "passed"
+    assert all(verdicts[name] == "passed" for name in runs), verdicts
+    assert runs["smoke/model/2xcpu-virtual/even/b64"]["replicas_identical"] is True
+    assert "mixed_precision" in out["training"]["observed"]["usage"]
+
+
+@pytest.mark.tensorflow
+@pytest.mark.slow
+def test_the_user_model_on_its_own_data_a_fault_is_reported_and_looked_up():
+    """--data: the user's arrays, and the input-bound probe on that pipeline; a fault injected in
+    the N-device runs is an error of the model, looked up in the matrix with its observed facts."""
+    options = SmokeOptions(user_model="gru_mixed:build", user_data="gru_mixed:data", model_path=USER_MODELS,
+                           stock_layers=False, scenarios=("even",))
+    specs = plan_runs(options, 0)
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "",
+           "MGPU_DOCTOR_SMOKE_FAULT": f"{USER_MODEL}:raise:2"}
+    single, multi = runs = compare_with_single(run_suite(specs, python=sys.executable, stall_timeout_s=120,
+                                                          env=env).runs)
+    assert single.status == "ok" and single.losses, single
+    assert multi.status == "error" and "injected fault" in multi.error_message
+    matrix_env = Environment(versions={}, layers=("gru", "dropout", "dense"),
+                             usage=("mixed_precision", "custom_metric"))
+    outcome = with_known_issues(smoke_outcomes(runs), runs, load_matrix(bundled_matrix_dir()).issues,
+                                matrix_env)[1]
+    codes = [f.code for f in outcome.findings]
+    assert f"smoke.{USER_MODEL}.error" in codes
+    assert [c for c in codes if c.startswith(("smoke.known-issue.", "smoke.not-in-matrix."))]

@@ -313,6 +313,9 @@ def smoke_request(args: argparse.Namespace, level: str = DEFAULT_LEVEL) -> Smoke
         options = replace(options, batch_sizes=batches)
     if sizes:
         options = replace(options, model_sizes=sizes)
+    model = model_request(args)
+    if model is not None:
+        options = replace(options, user_model=model.model, user_data=model.data, model_path=model.path)
     results = getattr(args, "results", None)
     return SmokeRequest(options, float(args.stall_timeout), Path(results) if results else None,
                         redact=getattr(args, "redact", True))

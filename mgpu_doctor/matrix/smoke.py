@@ -20,6 +20,7 @@ from mgpu_doctor.matrix.known_issue_findings import worth_reporting
 from mgpu_doctor.matrix.known_issues import KnownIssue, known_issue_line
 from mgpu_doctor.matrix.match import Verdict, assess
 from mgpu_doctor.smoke.layers import matrix_terms
+from mgpu_doctor.smoke.plan import USER_MODEL
 from mgpu_doctor.smoke.usage import USAGE_SCENARIOS
 from mgpu_doctor.versions import below, parse_specifier
 
@@ -66,14 +67,16 @@ CODES = ("smoke.known-issue.ID", "smoke.not-in-matrix.RUN", "smoke.not-reproduce
 
 def run_environment(environment: Environment, run: SmokeRunLike, strategy: str = "mirrored") -> Environment:
     """The machine's environment narrowed to what one run exercised."""
-    layers = matrix_terms(run.layer, run.variant)
+    layers: tuple[str, ...] | None = matrix_terms(run.layer, run.variant)
     # Plain model.fit exercises none of the ways of training entries depend on; the checkpoint
     # scenarios name theirs (save_model, load_weights, checkpoint).
     usage = getattr(run, "usage", ())
+    if run.layer == USER_MODEL:  # the user's model: what the training profile knows of it
+        layers, usage = environment.layers, environment.usage
     # the checkpoint and usage scenarios train on full batches: "even" in the matrix's words
     scenario = run.scenario if run.scenario in vocab.SCENARIOS else "even"
     env = replace(environment, gpus=run.devices, layers=layers, scenario=scenario,
-                  strategy=strategy, usage=tuple(usage) if isinstance(usage, tuple) else ())
+                  strategy=strategy, usage=tuple(usage) if isinstance(usage, tuple) else None)
     workers = getattr(run, "workers", None)
     if isinstance(workers, int):
         env = replace(env, workers=workers)

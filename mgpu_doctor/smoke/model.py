@@ -34,6 +34,11 @@ class SmokeSpec:
     model_size: int = 1  # width multiplier of the layer's units, filters or dimensions
     # Also time the input pipeline alone and the step with the batch already in memory.
     input_probe: bool = False
+    # The user's own model (`smoke --model`, layer USER_MODEL): MODULE:FUNCTION of the model and of
+    # its data ("" for synthetic data), and the directories put first on the child's sys.path.
+    user_model: str = ""
+    user_data: str = ""
+    model_path: str = ""
 
     @property
     def label(self) -> str:

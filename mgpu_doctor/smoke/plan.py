@@ -14,6 +14,8 @@ from mgpu_doctor.smoke.model import SCENARIOS, SmokeSpec
 from mgpu_doctor.smoke.usage import scenarios_for_usage, usage_scenario_names
 
 DEFAULT_GLOBAL_BATCH = 64
+# The layer name of the user's own model (`smoke --model`): its runs are smoke/model/...
+USER_MODEL = "model"
 DEFAULT_VIRTUAL_DEVICES = 2
 # Bounds on what a smoke option may ask for: beyond them the request is a typo, not a plan.
 MAX_DEVICES = 1024
@@ -103,6 +105,12 @@ class SmokeOptions:
     # the usage words the training profile or the model declares: their usage scenarios run at
     # levels that do not run every one
     usage: tuple[str, ...] = ()
+    # `smoke --model`: the user's model (MODULE:FUNCTION), its data and import path; the stock
+    # layers train too only where --layers names them (``stock_layers``)
+    user_model: str = ""
+    user_data: str = ""
+    model_path: str = ""
+    stock_layers: bool = True
 
     @property
     def plan_level(self) -> Level:
@@ -114,6 +122,8 @@ class SmokeOptions:
 
     @property
     def planned_layers(self) -> tuple[str, ...]:
+        if not self.stock_layers:
+            return ()
         return self.layers or layer_names()
 
     @property
@@ -267,6 +277,28 @@ def plan_runs(options: SmokeOptions, gpu_count: int) -> list[SmokeSpec]:
                     epochs=level.epochs, virtual_devices=max(counts) if kind == "cpu-virtual" else 0,
                     model_size=sizes[0],
                 ))
+    if options.user_model:
+        specs.extend(_user_model_runs(options, level, kind, counts, batches[0], len(specs)))
+    return specs
+
+
+def _user_model_runs(options: SmokeOptions, level: Level, kind: str, counts: tuple[int, ...],
+                     batch: int, first: int) -> list[SmokeSpec]:
+    """The user's model 1 vs N with even batches, and with an uneven final batch on N devices (and
+    on 1 where the level compares it); the input-bound probe on its own pipeline with --data."""
+    specs: list[SmokeSpec] = []
+    for scenario in (s for s in options.scenarios if s in SCENARIOS):
+        for devices in counts:
+            if scenario != "even" and devices == 1 and not level.single_device_uneven:
+                continue
+            specs.append(SmokeSpec(
+                index=first + len(specs), layer=USER_MODEL, variant="", devices=devices, device_kind=kind,
+                scenario=scenario, global_batch=batch,
+                samples=batch * level.steps + (1 if scenario == "uneven_final_batch" else 0),
+                epochs=level.epochs, virtual_devices=max(counts) if kind == "cpu-virtual" else 0,
+                input_probe=bool(options.user_data) and devices > 1 and scenario == "even",
+                user_model=options.user_model, user_data=options.user_data, model_path=options.model_path,
+            ))
     return specs
 
 

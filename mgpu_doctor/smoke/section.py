@@ -40,6 +40,8 @@ from mgpu_doctor.smoke.request import SmokeRequest
 from mgpu_doctor.smoke.rules import batch_split_outcomes, compare_with_single, smoke_outcomes
 from mgpu_doctor.smoke.runner import run_suite
 from mgpu_doctor.snapshot import Snapshot
+from mgpu_doctor.training.apply import with_training
+from mgpu_doctor.training.profile import TrainingProfile
 from mgpu_doctor.unavailable import Unavailable, interpreter_broken
 
 
@@ -63,28 +65,31 @@ def visible_gpus(snapshot: Snapshot) -> int:
 
 def judged_outcomes(
     runs: list[SmokeRun], snapshot: Snapshot, matrix_dirs: tuple[Path, ...] = (),
-    stall_timeout_s: float | None = None,
+    stall_timeout_s: float | None = None, training: TrainingProfile | None = None,
 ) -> list[CheckOutcome]:
     """One outcome per run; a failed run also says whether the known-issue matrix explains it."""
-    return with_matrix_verdicts(smoke_outcomes(runs, stall_timeout_s), runs, snapshot, matrix_dirs)
+    return with_matrix_verdicts(smoke_outcomes(runs, stall_timeout_s), runs, snapshot, matrix_dirs,
+                                training=training)
 
 
 def with_matrix_verdicts(
     outcomes: list[CheckOutcome], failed: Sequence[SmokeRunLike], snapshot: Snapshot,
-    matrix_dirs: tuple[Path, ...] = (), strategy: str = "mirrored",
+    matrix_dirs: tuple[Path, ...] = (), strategy: str = "mirrored", training: TrainingProfile | None = None,
 ) -> list[CheckOutcome]:
-    """The outcomes of the ``failed`` runs gain the verdict of the bundled (and --matrix) entries."""
+    """The outcomes of the ``failed`` runs gain the verdict of the bundled (and --matrix) entries;
+    the user's model's runs are looked up with the layers and usage of the training profile."""
     matrix = load_matrix(bundled_matrix_dir(), matrix_dirs)  # its problems: the known-issues check's
-    return with_known_issues(outcomes, failed, matrix.issues, environment_from_resolved(resolve(snapshot)),
-                             strategy=strategy)
+    env = environment_from_resolved(with_training(resolve(snapshot), training))
+    return with_known_issues(outcomes, failed, matrix.issues, env, strategy=strategy)
 
 
 def replayed_section(
-    runs: list[SmokeRun], snapshot: Snapshot, matrix_dirs: tuple[Path, ...] = (), level: str = ""
+    runs: list[SmokeRun], snapshot: Snapshot, matrix_dirs: tuple[Path, ...] = (), level: str = "",
+    training: TrainingProfile | None = None,
 ) -> SmokeSection:
     """Smoke runs read back from a saved report (`check --from`), judged by today's rules and matrix."""
     at = f" (level {level if level in LEVELS else shorten(level)})" if level else ""
-    return SmokeSection(outcomes=judged_outcomes(runs, snapshot, matrix_dirs), runs=runs,
+    return SmokeSection(outcomes=judged_outcomes(runs, snapshot, matrix_dirs, training=training), runs=runs,
                         notes=[f"{len(runs)} smoke run(s) replayed from the file{at}, not run here."])
 
 
@@ -97,8 +102,12 @@ def run_smoke_section(
     results_file: ResultsFile | None = None,
     stream: TextIO | None = None,
     matrix_dirs: tuple[Path, ...] = (),
+    training: TrainingProfile | None = None,
 ) -> SmokeSection:
-    """Plan and run the smoke suite for this snapshot's machine; never raises on Ctrl-C."""
+    """Plan and run the smoke suite for this snapshot's machine; never raises on Ctrl-C. The usage
+    the training profile declares or the model showed adds its usage scenarios."""
+    if training is not None and not options.usage:
+        options = replace(options, usage=training.facts().usage)
     try:  # a bad option is exit 2 also where the suite is skipped
         check_device_counts(options, *gpu_count(snapshot))
     except PlanError as exc:
@@ -142,7 +151,7 @@ def run_smoke_section(
     notes.append(level_note(options.plan_level, len(specs)))
     if suite.interrupted:
         notes.append(f"Interrupted: {len(runs)} of {len(specs)} smoke runs finished.")
-    outcomes = judged_outcomes(runs, snapshot, matrix_dirs, stall) + batch_split_outcomes(splits)
+    outcomes = judged_outcomes(runs, snapshot, matrix_dirs, stall, training) + batch_split_outcomes(splits)
     return SmokeSection(outcomes=outcomes, runs=runs, notes=notes, interrupted=suite.interrupted)
 
 
@@ -226,13 +235,14 @@ def open_results(path: Path | None, snapshot: Snapshot | None = None,
 
 
 def run_requested(snapshot: Snapshot, request: SmokeRequest, interpreter: Interpreter,
-                  matrix_dirs: tuple[Path, ...] = (), stream: TextIO | None = None) -> SmokeSection:
+                  matrix_dirs: tuple[Path, ...] = (), stream: TextIO | None = None,
+                  training: TrainingProfile | None = None) -> SmokeSection:
     """Run the smoke suite asked for, appending each run to the results file as it finishes."""
     results_file = open_results(request.results_path, snapshot, request.redact)
     try:
         return run_smoke_section(snapshot, request.options, interpreter,
                                  stall_timeout_s=request.stall_timeout_s, results_file=results_file,
-                                 stream=stream, matrix_dirs=matrix_dirs)
+                                 stream=stream, matrix_dirs=matrix_dirs, training=training)
     finally:
         if results_file is not None:
             results_file.close()
