@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mgpu_doctor.checks import CHECKS
-from mgpu_doctor.checks.base import MOSTLY_SKIPPED_CODE
-from mgpu_doctor.codes import RENAMED, crash_code
-from mgpu_doctor.findings import MOSTLY_SKIPPED_CHECK
+from mgpu_doctor.checks.base import MOSTLY_SKIPPED_CODE, Scope
 from mgpu_doctor.fleet.checks import FLEET_CHECKS
-from mgpu_doctor.matrix import smoke as smoke_matching
+from mgpu_doctor.gate.requirements import GATE_CODES
+from mgpu_doctor.model.codes import RENAMED, crash_code
+from mgpu_doctor.model.findings import MOSTLY_SKIPPED_CHECK
 from mgpu_doctor.multiworker import findings as multiworker
-from mgpu_doctor.requirements import GATE_CODES
+from mgpu_doctor.smoke import known_issues as smoke_matching
 from mgpu_doctor.training import observed as user_model
 
 # What smoke/rules.py emits per run (LAYER: dense, lstm, ...).
@@ -77,3 +77,15 @@ def markdown_table() -> str:
         lines.append(f"| `{row.code}` | {row.emitted_by} | {formerly} |")
     return "\n".join(lines) + "\n"
 
+
+
+def check_reference() -> str:
+    """The documentation's table of every registered check, in report order (docs/reference/checks.md)."""
+    lines = ["| check | what it verifies | section | runs on | finding codes |", "|---|---|---|---|---|"]
+    for check in CHECKS:
+        versions_only = check.scope is Scope.VERSIONS
+        where = "a machine and `matrix query`" if versions_only else "a machine (or its snapshot)"
+        section = check.section.title if check.section is not None else ""
+        codes = ", ".join(f"`{code}`" for code in check.codes)
+        lines.append(f"| `{check.name}` | {check.title} | {section} | {where} | {codes} |")
+    return "\n".join(lines) + "\n"

@@ -16,7 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mgpu_doctor import __version__
-from mgpu_doctor.acks import (
+from mgpu_doctor.checks import VERSION_RULES, Check, known_issues, run_check
+from mgpu_doctor.checks.base import mostly_skipped
+from mgpu_doctor.environment.devices import device_rows
+from mgpu_doctor.environment.resolve import ResolvedEnvironment, resolve
+from mgpu_doctor.errors import BadInput
+from mgpu_doctor.gate.acks import (
     DEFAULT_FILE,
     AckFileError,
     apply_acks,
@@ -24,34 +29,30 @@ from mgpu_doctor.acks import (
     renamed_notes,
     unused_entries,
 )
-from mgpu_doctor.checks import VERSION_RULES, Check, known_issues, run_check
-from mgpu_doctor.checks.base import mostly_skipped
-from mgpu_doctor.devices import device_rows
-from mgpu_doctor.errors import BadInput
-from mgpu_doctor.findings import CheckOutcome, CheckStatus, Section
-from mgpu_doctor.interpreter import Interpreter
+from mgpu_doctor.gate.requirements import Requirements, layer_outcomes, requirement_checks
 from mgpu_doctor.matrix.compat_tables import CompatTableError, bundled_cuda_driver_table, load_bundled_tables
 from mgpu_doctor.matrix.environment import BadEnvironment
 from mgpu_doctor.matrix.known_issues import VERSION_KEYS
+from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Section
+from mgpu_doctor.model.redact import Identity, mask_snapshot, redact_report
+from mgpu_doctor.model.report import Report, new_report
+from mgpu_doctor.model.serde import SchemaError, from_jsonable
+from mgpu_doctor.model.smoke_runs import SmokeRun, runs_from_report
+from mgpu_doctor.model.snapshot import Snapshot, SnapshotLoadError, load_document
+from mgpu_doctor.model.training import TrainingProfile
+from mgpu_doctor.model.unavailable import Unavailable
+from mgpu_doctor.model.user_model import ModelObservation, ModelRequest
 from mgpu_doctor.probes.gather import GatherOptions, Progress, gather_snapshot
-from mgpu_doctor.probes.user_model import ModelObservation, ModelRequest, observe_model
-from mgpu_doctor.redact import Identity, mask_snapshot, redact_report
-from mgpu_doctor.report import Report, new_report
-from mgpu_doctor.requirements import Requirements, layer_outcomes, requirement_checks
-from mgpu_doctor.resolve import ResolvedEnvironment, resolve
-from mgpu_doctor.serde import SchemaError, from_jsonable
-from mgpu_doctor.smoke.model import SmokeRun, runs_from_report
+from mgpu_doctor.probes.user_model import observe_model
+from mgpu_doctor.process.interpreter import Interpreter
 from mgpu_doctor.smoke.request import SmokeRequest
-from mgpu_doctor.snapshot import Snapshot, SnapshotLoadError, load_document
 from mgpu_doctor.training.apply import with_training
-from mgpu_doctor.training.declared import over_recorded, query_profile
+from mgpu_doctor.training.declared import checked_recorded, over_recorded, query_profile
 from mgpu_doctor.training.observed import CHECK_NAME as MODEL_CHECK
 from mgpu_doctor.training.observed import model_outcome, with_observed
-from mgpu_doctor.training.profile import TrainingProfile
-from mgpu_doctor.unavailable import Unavailable
 
 if TYPE_CHECKING:
-    from mgpu_doctor.library_view import LibrariesView
+    from mgpu_doctor.environment.library_view import LibrariesView
     from mgpu_doctor.smoke.section import SmokeSection
 
 EnvCheck = Check[ResolvedEnvironment]
@@ -116,7 +117,7 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
     outcomes = [run_check(c, env) for c in checks]
     outcomes += [model[0]] if model is not None else []
     outcomes += [o for o in [mostly_skipped(outcomes)] if o is not None]
-    section = smoke_section(options, facts, stream, training)
+    section = smoke_section(options, facts, stream, training, env)
     gates = requirement_checks(options.requirements,
                                layer_outcomes(section.runs if section is not None else None))
     outcomes += [replace(o, section=Section.SMOKE) for o in (section.outcomes if section is not None else [])]
@@ -141,7 +142,7 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
 
 
 def libraries_table(env: ResolvedEnvironment) -> LibrariesView | Unavailable:
-    from mgpu_doctor.library_view import library_view  # `libs` only
+    from mgpu_doctor.environment.library_view import library_view  # `libs` only
 
     return library_view(env, bundled_cuda_driver_table())
 
@@ -208,24 +209,32 @@ def recorded_training(report_data: dict[str, Any] | None, path: Path) -> Trainin
     if raw is None:
         return None
     try:
-        return from_jsonable(TrainingProfile, raw, "report.training")
+        profile = from_jsonable(TrainingProfile, raw, "report.training")
     except SchemaError as exc:
         raise BadInput(f"{path}: {exc}") from None
+    return checked_recorded(profile, f"{path}: report.training")
 
 
 def smoke_section(options: DiagnoseOptions, facts: Facts, stream: TextIO | None,
-                  training: TrainingProfile | None = None) -> SmokeSection | None:
-    """Run the smoke trainings (not with --quick or --from), or replay the ones a file recorded."""
+                  training: TrainingProfile | None = None,
+                  resolved: ResolvedEnvironment | None = None) -> SmokeSection | None:
+    """Run the smoke trainings (not with --quick or --from), or replay the ones a file recorded.
+
+    The usage the training profile declares or the model shows adds its usage scenarios; the
+    user's model's runs are looked up in ``resolved`` (the environment with the profile applied)."""
     # The smoke engine is imported only where it runs: `check --quick` never needs it.
     if options.smoke is not None and not options.quick and options.from_file is None:
         from mgpu_doctor.smoke.section import run_requested
 
-        return run_requested(facts.snapshot, options.smoke, options.interpreter or Interpreter.current(),
-                             options.matrix_dirs, stream, training)
+        request = options.smoke
+        if training is not None and not request.options.usage:
+            request = replace(request, options=replace(request.options, usage=training.facts().usage))
+        return run_requested(facts.snapshot, request, options.interpreter or Interpreter.current(),
+                             options.matrix_dirs, stream, resolved)
     if facts.smoke_runs:
         from mgpu_doctor.smoke.section import replayed_section
 
-        return replayed_section(facts.smoke_runs, facts.snapshot, options.matrix_dirs, facts.level, training)
+        return replayed_section(facts.smoke_runs, facts.snapshot, options.matrix_dirs, facts.level, resolved)
     return None
 
 
@@ -254,7 +263,7 @@ def query(terms: list[str], matrix_dirs: tuple[Path, ...] = (),
     """`matrix query`: every rule over versions (compatibility tables and known issues) applied to
     the versions and conditions named, with the codes and severities `check` gives a machine;
     the training facts the terms name are declared over ``training`` (the files' and options')."""
-    from mgpu_doctor.query import resolve_query  # `matrix query` only
+    from mgpu_doctor.environment.query import resolve_query  # `matrix query` only
 
     load_tables()
     try:

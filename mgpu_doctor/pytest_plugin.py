@@ -67,7 +67,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
     if not config.getoption("mgpu_check"):
         return None
-    from mgpu_doctor.findings import Severity
+    from mgpu_doctor.model.findings import Severity
     from mgpu_doctor.renderers.common import summary_line
 
     report = config.stash[_FACTS].report()
@@ -118,8 +118,8 @@ def unmet_requirements(
     Raises ValueError for marker arguments that do not parse.
     """
     from mgpu_doctor.checks.base import run_check
-    from mgpu_doctor.findings import Severity
-    from mgpu_doctor.requirements import (
+    from mgpu_doctor.environment.resolve import resolve
+    from mgpu_doctor.gate.requirements import (
         Requirements,
         RequirementSyntaxError,
         layer_outcomes,
@@ -128,7 +128,7 @@ def unmet_requirements(
         parse_tensorflow_spec,
         requirement_checks,
     )
-    from mgpu_doctor.resolve import resolve
+    from mgpu_doctor.model.findings import Severity
 
     unknown = set(kwargs) - {"gpus", "layers", "tensorflow"}
     if args or unknown:

@@ -11,8 +11,8 @@ import jsonschema
 import pytest
 
 from mgpu_doctor.cli import main
+from mgpu_doctor.model.training import TrainingFacts, TrainingProfile
 from mgpu_doctor.training.declared import ProfileError, declared_profile
-from mgpu_doctor.training.profile import TrainingFacts, TrainingProfile
 from tests.scenarios import path_of
 
 SCHEMA = json.loads((Path(__file__).parents[1] / "mgpu_doctor/schemas/report.schema.json").read_text())
@@ -136,6 +136,19 @@ def test_check_from_a_report_replays_its_profile(capsys, tmp_path, monkeypatch):
     assert known(json.loads(capsys.readouterr().out))[STATEFUL_LOOP]["severity"] == "warning"
 
 
+def test_a_recorded_profile_is_checked_like_a_file(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    data = check_json(capsys, "--usage", "save_model")
+    for bad, said in (({"usage": ["not_a_word"]}, "report.training.declared.usage: 'not_a_word' is not one of"),
+                      ({"usage": "save_model"}, "report.training.declared.usage: expected a list"),
+                      ({"gpus": 0}, "report.training.declared.gpus: 0 is not a number of gpus")):
+        data["training"]["declared"] = bad
+        (tmp_path / "bad.json").write_text(json.dumps(data))
+        assert main(["check", "--from", str(tmp_path / "bad.json")]) == 2
+        err = capsys.readouterr().err
+        assert said in err and len(err.strip().splitlines()) == 1, err
+
+
 @pytest.mark.parametrize(("body", "said"), [
     ('usage = ["save_modle"]', "pyproject.toml: [tool.mgpu-doctor.training] usage: 'save_modle' is not "
                                "one of list_local_devices, custom_training_loop,"),
@@ -188,7 +201,7 @@ def test_matrix_query_fits_on_one_screen_with_every_entry_reachable(capsys, tmp_
     main(["matrix", "query", "tensorflow==2.0.0", "gpus=2"])
     out = capsys.readouterr().out
     assert len(out.splitlines()) <= 25, out
-    assert "depending on your strategy: --strategy multi_worker_mirrored (5)" in out
+    assert " apply depending on your strategy: --strategy multi_worker_mirrored (" in out  # 5 today
     main(["matrix", "query", "tensorflow==2.0.0", "gpus=2", "-v"])
     verbose = capsys.readouterr().out
     titles = {f["title"] for f in data["checks"][-1]["findings"]}

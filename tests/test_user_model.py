@@ -16,21 +16,21 @@ import pytest
 
 from mgpu_doctor.checks import known_issues
 from mgpu_doctor.cli import main
-from mgpu_doctor.findings import Severity
-from mgpu_doctor.interpreter import Interpreter
+from mgpu_doctor.environment.query import resolve_query
 from mgpu_doctor.matrix.environment import Environment
 from mgpu_doctor.matrix.known_issues import load_matrix
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
-from mgpu_doctor.matrix.smoke import run_environment, with_known_issues
+from mgpu_doctor.model.findings import Severity
+from mgpu_doctor.model.smoke_runs import SmokeRun
+from mgpu_doctor.model.training import TrainingProfile
 from mgpu_doctor.probes.user_model import ModelObservation, ModelRequest, observe_model
-from mgpu_doctor.query import resolve_query
-from mgpu_doctor.smoke.model import SmokeRun
+from mgpu_doctor.process.interpreter import Interpreter
+from mgpu_doctor.smoke.known_issues import run_environment, with_known_issues
 from mgpu_doctor.smoke.plan import USER_MODEL, SmokeOptions, plan_runs
 from mgpu_doctor.smoke.rules import compare_with_single, smoke_outcomes
 from mgpu_doctor.smoke.runner import run_suite
 from mgpu_doctor.training.apply import with_training
 from mgpu_doctor.training.observed import layer_words, model_outcome, usage_words, with_observed
-from mgpu_doctor.training.profile import TrainingProfile
 
 USER_MODELS = str(Path(__file__).parent / "user_models")
 

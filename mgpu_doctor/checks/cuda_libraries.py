@@ -6,10 +6,10 @@ from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.facts_access import need_libraries, need_some_gpu
 from mgpu_doctor.checks.library_evidence import in_use_text, where_found
 from mgpu_doctor.checks.tensorflow_build import TF_PIP_DOC, TF_SOURCE_DOC, BuiltFor, built_for
-from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.library_copies import MAIN_LIBRARIES, cuda_major_of
-from mgpu_doctor.resolve import ResolvedEnvironment
-from mgpu_doctor.versions import major_minor
+from mgpu_doctor.environment.library_copies import MAIN_LIBRARIES, cuda_major_of
+from mgpu_doctor.environment.resolve import ResolvedEnvironment
+from mgpu_doctor.model.findings import Finding, Severity
+from mgpu_doctor.model.versions import major_minor
 
 # CUDA libraries TensorFlow's GPU support cannot start without (it logs "Cannot dlopen some GPU
 # libraries" and registers no GPU).

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import TypeVar
 
 from mgpu_doctor.checks.base import CheckSkipped
-from mgpu_doctor.resolve import ResolvedEnvironment
-from mgpu_doctor.snapshot import LibraryFacts, NvmlFacts, PackageFacts, Snapshot, TensorFlowFacts
-from mgpu_doctor.unavailable import Unavailable
+from mgpu_doctor.environment.resolve import ResolvedEnvironment
+from mgpu_doctor.model.snapshot import LibraryFacts, NvmlFacts, PackageFacts, Snapshot, TensorFlowFacts
+from mgpu_doctor.model.unavailable import Unavailable
 
 T = TypeVar("T")
 

@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.facts_access import gib, need, need_any, need_gpus
-from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.snapshot import GpuFacts, NvmlFacts, Snapshot
-from mgpu_doctor.unavailable import Unavailable
-from mgpu_doctor.visibility import cuda_enumeration_order
+from mgpu_doctor.environment.visibility import cuda_enumeration_order
+from mgpu_doctor.model.findings import Finding, Severity
+from mgpu_doctor.model.snapshot import GpuFacts, NvmlFacts, Snapshot
+from mgpu_doctor.model.unavailable import Unavailable
 
 MEMORY_IN_USE_FRACTION = 0.05
 SLOWDOWN_REASONS = {

@@ -6,10 +6,10 @@ import re
 
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.facts_access import need, need_nvml, need_tensorflow
-from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.snapshot import Snapshot
-from mgpu_doctor.unavailable import Unavailable, interpreter_broken
-from mgpu_doctor.visibility import hides_all_on_purpose, visible_gpus
+from mgpu_doctor.environment.visibility import hides_all_on_purpose, visible_gpus
+from mgpu_doctor.model.findings import Finding, Severity
+from mgpu_doctor.model.snapshot import Snapshot
+from mgpu_doctor.model.unavailable import Unavailable, interpreter_broken
 
 # (pattern in the error or stderr, what it usually means, what to do)
 IMPORT_ERROR_HINTS: tuple[tuple[str, str, str], ...] = (

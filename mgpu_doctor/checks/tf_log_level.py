@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.facts_access import need_machine
-from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.resolve import ResolvedEnvironment
+from mgpu_doctor.environment.resolve import ResolvedEnvironment
+from mgpu_doctor.model.findings import Finding, Severity
 
 VARIABLE = "TF_CPP_MIN_LOG_LEVEL"
 # TensorFlow logs a CUDA or cuDNN library it cannot load as a WARNING ("Could not load dynamic

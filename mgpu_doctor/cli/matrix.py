@@ -30,8 +30,8 @@ from mgpu_doctor.matrix.known_issues import (
 )
 from mgpu_doctor.matrix.match import example_problems
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
+from mgpu_doctor.model.serde import to_jsonable
 from mgpu_doctor.renderers.tables import table
-from mgpu_doctor.serde import to_jsonable
 
 
 def add_parser(sub: Any) -> None:

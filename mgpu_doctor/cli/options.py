@@ -12,26 +12,29 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 
-from mgpu_doctor.acks import DEFAULT_FILE
 from mgpu_doctor.checks import UnknownCheckError, select_checks
 from mgpu_doctor.cli.errors import UsageError
 from mgpu_doctor.diagnose import DiagnoseOptions
-from mgpu_doctor.findings import Severity
-from mgpu_doctor.interpreter import Interpreter
-from mgpu_doctor.probes.user_model import (
-    DEFAULT_MODEL_TIMEOUT_S,
-    BadModelReference,
-    ModelRequest,
-    check_reference,
-)
-from mgpu_doctor.renderers import OutputFormat, RenderOptions
-from mgpu_doctor.requirements import (
+from mgpu_doctor.gate.acks import DEFAULT_FILE
+from mgpu_doctor.gate.requirements import (
     Requirements,
     RequirementSyntaxError,
     parse_gpus,
     parse_layers,
     parse_tensorflow_spec,
 )
+from mgpu_doctor.model.findings import Severity
+from mgpu_doctor.model.training import KEYS as TRAINING_KEYS
+from mgpu_doctor.model.training import OPTIONS as TRAINING_OPTIONS
+from mgpu_doctor.model.training import TrainingProfile
+from mgpu_doctor.model.user_model import (
+    DEFAULT_MODEL_TIMEOUT_S,
+    BadModelReference,
+    ModelRequest,
+    check_reference,
+)
+from mgpu_doctor.process.interpreter import Interpreter
+from mgpu_doctor.renderers import OutputFormat, RenderOptions
 from mgpu_doctor.smoke.layers import layer_names
 from mgpu_doctor.smoke.plan import (
     DEFAULT_LEVEL,
@@ -47,10 +50,7 @@ from mgpu_doctor.smoke.plan import (
 )
 from mgpu_doctor.smoke.plan import parse_layers as parse_smoke_layers
 from mgpu_doctor.smoke.request import DEFAULT_STALL_TIMEOUT_S, SmokeRequest
-from mgpu_doctor.training.declared import OPTIONS as TRAINING_OPTIONS
 from mgpu_doctor.training.declared import PYPROJECT, PYPROJECT_TABLE, WORDS, declared_profile
-from mgpu_doctor.training.profile import KEYS as TRAINING_KEYS
-from mgpu_doctor.training.profile import TrainingProfile
 
 FAIL_ON_CHOICES = ("info", "warning", "error")
 MAX_STALL_TIMEOUT_S = 86400.0

@@ -27,15 +27,16 @@ from mgpu_doctor.cli.options import (
     smoke_request,
     training_profile,
 )
-from mgpu_doctor.findings import CheckOutcome, CheckStatus
-from mgpu_doctor.interpreter import Interpreter
+from mgpu_doctor.environment.resolve import resolve
+from mgpu_doctor.model.findings import CheckOutcome, CheckStatus
+from mgpu_doctor.model.redact import Identity, redact_report
+from mgpu_doctor.model.report import new_report
+from mgpu_doctor.model.unavailable import interpreter_broken
 from mgpu_doctor.multiworker.model import KERAS_CHOICES
-from mgpu_doctor.redact import Identity, redact_report
-from mgpu_doctor.report import new_report
-from mgpu_doctor.resolve import resolve
+from mgpu_doctor.process.interpreter import Interpreter
 from mgpu_doctor.smoke.plan import SMOKE_LEVELS
 from mgpu_doctor.smoke.section import gather_for_smoke, open_results, run_smoke_section
-from mgpu_doctor.unavailable import interpreter_broken
+from mgpu_doctor.training.apply import with_training
 
 
 def add_multiworker_options(p: argparse.ArgumentParser) -> None:
@@ -106,6 +107,8 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
         observation = observe_model(model, interpreter)
         model_outcomes.append(model_outcome(observation))
         training = with_observed(training, observation)
+    if not request.options.usage:  # the declared or observed usage adds its usage scenarios
+        request = replace(request, options=replace(request.options, usage=training.facts().usage))
     results_file = open_results(request.results_path, snapshot, request.redact)
     try:
         if multiworker is not None:
@@ -114,7 +117,7 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
                                    level=request.options.level)
         section = run_smoke_section(snapshot, request.options, interpreter,
                                     stall_timeout_s=request.stall_timeout_s, results_file=results_file,
-                                    matrix_dirs=dirs, training=training)
+                                    matrix_dirs=dirs, resolved=with_training(resolve(snapshot), training))
     finally:
         if results_file is not None:
             results_file.close()

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from mgpu_doctor.findings import Condition, Finding, Severity
 from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.matrix.environment import Environment
 from mgpu_doctor.matrix.known_issues import ANY_STRATEGY, VERSION_KEYS, KnownIssue
 from mgpu_doctor.matrix.match import Assessment, Decider, Verdict, assess
+from mgpu_doctor.model.findings import Condition, Finding, Severity
+from mgpu_doctor.model.training import OPTIONS
 
-# The facts of the training profile; the option that declares each (`check` and `smoke` own
-# --layers, --gpus and --workers for what the smoke trains).
-TRAINING_OPTIONS = {"strategy": "--strategy", "usage": "--usage", "layers": "--model-layers",
-                    "scenario": "--scenario", "workers": "--train-workers"}
+# The training facts an entry can wait on (the matching counts them as usage), with the option
+# that declares each; gpus and backend are the machine's unless declared.
+TRAINING_OPTIONS = {k: OPTIONS[k] for k in ("strategy", "usage", "layers", "scenario", "workers")}
 # The strategies most multi-GPU training uses: an entry that needs one of them is decided by
 # something rarer first (a usage, a layer), where it names one.
 COMMON_STRATEGIES = ("mirrored", ANY_STRATEGY)

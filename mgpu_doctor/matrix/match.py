@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.matrix.environment import BadEnvironment, Environment, environment_from_mapping
 from mgpu_doctor.matrix.known_issues import ANY_STRATEGY, KnownIssue, Problem
-from mgpu_doctor.versions import Tri, parse_specifier, range_in, version_in
+from mgpu_doctor.model.versions import Tri, parse_specifier, range_in, version_in
 
 
 class Verdict(enum.Enum):

@@ -96,6 +96,20 @@ USAGES: dict[str, str] = {
     "gpus_inferred": "let the library count the GPUs itself (multi_gpu_model(model) without gpus=)",
     "shared_submodel": "call one sub-model or layer several times in the model (Siamese networks, "
                        "a GAN's discriminator on real and fake inputs)",
+    "predict_in_loop": "call model.predict (or predict_on_batch / evaluate) over and over in one process",
+    "fit_in_loop": "call model.fit over and over in one process (folds, trials, one model after another)",
+    "retracing": "let a tf.function trace again and again (new input shapes, Python arguments, a "
+                 "tf.function or model created inside a loop)",
+    "model_reload": "load models over and over in one process (load_model, tf.saved_model.load in a loop)",
+    "dataset_shuffle": "shuffle a tf.data pipeline (Dataset.shuffle) and iterate it epoch after epoch",
+    "py_function": "call Python code from the graph with tf.py_function (in a layer, a Dataset.map "
+                   "or eagerly)",
+    "eager_random": "call tf.random ops eagerly, outside a tf.function, over and over (with or without "
+                    "tf.random.set_seed)",
+    "summary_writer": "write TensorBoard summaries (tf.summary writers, FileWriter, the TensorBoard "
+                      "callback)",
+    "multiprocessing_workers": "feed fit from a generator, Sequence or PyDataset with workers > 1 or "
+                               "use_multiprocessing=True",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from mgpu_doctor.findings import Severity
-from mgpu_doctor.markdown_json_block import MARKER, json_block
+from mgpu_doctor.model.findings import Severity
+from mgpu_doctor.model.markdown_json_block import MARKER, json_block
+from mgpu_doctor.model.report import Report
+from mgpu_doctor.model.serde import to_jsonable
+from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.renderers import RenderOptions
 from mgpu_doctor.renderers.common import (
     DEVICE_HEADERS,
@@ -26,9 +29,6 @@ from mgpu_doctor.renderers.markdown import (
 from mgpu_doctor.renderers.mermaid import pictures_markdown
 from mgpu_doctor.renderers.smoke_table import SIMULATED_LINE, SMOKE_HEADERS, smoke_rows
 from mgpu_doctor.renderers.tables import table
-from mgpu_doctor.report import Report
-from mgpu_doctor.serde import to_jsonable
-from mgpu_doctor.unavailable import Unavailable
 
 KNOWN_ISSUES_CHECK = "known-issues"
 # GitHub refuses issue bodies over 65536 characters.

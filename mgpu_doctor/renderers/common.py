@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from mgpu_doctor.devices import DeviceRow
-from mgpu_doctor.findings import MOSTLY_SKIPPED_CHECK, CheckStatus, ConditionGroup, Finding, Severity
-from mgpu_doctor.report import Report
-from mgpu_doctor.training.profile import TrainingProfile, shown
-from mgpu_doctor.unavailable import Unavailable
+from mgpu_doctor.model.device_row import DeviceRow
+from mgpu_doctor.model.findings import MOSTLY_SKIPPED_CHECK, CheckStatus, ConditionGroup, Finding, Severity
+from mgpu_doctor.model.report import Report
+from mgpu_doctor.model.training import TrainingProfile, shown
+from mgpu_doctor.model.unavailable import Unavailable
 
 DEVICE_HEADERS = {
     "nvml": "NVML", "cuda": "CUDA", "tensorflow": "TensorFlow", "name": "GPU",

@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 from html import escape
 
-from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity, condition_groups
+from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Severity, condition_groups
+from mgpu_doctor.model.report import Report
+from mgpu_doctor.model.serde import to_jsonable
 from mgpu_doctor.renderers import RenderOptions
 from mgpu_doctor.renderers.charts import GROUPS, all_charts
 from mgpu_doctor.renderers.common import (
@@ -27,8 +29,6 @@ from mgpu_doctor.renderers.common import (
 from mgpu_doctor.renderers.human import libraries_lines
 from mgpu_doctor.renderers.smoke_table import SIMULATED_LINE, SMOKE_HEADERS, smoke_rows
 from mgpu_doctor.renderers.svg import render_svg
-from mgpu_doctor.report import Report
-from mgpu_doctor.serde import to_jsonable
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #1d1d1d;

@@ -6,7 +6,9 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING
 
-from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Section, Severity, condition_groups
+from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Section, Severity, condition_groups
+from mgpu_doctor.model.report import Report
+from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.renderers import RenderOptions
 from mgpu_doctor.renderers.common import (
     DEVICE_HEADERS,
@@ -22,11 +24,9 @@ from mgpu_doctor.renderers.common import (
     training_line,
 )
 from mgpu_doctor.renderers.tables import table
-from mgpu_doctor.report import Report
-from mgpu_doctor.unavailable import Unavailable
 
 if TYPE_CHECKING:
-    from mgpu_doctor.library_view import LibrariesView
+    from mgpu_doctor.environment.library_view import LibrariesView
 
 GLYPHS = {
     CheckStatus.PASSED: ("✓", "+"), CheckStatus.INFO: ("i", "i"),
@@ -72,8 +72,8 @@ def render(report: Report, options: RenderOptions) -> str:
     if not options.verbose and any(f.severity is Severity.INFO for f in report.findings):
         conditional = sum(1 for f in report.findings if f.condition is not None and f.condition.training)
         if conditional and report.training is not None and report.training.empty:
-            out.append(f"Run with -v for the informational details; --strategy, --usage, ... decide the "
-                       f"{conditional} conditional ones.")
+            out.append(f"Run with -v for the details. Training undeclared: --strategy, --usage, ... decide "
+                       f"{conditional} known issues.")
         else:
             out.append("Run with -v for the informational details.")
     text = "\n".join(out) + "\n"

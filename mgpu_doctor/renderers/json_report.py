@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from mgpu_doctor.findings import condition_groups
+from mgpu_doctor.model.findings import condition_groups
+from mgpu_doctor.model.report import Report
+from mgpu_doctor.model.serde import to_jsonable
 from mgpu_doctor.renderers import RenderOptions
 from mgpu_doctor.renderers.common import exit_code_for, summary_counts
-from mgpu_doctor.report import Report
-from mgpu_doctor.serde import to_jsonable
 
 
 def render(report: Report, options: RenderOptions) -> str:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity, condition_groups
+from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Severity, condition_groups
+from mgpu_doctor.model.report import Report
 from mgpu_doctor.renderers import RenderOptions
 from mgpu_doctor.renderers.common import (
     DEVICE_HEADERS,
@@ -17,7 +18,6 @@ from mgpu_doctor.renderers.common import (
 )
 from mgpu_doctor.renderers.mermaid import pictures_markdown
 from mgpu_doctor.renderers.tables import table
-from mgpu_doctor.report import Report
 
 STATUS_WORDS = {
     CheckStatus.PASSED: "✅ passed", CheckStatus.INFO: "ℹ️ info", CheckStatus.WARNING: "⚠️ warning",

@@ -12,21 +12,23 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, TextIO
 
+from mgpu_doctor.environment.matrix_view import environment_from_resolved
+from mgpu_doctor.environment.resolve import ResolvedEnvironment, resolve
 from mgpu_doctor.errors import BadInput
-from mgpu_doctor.findings import CheckOutcome, CheckStatus
-from mgpu_doctor.inputs import shorten
-from mgpu_doctor.interpreter import Interpreter
-from mgpu_doctor.masking import mask_credentials
-from mgpu_doctor.matrix.environment import environment_from_resolved
 from mgpu_doctor.matrix.known_issues import load_matrix
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
-from mgpu_doctor.matrix.smoke import SmokeRunLike, with_known_issues
+from mgpu_doctor.model.findings import CheckOutcome, CheckStatus
+from mgpu_doctor.model.redact import Identity, Redactor, redactor_for
+from mgpu_doctor.model.serde import to_jsonable
+from mgpu_doctor.model.smoke_runs import SmokeRun, SmokeSpec
+from mgpu_doctor.model.snapshot import Snapshot
+from mgpu_doctor.model.unavailable import Unavailable, interpreter_broken
 from mgpu_doctor.probes.gather import GatherOptions, Progress, gather_snapshot
 from mgpu_doctor.probes.tensorflow import gather_tensorflow, tensorflow_installed
-from mgpu_doctor.redact import Identity, Redactor, redactor_for
-from mgpu_doctor.resolve import resolve
-from mgpu_doctor.serde import to_jsonable
-from mgpu_doctor.smoke.model import SmokeRun, SmokeSpec
+from mgpu_doctor.process.inputs import shorten
+from mgpu_doctor.process.interpreter import Interpreter
+from mgpu_doctor.process.masking import mask_credentials
+from mgpu_doctor.smoke.known_issues import SmokeRunLike, with_known_issues
 from mgpu_doctor.smoke.plan import (
     LEVELS,
     Level,
@@ -39,10 +41,6 @@ from mgpu_doctor.smoke.plan import (
 from mgpu_doctor.smoke.request import SmokeRequest
 from mgpu_doctor.smoke.rules import batch_split_outcomes, compare_with_single, smoke_outcomes
 from mgpu_doctor.smoke.runner import run_suite
-from mgpu_doctor.snapshot import Snapshot
-from mgpu_doctor.training.apply import with_training
-from mgpu_doctor.training.profile import TrainingProfile
-from mgpu_doctor.unavailable import Unavailable, interpreter_broken
 
 
 @dataclass
@@ -65,31 +63,33 @@ def visible_gpus(snapshot: Snapshot) -> int:
 
 def judged_outcomes(
     runs: list[SmokeRun], snapshot: Snapshot, matrix_dirs: tuple[Path, ...] = (),
-    stall_timeout_s: float | None = None, training: TrainingProfile | None = None,
+    stall_timeout_s: float | None = None, resolved: ResolvedEnvironment | None = None,
 ) -> list[CheckOutcome]:
     """One outcome per run; a failed run also says whether the known-issue matrix explains it."""
     return with_matrix_verdicts(smoke_outcomes(runs, stall_timeout_s), runs, snapshot, matrix_dirs,
-                                training=training)
+                                resolved=resolved)
 
 
 def with_matrix_verdicts(
     outcomes: list[CheckOutcome], failed: Sequence[SmokeRunLike], snapshot: Snapshot,
-    matrix_dirs: tuple[Path, ...] = (), strategy: str = "mirrored", training: TrainingProfile | None = None,
+    matrix_dirs: tuple[Path, ...] = (), strategy: str = "mirrored",
+    resolved: ResolvedEnvironment | None = None,
 ) -> list[CheckOutcome]:
     """The outcomes of the ``failed`` runs gain the verdict of the bundled (and --matrix) entries;
-    the user's model's runs are looked up with the layers and usage of the training profile."""
+    ``resolved``: the machine's environment with the training profile applied (default: the
+    snapshot's), whose layers and usage the user's model's runs are looked up with."""
     matrix = load_matrix(bundled_matrix_dir(), matrix_dirs)  # its problems: the known-issues check's
-    env = environment_from_resolved(with_training(resolve(snapshot), training))
+    env = environment_from_resolved(resolved if resolved is not None else resolve(snapshot))
     return with_known_issues(outcomes, failed, matrix.issues, env, strategy=strategy)
 
 
 def replayed_section(
     runs: list[SmokeRun], snapshot: Snapshot, matrix_dirs: tuple[Path, ...] = (), level: str = "",
-    training: TrainingProfile | None = None,
+    resolved: ResolvedEnvironment | None = None,
 ) -> SmokeSection:
     """Smoke runs read back from a saved report (`check --from`), judged by today's rules and matrix."""
     at = f" (level {level if level in LEVELS else shorten(level)})" if level else ""
-    return SmokeSection(outcomes=judged_outcomes(runs, snapshot, matrix_dirs, training=training), runs=runs,
+    return SmokeSection(outcomes=judged_outcomes(runs, snapshot, matrix_dirs, resolved=resolved), runs=runs,
                         notes=[f"{len(runs)} smoke run(s) replayed from the file{at}, not run here."])
 
 
@@ -102,12 +102,9 @@ def run_smoke_section(
     results_file: ResultsFile | None = None,
     stream: TextIO | None = None,
     matrix_dirs: tuple[Path, ...] = (),
-    training: TrainingProfile | None = None,
+    resolved: ResolvedEnvironment | None = None,
 ) -> SmokeSection:
-    """Plan and run the smoke suite for this snapshot's machine; never raises on Ctrl-C. The usage
-    the training profile declares or the model showed adds its usage scenarios."""
-    if training is not None and not options.usage:
-        options = replace(options, usage=training.facts().usage)
+    """Plan and run the smoke suite for this snapshot's machine; never raises on Ctrl-C."""
     try:  # a bad option is exit 2 also where the suite is skipped
         check_device_counts(options, *gpu_count(snapshot))
     except PlanError as exc:
@@ -151,7 +148,7 @@ def run_smoke_section(
     notes.append(level_note(options.plan_level, len(specs)))
     if suite.interrupted:
         notes.append(f"Interrupted: {len(runs)} of {len(specs)} smoke runs finished.")
-    outcomes = judged_outcomes(runs, snapshot, matrix_dirs, stall, training) + batch_split_outcomes(splits)
+    outcomes = judged_outcomes(runs, snapshot, matrix_dirs, stall, resolved) + batch_split_outcomes(splits)
     return SmokeSection(outcomes=outcomes, runs=runs, notes=notes, interrupted=suite.interrupted)
 
 
@@ -236,13 +233,13 @@ def open_results(path: Path | None, snapshot: Snapshot | None = None,
 
 def run_requested(snapshot: Snapshot, request: SmokeRequest, interpreter: Interpreter,
                   matrix_dirs: tuple[Path, ...] = (), stream: TextIO | None = None,
-                  training: TrainingProfile | None = None) -> SmokeSection:
+                  resolved: ResolvedEnvironment | None = None) -> SmokeSection:
     """Run the smoke suite asked for, appending each run to the results file as it finishes."""
     results_file = open_results(request.results_path, snapshot, request.redact)
     try:
         return run_smoke_section(snapshot, request.options, interpreter,
                                  stall_timeout_s=request.stall_timeout_s, results_file=results_file,
-                                 stream=stream, matrix_dirs=matrix_dirs, training=training)
+                                 stream=stream, matrix_dirs=matrix_dirs, resolved=resolved)
     finally:
         if results_file is not None:
             results_file.close()

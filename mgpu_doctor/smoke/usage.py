@@ -9,30 +9,9 @@ entries that need them "not reproduced here".
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from mgpu_doctor.model.smoke_runs import USAGE_SCENARIOS, UsageScenario
 
-
-@dataclass(frozen=True)
-class UsageScenario:
-    """One way of training: its scenario name, the matrix's usage words it exercises, its title."""
-
-    name: str
-    usage: tuple[str, ...]
-    title: str
-    # 1 vs N loss agreement: float16 activations and gradients round differently on N replicas.
-    loss_tolerance: float | None = None
-
-
-USAGE_SCENARIOS: dict[str, UsageScenario] = {s.name: s for s in (
-    UsageScenario("mixed_precision", ("mixed_precision",),
-                  "mixed_float16 policy with loss scaling (LossScaleOptimizer)", loss_tolerance=2e-2),
-    UsageScenario("jit_compile", ("jit_compile",), "compiled with XLA (jit_compile=True)"),
-    UsageScenario("custom_training_loop", ("custom_training_loop", "distribute_dataset"),
-                  "custom loop: strategy.run over experimental_distribute_dataset, GradientTape, "
-                  "SGD with momentum"),
-    UsageScenario("distribute_dataset", ("distribute_dataset",),
-                  "model.fit on strategy.experimental_distribute_dataset"),
-)}
+__all__ = ["USAGE_SCENARIOS", "UsageScenario", "scenarios_for_usage", "usage_scenario_names"]
 
 
 def usage_scenario_names() -> tuple[str, ...]:

@@ -1,2 +1,6 @@
-"""How the user trains: the training profile (declared in a file or options, observed from a model).
-May import the matrix vocabulary, the resolved environment and the input readers; not checks, smoke or cli."""
+"""How the user trains, read and applied: the profile declared in files or options
+(``declared``), laid over the resolved environment the matrix matches (``apply``); the data is
+``model/training.py``.
+
+May import: errors, process, model, matrix, environment.
+"""

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from mgpu_doctor.environment.resolve import ResolvedEnvironment, UsageFacts
 from mgpu_doctor.matrix.vocabulary import USAGES
-from mgpu_doctor.resolve import ResolvedEnvironment, UsageFacts
-from mgpu_doctor.training.profile import TrainingProfile
+from mgpu_doctor.model.training import TrainingProfile
 
 
 def sources(profile: TrainingProfile) -> dict[str, str]:

@@ -13,25 +13,20 @@ from pathlib import Path
 from typing import Any
 
 from mgpu_doctor.errors import BadInput
-from mgpu_doctor.inputs import InputError, shorten
 from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.matrix.toml_files import TOMLDecodeError, load_toml
-from mgpu_doctor.training.profile import KEYS, LIST_KEYS, TrainingProfile
+from mgpu_doctor.model.training import KEYS, LIST_KEYS, OPTIONS, TrainingProfile
+from mgpu_doctor.process.inputs import InputError, shorten
 
 PYPROJECT = "pyproject.toml"
 PYPROJECT_TABLE = "[tool.mgpu-doctor.training]"
 DOCTOR_FILE = ".mgpu-doctor.toml"  # the acknowledge file's; its training table is [training]
 DOCTOR_TABLE = "training"
 
-# Each key's accepted words (None: a count); the option that declares it.
+# Each key's accepted words (None: a count).
 WORDS: dict[str, tuple[str, ...] | None] = {
     "strategy": tuple(vocab.STRATEGIES), "layers": tuple(vocab.LAYERS), "usage": tuple(vocab.USAGES),
     "gpus": None, "workers": None, "backend": tuple(vocab.BACKENDS), "scenario": tuple(vocab.SCENARIOS),
-}
-# `check` and `smoke` already own --layers, --gpus and --workers (what the smoke trains).
-OPTIONS: dict[str, str] = {
-    "strategy": "--strategy", "layers": "--model-layers", "usage": "--usage", "gpus": "--train-gpus",
-    "workers": "--train-workers", "backend": "--backend", "scenario": "--scenario",
 }
 MAX_COUNT = 100_000
 # The training facts a `matrix query` term declares; its gpus, workers and backend are the facts
@@ -149,3 +144,16 @@ def query_profile(given: Mapping[str, str], profile: TrainingProfile) -> Trainin
             raise ProfileError(f"matrix query: {key} given twice: as {key}={text} and as {OPTIONS[key]}")
         facts[key] = (parse_value(key, text, f"matrix query: {key}"), f"the query ({key}={text})")
     return _over(profile, facts)
+
+
+def checked_recorded(profile: TrainingProfile, where: str) -> TrainingProfile:
+    """A profile read back from a report, its words checked like a file's (a report edited by hand,
+    or written by a newer mgpu-doctor with words this one does not know, is one line, exit 2)."""
+    for part in ("declared", "observed"):
+        facts = getattr(profile, part)
+        for key in facts.known():
+            value = getattr(facts, key)
+            parse_value(key, list(value) if key in LIST_KEYS else value, f"{where}.{part}.{key}")
+    for word in profile.usage_checked:
+        parse_value("usage", [word], f"{where}.usage_checked")
+    return profile

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity, status_for
 from mgpu_doctor.matrix import vocabulary as vocab
-from mgpu_doctor.probes.user_model import ModelObservation
-from mgpu_doctor.training.profile import TrainingFacts, TrainingProfile
+from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Severity, status_for
+from mgpu_doctor.model.training import TrainingFacts, TrainingProfile
+from mgpu_doctor.model.user_model import ModelObservation
 
 CHECK_NAME = "model"
 CODES = ("user-model.observed", "user-model.import-failed", "user-model.build-failed",
