@@ -110,6 +110,8 @@ USAGES: dict[str, str] = {
                       "callback)",
     "multiprocessing_workers": "feed fit from a generator, Sequence or PyDataset with workers > 1 or "
                                "use_multiprocessing=True",
+    "model_garden": "train with the TensorFlow Model Garden's own training code (tensorflow/models: "
+                    "the Object Detection API, official/ models)",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
