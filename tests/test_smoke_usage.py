@@ -75,6 +75,17 @@ def test_a_custom_loop_failure_names_the_known_entry_and_an_unknown_one_is_new()
                 if "keras-23085" in c]
 
 
+def test_xla_under_mirrored_strategy_failing_is_the_known_keras_entry():
+    env = Environment(versions={"tensorflow": "2.21.0", "keras": "3.15.1"}, backend="tensorflow")
+    failed = usage_run("jit_compile", "error", error_type="InvalidArgumentError",
+                       error_message="Trying to access resource dense/kernel/replica_1/3 located in device")
+    outcome = with_known_issues(smoke_outcomes([failed]), [failed], ISSUES, env)[0]
+    assert "smoke.known-issue.keras-19005-jit-compile-tf-distribute-variable-device" in codes(outcome)
+    single = usage_run("jit_compile", "error", devices=1)  # one device: not that entry's (2 GPUs or more)
+    assert not [c for c in codes(with_known_issues(smoke_outcomes([single]), [single], ISSUES, env)[0])
+                if "keras-19005" in c]
+
+
 def test_a_pass_makes_an_entry_that_needs_the_usage_not_reproduced_here():
     """TensorFlow 2.12: the mixed-precision stall entry says "applies if you train with mixed
     precision"; a mixed-precision run that trained on 2 devices answers it, as info."""
