@@ -241,3 +241,14 @@ def test_the_user_model_on_its_own_data_a_fault_is_reported_and_looked_up():
     codes = [f.code for f in outcome.findings]
     assert f"smoke.{USER_MODEL}.error" in codes
     assert [c for c in codes if c.startswith(("smoke.known-issue.", "smoke.not-in-matrix."))]
+
+
+@pytest.mark.tensorflow
+@pytest.mark.slow
+def test_a_data_function_that_raises_keeps_the_model_s_facts_and_says_so():
+    observation = observe("build", data="gru_mixed:broken_data")
+    assert observation.stage == "data" and observation.seen
+    observed, failed = model_outcome(observation).findings
+    assert observed.code == "user-model.observed"
+    assert failed.code == "user-model.data-failed" and "no shard matches train-*.tfrecord" in " ".join(failed.evidence)
+    assert "mixed_precision" in with_observed(TrainingProfile(), observation).observed.usage

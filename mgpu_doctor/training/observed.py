@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mgpu_doctor.matrix import vocabulary as vocab
-from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Severity, status_for
+from mgpu_doctor.model.findings import CheckOutcome, Finding, Severity, status_for
 from mgpu_doctor.model.training import TrainingFacts, TrainingProfile
 from mgpu_doctor.model.user_model import ModelObservation
 
@@ -125,10 +125,8 @@ def with_observed(profile: TrainingProfile, observation: ModelObservation) -> Tr
 def model_outcome(observation: ModelObservation) -> CheckOutcome:
     """The report's line for the user's model: its observed facts, or its failure as a finding."""
     title = f"Your model ({observation.request.model}): built and read under the strategy"
-    findings = [_finding(observation)]
-    if observation.stage == "data":
-        findings.insert(0, _observed(observation))
-    return CheckOutcome(CHECK_NAME, title, status_for(findings) if findings else CheckStatus.PASSED, findings)
+    findings = ([_observed(observation)] if observation.stage == "data" else []) + [_finding(observation)]
+    return CheckOutcome(CHECK_NAME, title, status_for(findings), findings)
 
 
 def _observed(observation: ModelObservation) -> Finding:

@@ -57,3 +57,7 @@ def hangs():
 
 def not_a_model():
     return {"layers": ["gru", "dense"]}
+
+
+def broken_data():
+    raise ValueError("no shard matches train-*.tfrecord")
