@@ -11,11 +11,13 @@ from dataclasses import dataclass
 
 from mgpu_doctor.checks import CHECKS
 from mgpu_doctor.checks.base import MOSTLY_SKIPPED_CODE, Scope
+from mgpu_doctor.drift import compare as drift
 from mgpu_doctor.fleet.checks import FLEET_CHECKS
 from mgpu_doctor.gate.requirements import GATE_CODES
 from mgpu_doctor.model.codes import RENAMED, crash_code
 from mgpu_doctor.model.findings import MOSTLY_SKIPPED_CHECK
 from mgpu_doctor.multiworker import findings as multiworker
+from mgpu_doctor.pasted import findings as pasted
 from mgpu_doctor.smoke import known_issues as smoke_matching
 from mgpu_doctor.training import observed as user_model
 
@@ -55,6 +57,8 @@ def declared_codes() -> list[CodeRow]:
     rows += [(code, "`smoke --workers K --level long` (the resume test)")
              for code in multiworker.RESUME_CODES]
     rows += [(code, f"`fleet`: `{c.name}`") for c in FLEET_CHECKS for code in c.codes]
+    rows += [(code, f"`check --from PASTE`: `{pasted.NAME}`") for code in pasted.CODES]
+    rows += [(code, "`check --baseline FILE`: `drift`") for code in drift.CODES]
     emitters: dict[str, list[str]] = {}
     for code, by in rows:
         emitters.setdefault(code, [])

@@ -38,7 +38,7 @@ from mgpu_doctor.model.redact import Identity, mask_snapshot, redact_report
 from mgpu_doctor.model.report import Report, new_report
 from mgpu_doctor.model.serde import SchemaError, from_jsonable
 from mgpu_doctor.model.smoke_runs import SmokeRun, runs_from_report
-from mgpu_doctor.model.snapshot import Snapshot, SnapshotLoadError, load_document
+from mgpu_doctor.model.snapshot import NotJsonText, Snapshot, SnapshotLoadError, load_document
 from mgpu_doctor.model.training import TrainingProfile
 from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.model.user_model import ModelObservation, ModelRequest
@@ -72,6 +72,7 @@ class DiagnoseOptions:
     matrix_dirs: tuple[Path, ...] = ()
     requirements: Requirements = field(default_factory=Requirements)
     ack_file: Path | None = None  # --ack FILE (must exist); None: .mgpu-doctor.toml if present
+    baseline: Path | None = None  # --baseline FILE: a known-good run to say what changed since
     redact: bool = True
     libraries_view: bool = False  # `libs`: the report carries the library table
     today: _dt.date | None = None  # for acknowledgement expiry; None: today
@@ -116,14 +117,32 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
     env = with_training(resolve(original), training)
     outcomes = [run_check(c, env) for c in checks]
     outcomes += [model[0]] if model is not None else []
+    notes: list[str] = []
+    if original.pasted is not None:  # what the paste's own log lines prove, and what was read
+        from mgpu_doctor.pasted.findings import PASTED_CHECK
+        from mgpu_doctor.pasted.notes import pasted_notes
+
+        outcomes.append(run_check(PASTED_CHECK, env))
+        notes += pasted_notes(original.pasted)
     outcomes += [o for o in [mostly_skipped(outcomes)] if o is not None]
     section = smoke_section(options, facts, stream, training, env)
     gates = requirement_checks(options.requirements,
                                layer_outcomes(section.runs if section is not None else None))
     outcomes += [replace(o, section=Section.SMOKE) for o in (section.outcomes if section is not None else [])]
     outcomes += [run_check(c, env) for c in gates]
+    drift = None
+    if options.baseline is not None:  # what changed since a known-good run, listed first
+        from mgpu_doctor.drift.baseline import load_baseline
+        from mgpu_doctor.drift.compare import compare
+        from mgpu_doctor.drift.findings import drift_outcome
+
+        baseline = load_baseline(options.baseline, checks)
+        drift = compare(baseline.snapshot, original, baseline_source=baseline.source,
+                        then_checks=baseline.checks, now_checks=outcomes, then_smoke=baseline.smoke_runs,
+                        now_smoke=section.runs if section is not None else [])
+        outcomes.insert(0, drift_outcome(drift))
     view = libraries_table(env) if options.libraries_view else None
-    notes = list(section.notes) if section is not None else []
+    notes += list(section.notes) if section is not None else []
     if isinstance(view, Unavailable):
         notes.append(f"No library facts in {facts.source}: {view}")
         view = None
@@ -132,7 +151,7 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
         snapshot=original,
         quick=options.quick and options.from_file is None, notes=notes,
         smoke_runs=section.runs if section is not None else [], devices=device_rows(original),
-        libraries=view, level=options.level if options.from_file is None else "",
+        libraries=view, level=options.level if options.from_file is None else "", drift=drift,
         training=training,
     )
     report = acknowledge(report, options)
@@ -175,6 +194,8 @@ def obtain_facts(options: DiagnoseOptions, progress: Progress | None = None) -> 
         try:
             document = load_document(options.from_file)
             runs = runs_from_report(document.report_data, str(options.from_file))
+        except NotJsonText as exc:
+            return pasted_facts(options.from_file, exc)
         except (SnapshotLoadError, ValueError) as exc:
             raise BadInput(str(exc)) from None
         # Written elsewhere, perhaps by another tool: its credentials are masked, --no-redact or not.
@@ -201,6 +222,25 @@ def model_section(options: DiagnoseOptions, progress: Progress | None = None
         progress(f"building your model {options.model.model} in a child process", slow=True)
     observation = observe_model(options.model, options.interpreter or Interpreter.current())
     return replace(model_outcome(observation), section=Section.TENSORFLOW), observation
+
+
+def pasted_facts(path: Path, not_json: NotJsonText) -> Facts:
+    """A file that is not JSON: read it as a paste (an issue body), or say it is neither."""
+    from mgpu_doctor.pasted.split import MAX_PASTE_CHARS, NothingRecognised, snapshot_from_paste
+
+    if len(not_json.text) > MAX_PASTE_CHARS:
+        raise BadInput(f"{path}: {len(not_json.text) // 2**20} MiB of text: larger than the "
+                       f"{MAX_PASTE_CHARS // 2**20} MiB a pasted text may be, and not a snapshot")
+    try:
+        snapshot = snapshot_from_paste(not_json.text, str(path))
+    except NothingRecognised:
+        if not_json.text.lstrip().startswith(("{", "[")):
+            raise BadInput(str(not_json)) from None  # meant as JSON: say where it breaks
+        raise BadInput(f"{path}: not valid JSON (a snapshot or report; a Markdown report from `mgpu-doctor "
+                       "report` works too), and not a paste with anything mgpu-doctor reads (System "
+                       "information, nvidia-smi, pip list, build info, TensorFlow log lines)") from None
+    # Written elsewhere, by someone else: its credentials are masked, --no-redact or not.
+    return Facts(mask_snapshot(snapshot), f"pasted text {path}")
 
 
 def recorded_training(report_data: dict[str, Any] | None, path: Path) -> TrainingProfile | None:

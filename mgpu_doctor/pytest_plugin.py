@@ -36,13 +36,17 @@ class _Facts:
             from mgpu_doctor.errors import BadInput
 
             source = self.config.getoption("mgpu_from")
+            baseline = self.config.getoption("mgpu_baseline")
             options = DiagnoseOptions(command="pytest", checks=CHECKS, quick=not source,
-                                      from_file=Path(source) if source else None, redact=False)
+                                      from_file=Path(source) if source else None, redact=False,
+                                      baseline=Path(baseline) if baseline else None)
             try:
                 # A saved report's smoke runs are replayed, so layers can be verified from it.
                 self._report = diagnose(options).report
             except BadInput as exc:
-                raise pytest.UsageError(f"--mgpu-from: {exc}") from None
+                from_baseline = baseline and str(exc).startswith("--baseline")
+                option = "--mgpu-baseline" if from_baseline else "--mgpu-from"
+                raise pytest.UsageError(f"{option}: {str(exc).removeprefix('--baseline ')}") from None
         return self._report
 
 
@@ -57,6 +61,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="fail, instead of skip, tests marked mgpu that this environment cannot run")
     group.addoption("--mgpu-from", metavar="FILE",
                     help="judge mgpu markers against this snapshot or report instead of this machine")
+    group.addoption("--mgpu-baseline", metavar="FILE",
+                    help="with --mgpu-check: also show what changed since this known-good snapshot or report")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -72,7 +78,12 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
 
     report = config.stash[_FACTS].report()
     lines = [f"mgpu-doctor ({report.source}, quick): {summary_line(report)}"]
-    lines += [f"  {f.severity.value}: {f.title}" for f in report.findings if f.severity >= Severity.WARNING]
+    lines += [f"  {f.severity.value}: {f.title}" for f in report.findings if f.severity >= Severity.WARNING
+              and not f.code.startswith("drift.")]
+    if report.drift is not None:
+        lines.append(f"mgpu-doctor drift since {report.drift.baseline}: {len(report.drift.rows)} change(s)")
+        lines += [f"  {r.severity.value}: {r.code}: {r.label}: {r.then} -> {r.now}"
+                  for r in report.drift.rows]
     return lines
 
 

@@ -298,8 +298,9 @@ def test_schema_describes_every_dataclass_field():
     """A field added to the report or snapshot must be documented in the shipped schema."""
     import dataclasses
 
+    from mgpu_doctor.drift.model import Drift, DriftRow
     from mgpu_doctor.environment import library_view
-    from mgpu_doctor.model import findings, report, snapshot
+    from mgpu_doctor.model import findings, pasted, report, snapshot
     from mgpu_doctor.model.device_row import DeviceRow
     from mgpu_doctor.multiworker.model import MultiWorkerRun, WorkerOutcome
     from mgpu_doctor.smoke.checkpoint import CheckpointStep
@@ -317,6 +318,8 @@ def test_schema_describes_every_dataclass_field():
         "checkpoint_step": CheckpointStep,
         "device_row": DeviceRow, "libraries_view": library_view.LibrariesView,
         "library_row": library_view.LibraryRow, "library_copy_view": library_view.CopyView,
+        "pasted": pasted.PastedFacts, "pasted_part": pasted.PastedPart, "pasted_version": pasted.PastedVersion,
+        "pasted_log_line": pasted.LogLine, "drift": Drift, "drift_row": DriftRow,
     }
     for name, cls in pairs.items():
         assert {f.name for f in dataclasses.fields(cls)} <= set(defs[name]["properties"]), name

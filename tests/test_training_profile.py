@@ -5,6 +5,7 @@ issues (a condition it states makes a warning, one it rules out disappears), rep
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import jsonschema
@@ -85,8 +86,8 @@ def test_the_human_check_groups_what_depends_on_the_training(capsys, tmp_path, m
     monkeypatch.chdir(tmp_path)
     main(["check", "--from", HEALTHY])
     out = capsys.readouterr().out
-    assert "    i 3 apply depending on how you train: --usage custom_training_loop, several_models, " \
-           "save_model\n" in out
+    # one line per deciding fact (how many entries it decides grows with the matrix)
+    assert re.search(r"^    i \d+ apply depending on how you train: --usage ", out, re.M), out
     assert "Known issue for these versions" not in out  # each one is behind its group line
     main(["check", "--from", HEALTHY, "-v"])
     verbose = capsys.readouterr().out

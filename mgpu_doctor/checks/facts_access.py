@@ -59,6 +59,12 @@ def need_tensorflow(snapshot: Snapshot) -> TensorFlowFacts:
     return need(snapshot.tensorflow, "TensorFlow")
 
 
+def need_env(snapshot: Snapshot, name: str) -> None:
+    """Skip where the environment is not known: a pasted text rarely shows it."""
+    if snapshot.pasted is not None and name not in snapshot.env:
+        raise CheckSkipped(f"{name}: not in the pasted text")
+
+
 def need_packages(snapshot: Snapshot) -> PackageFacts:
     return need(snapshot.packages, "installed packages")
 

@@ -47,6 +47,8 @@ CODES = (
 
 def check_interpreter(snapshot: Snapshot) -> list[Finding]:
     python = snapshot.python
+    if snapshot.pasted is not None:
+        raise CheckSkipped("a pasted text: no interpreter ran here")
     if not isinstance(python, Unavailable):
         return [Finding("interpreter.runs", Severity.OK, f"Python {python.version}",
                         evidence=[f"executable: {python.executable}", f"prefix: {python.prefix}"])]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mgpu_doctor.checks.base import CheckSkipped
-from mgpu_doctor.checks.facts_access import need_machine
+from mgpu_doctor.checks.facts_access import need_env, need_machine
 from mgpu_doctor.environment.resolve import ResolvedEnvironment
 from mgpu_doctor.model.findings import Finding, Severity
 
@@ -21,6 +21,7 @@ def check_tensorflow_log_level(env: ResolvedEnvironment) -> list[Finding]:
     snapshot = need_machine(env)
     if not env.tensorflow.known:  # no TensorFlow (or no working Python) here: nothing logs
         raise CheckSkipped(f"no TensorFlow here ({env.tensorflow.describe()})")
+    need_env(snapshot, VARIABLE)
     value = snapshot.env.get(VARIABLE)
     if value is None:
         return [Finding("tensorflow.log-level-ok", Severity.OK, f"{VARIABLE} not set")]

@@ -226,6 +226,10 @@ def add_diagnose_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--from", dest="from_file", metavar="FILE",
                    help="check a saved snapshot or report (`mgpu-doctor snapshot -o FILE`, "
                         "`mgpu-doctor report -o FILE`) instead of this machine")
+    p.add_argument("--baseline", metavar="FILE",
+                   help="also say what changed since a known-good run: its snapshot, JSON report or bug "
+                        "report (`drift.*` findings; keep the last green report of a CI job and pass it "
+                        "here)")
     p.add_argument("--no-smoke", action="store_true",
                    help="do not run the smoke trainings (implied by --level quick and --from)")
     smoke = p.add_argument_group("smoke trainings (see `mgpu-doctor smoke --help`)")
@@ -362,5 +366,6 @@ def diagnose_options(args: argparse.Namespace, command: str) -> DiagnoseOptions:
         interpreter=interpreter_from(args), smoke=smoke if with_smoke else None,
         matrix_dirs=matrix_dirs(args), requirements=requirements,
         ack_file=Path(args.ack) if args.ack else None, redact=args.redact,
+        baseline=Path(args.baseline) if getattr(args, "baseline", None) else None,
         training=training_profile(args), model=model_request(args),
     )

@@ -16,6 +16,8 @@ Precedence — what was observed running beats what is predicted from metadata:
 - What TensorFlow was built for: its build info (cuDNN's minor from the tested-build table
   when the build info gives only the major) > the tested-build table for its major.minor.
 - Driver: NVML > query. Python: the diagnosed interpreter > query.
+- A pasted text (``check --from ISSUE.txt``): what its parts state comes last for each version
+  (below what the snapshot made of its nvidia-smi, package list and log lines), as ``pasted``.
 
 Versions are parsed here, once, with :func:`mgpu_doctor.model.versions.parse_version`.
 """
@@ -74,6 +76,7 @@ class Origin(str, enum.Enum):
     INTERPRETER = "the diagnosed interpreter"
     QUERY = "named in the query"
     PREDICTED = "predicted from TensorFlow's version"
+    PASTED = "stated in the pasted text"
 
     @property
     def observed(self) -> bool:
@@ -358,8 +361,10 @@ def resolve(snapshot: Snapshot) -> ResolvedEnvironment:
     """The environment of one machine, from its snapshot."""
     packages, tf = snapshot.packages, snapshot.tensorflow
     table = bundled_tensorflow_table()
-    tensorflow, distribution = _tensorflow(packages, tf)
+    tensorflow, distribution = _tensorflow(packages, tf, pasted_readings(snapshot, "tensorflow"))
     keras = _package("keras", packages, tf, "keras")
+    if not keras.known and pasted_readings(snapshot, "keras"):
+        keras = resolved("keras", pasted_readings(snapshot, "keras"))
     tf_keras = _package("tf-keras", packages, tf, "tf_keras")
     legacy = snapshot.env.get("TF_USE_LEGACY_KERAS", "").strip().lower() in LEGACY_KERAS_VALUES
     predicted = predict_tf_keras(tensorflow, keras, tf_keras, legacy)
@@ -368,7 +373,9 @@ def resolve(snapshot: Snapshot) -> ResolvedEnvironment:
         tf.built_with_cuda is False or tf.build_info.get("is_cuda_build") == "False")
     row = table.build_for(tensorflow.text) if tensorflow.known else None
     imported = None if isinstance(tf, Unavailable) else tf
-    built_cuda, built_cudnn = _built_for(imported, tensorflow, row, cpu_only)
+    built_cuda, built_cudnn = _built_for(imported, tensorflow, row, cpu_only,
+                                         (pasted_readings(snapshot, "built_cuda"),
+                                          pasted_readings(snapshot, "built_cudnn")))
     libs = snapshot.libraries
     libraries = {} if isinstance(libs, Unavailable) else resolve_libraries(libs, tf, built_cuda, built_cudnn)
     wheels = _wheels(packages)
@@ -378,7 +385,7 @@ def resolve(snapshot: Snapshot) -> ResolvedEnvironment:
               else ResolvedVersion("python", missing=snapshot.python))
     nvml = snapshot.nvml
     if isinstance(nvml, Unavailable):
-        driver = ResolvedVersion("driver", missing=nvml)
+        driver = resolved("driver", pasted_readings(snapshot, "driver"), nvml)
         driver_cuda = ""
     else:
         driver = resolved("driver", [reading(nvml.driver_version, Origin.NVML)])
@@ -395,9 +402,11 @@ def resolve(snapshot: Snapshot) -> ResolvedEnvironment:
         tf_keras_is=observed or predicted, tf_keras_predicted=predicted, legacy_keras=legacy,
         python=python, driver=driver, driver_cuda=driver_cuda, cpu_only_build=cpu_only,
         built_cuda=built_cuda, built_cudnn=built_cudnn,
-        cuda=_library_version("cuda", "cudart", libraries, wheels, built_cuda),
-        cudnn=_library_version("cudnn", "cudnn", libraries, wheels, built_cudnn),
-        nccl=_library_version("nccl", "nccl", libraries, wheels, None),
+        cuda=_library_version("cuda", "cudart", libraries, wheels, built_cuda,
+                              pasted_readings(snapshot, "cuda")),
+        cudnn=_library_version("cudnn", "cudnn", libraries, wheels, built_cudnn,
+                               pasted_readings(snapshot, "cudnn")),
+        nccl=_library_version("nccl", "nccl", libraries, wheels, None, pasted_readings(snapshot, "nccl")),
         cublas=_library_version("cublas", "cublas", libraries, wheels, None),
         libraries=libraries, wheels=wheels, and_cuda_requires=pins, and_cuda_marked=marked,
         and_cuda_source=pins_source,
@@ -408,8 +417,17 @@ def resolve(snapshot: Snapshot) -> ResolvedEnvironment:
     )
 
 
-def _tensorflow(packages: PackageFacts | Unavailable, tf: TensorFlowFacts | Unavailable
-                ) -> tuple[ResolvedVersion, str]:
+def pasted_readings(snapshot: Snapshot, key: str) -> list[Reading]:
+    """What a pasted text states for ``key`` (none for a machine's snapshot)."""
+    stated = snapshot.pasted.versions.get(key) if snapshot.pasted is not None else None
+    if stated is None:
+        return []
+    return [reading(stated.text, Origin.PASTED, stated.source.removeprefix("pasted: "))]
+
+
+def _tensorflow(packages: PackageFacts | Unavailable, tf: TensorFlowFacts | Unavailable,
+                pasted: list[Reading] | None = None) -> tuple[ResolvedVersion, str]:
+    pasted = pasted or []
     readings = []
     if not isinstance(tf, Unavailable):
         readings.append(reading(tf.version, Origin.IMPORTED, tf.module_path))
@@ -418,6 +436,7 @@ def _tensorflow(packages: PackageFacts | Unavailable, tf: TensorFlowFacts | Unav
     if not isinstance(packages, Unavailable):
         readings += [reading(packages.versions[d], Origin.INSTALLED,
                              f"{d} in {packages.locations.get(d, '?')}") for d in installed]
+    readings += pasted
     result = resolved("tensorflow", readings, _why_no_package(packages, tf, "TensorFlow"))
     distribution = ""
     if installed and not isinstance(packages, Unavailable):
@@ -492,7 +511,8 @@ def _observed_tf_keras(tf: TensorFlowFacts | Unavailable) -> KerasView | None:
 
 
 def _built_for(tf: TensorFlowFacts | None, tensorflow: ResolvedVersion, row: TfBuild | None,
-               cpu_only: bool) -> tuple[ResolvedVersion, ResolvedVersion]:
+               cpu_only: bool, pasted: tuple[list[Reading], list[Reading]] = ([], [])
+               ) -> tuple[ResolvedVersion, ResolvedVersion]:
     """What TensorFlow was built for: its build info when it was imported (``tf``), refined or
     replaced by the tested-build table's ``row``."""
     if cpu_only:
@@ -512,6 +532,9 @@ def _built_for(tf: TensorFlowFacts | None, tensorflow: ResolvedVersion, row: TfB
                                           f"major {info_cudnn}, minor from the {table_where}"))
         elif info_cudnn:
             cudnn_readings.append(reading(info_cudnn, Origin.BUILD_INFO, f"cudnn_version {info_cudnn}"))
+    # A pasted build info or log line ("source was compiled with: 8.1.0") beats the table.
+    cuda_readings += pasted[0]
+    cudnn_readings += pasted[1]
     if row is not None:
         cuda_readings.append(reading(row.cuda, Origin.TESTED_BUILD, row.package))
         cudnn_readings.append(reading(row.cudnn, Origin.TESTED_BUILD, row.package))
@@ -597,8 +620,9 @@ def _companions(packages: PackageFacts | Unavailable) -> dict[str, ResolvedVersi
 
 
 def _library_version(key: str, name: str, libraries: Mapping[str, LibraryInUse], wheels: Mapping[str, str],
-                     built: ResolvedVersion | None) -> ResolvedVersion:
-    """A library's version: the copy in use, its wheel, or (as a prediction) the build's."""
+                     built: ResolvedVersion | None, pasted: list[Reading] | None = None) -> ResolvedVersion:
+    """A library's version: the copy in use, its wheel, what a paste states, or (as a prediction)
+    the build's."""
     readings = []
     lib = libraries.get(name)
     if lib is not None and lib.copy is not None and lib.version:
@@ -607,6 +631,7 @@ def _library_version(key: str, name: str, libraries: Mapping[str, LibraryInUse],
     if stem is not None:
         readings += [reading(v, Origin.WHEEL, w) for w, v in sorted(wheels.items())
                      if w.startswith(stem + "-cu")]
+    readings += pasted or []
     if built is not None and built.chosen is not None:
         readings.append(built.chosen)
     if lib is not None and lib.copy is None:

@@ -112,6 +112,18 @@ USAGES: dict[str, str] = {
                                "use_multiprocessing=True",
     "model_garden": "train with the TensorFlow Model Garden's own training code (tensorflow/models: "
                     "the Object Detection API, official/ models)",
+    "masked_sequences": "feed padded sequences with a mask to recurrent layers (Masking, "
+                        "Embedding(mask_zero=True))",
+    "cuda_malloc_async": "use CUDA's stream-ordered allocator (TF_GPU_ALLOCATOR=cuda_malloc_async)",
+    "mig_instances": "give one process several MIG instances (A100/H100 slices) as its GPUs",
+    "huge_tensors": "work with single tensors of more than 2^31 elements (large embedding tables, "
+                    "big activations)",
+    "large_batched_matmul": "multiply batched matrices or matrix-vector products with very large "
+                            "dimensions (a batch of 2^16 or more, or millions of rows)",
+    "conda_cuda": "use the CUDA toolkit and cuDNN installed with conda (cudatoolkit, cudnn) rather than "
+                  "the pip nvidia-* wheels or a system CUDA",
+    "alltoall": "call all-to-all collectives (hvd.alltoall, or all-to-all in custom layers such as "
+                "sharded embeddings)",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.

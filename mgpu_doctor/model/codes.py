@@ -52,6 +52,8 @@ AREAS: dict[str, str] = {
     "smoke": "the smoke trainings (`smoke.LAYER.CONDITION`)",
     "multiworker": "the multi-worker smoke trainings",
     "fleet": "`fleet`'s comparison of nodes",
+    "pasted": "what a pasted text's own log lines prove (`check --from ISSUE.txt`)",
+    "drift": "what changed since a known-good run (`check --baseline FILE`)",
 }
 
 # Old code -> its current name. Findings carry the current name; what names an old one (an

@@ -16,6 +16,7 @@ from mgpu_doctor.model.snapshot import Snapshot
 from mgpu_doctor.model.training import TrainingProfile
 
 if TYPE_CHECKING:
+    from mgpu_doctor.drift.model import Drift
     from mgpu_doctor.environment.library_view import LibrariesView
     from mgpu_doctor.fleet.compare import Fleet
     from mgpu_doctor.multiworker.model import MultiWorkerRun
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 # Sections only `fleet`, `libs` and a multi-worker smoke fill: their types are imported when a
 # report is decoded (serde finds them through __getattr__), not on every run (`check --quick`).
 LAZY_TYPES = {"Fleet": "mgpu_doctor.fleet.compare", "LibrariesView": "mgpu_doctor.environment.library_view",
+              "Drift": "mgpu_doctor.drift.model",
               "MultiWorkerRun": "mgpu_doctor.multiworker.model"}
 
 
@@ -67,6 +69,8 @@ class Report:
     devices: list[DeviceRow] = field(default_factory=list)
     # `libs`: every CUDA library, what TensorFlow was built for, what is in use, every copy found.
     libraries: LibrariesView | None = None
+    # `check --baseline FILE`: what changed since a known-good run (its findings are in `checks` too).
+    drift: Drift | None = None
     # How the user trains: declared (files, options, query terms) and observed facts; None: not
     # judged against one (fleet, libs before profiles existed).
     training: TrainingProfile | None = None
@@ -111,6 +115,7 @@ def new_report(
     devices: list[DeviceRow] | None = None,
     libraries: LibrariesView | None = None,
     level: str = "",
+    drift: Drift | None = None,
     training: TrainingProfile | None = None,
 ) -> Report:
     """A report of this schema; a section not given is empty."""
@@ -119,5 +124,5 @@ def new_report(
         command=command, source=source, quick=quick, snapshot=snapshot, checks=checks,
         notes=list(notes or []), query=dict(query or {}), fleet=fleet, smoke_runs=list(smoke_runs or []),
         multiworker_runs=list(multiworker_runs or []), devices=list(devices or []), libraries=libraries,
-        level=level, training=training,
+        level=level, drift=drift, training=training,
     )

@@ -19,6 +19,7 @@ from mgpu_doctor.model.markdown_json_block import (
     looks_like_markdown_report,
     normalise,
 )
+from mgpu_doctor.model.pasted import PastedFacts
 from mgpu_doctor.model.serde import SchemaError, from_jsonable, to_jsonable
 from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.process.inputs import InputError, parse_json, read_text
@@ -266,6 +267,8 @@ class Snapshot:
         default_factory=lambda: Unavailable("skipped", "not recorded in this snapshot", "old-snapshot"))
     # Host, container and NCCL set-up (IOMMU/ACS, /dev/shm, CPUs, network, container): added later too.
     collective: CollectiveFacts | Unavailable = field(default_factory=not_in_snapshot)
+    # Read from a pasted text (`check --from ISSUE.txt`): the parts, and where each fact came from.
+    pasted: PastedFacts | None = None
 
     def to_json(self) -> str:
         return json.dumps(to_jsonable(self), indent=2, sort_keys=False) + "\n"
@@ -273,6 +276,14 @@ class Snapshot:
 
 class SnapshotLoadError(Exception):
     """A saved snapshot could not be read; the message is one line naming file and problem."""
+
+
+class NotJsonText(SnapshotLoadError):
+    """Text that is neither JSON nor a Markdown report: perhaps a paste (``text`` holds it)."""
+
+    def __init__(self, message: str, text: str) -> None:
+        super().__init__(message)
+        self.text = text
 
 
 def snapshot_from_data(data: object, source: str) -> Snapshot:
@@ -343,9 +354,9 @@ def load_document(path: Path) -> LoadedDocument:
         except InputError as exc:
             raise SnapshotLoadError(str(exc)) from None
         except json.JSONDecodeError as exc:
-            raise SnapshotLoadError(
+            raise NotJsonText(
                 f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
-                "truncated or edited? (a Markdown report from `mgpu-doctor report` works too)"
+                "truncated or edited? (a Markdown report from `mgpu-doctor report` works too)", text
             ) from None
     report_data = data if isinstance(data, dict) and data.get("kind") == REPORT_KIND else None
     return LoadedDocument(snapshot_from_data(data, source), report_data)

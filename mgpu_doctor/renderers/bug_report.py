@@ -23,6 +23,7 @@ from mgpu_doctor.renderers.markdown import (
     STATUS_WORDS,
     check_details,
     conditional_markdown,
+    drift_markdown,
     finding_lines,
     training_markdown,
 )
@@ -47,6 +48,7 @@ def render(report: Report, options: RenderOptions, *, redacted: bool = True) -> 
             + (" (quick: TensorFlow not imported)" if report.quick else "")
             + ("; hostname, user, home directory and GPU UUIDs redacted" if redacted
                else "; NOT redacted"), "", f"**{summary_line(report)}**", ""]
+    out += drift_markdown(report)
     out += training_markdown(report)
     out += _findings(report, options)
     out += smoke_section(report)

@@ -18,6 +18,26 @@ def summary_counts(report: Report) -> dict[str, int]:
     return {status.value: report.count(status) for status in CheckStatus}
 
 
+DRIFT_HEADERS = ["Severity", "Code", "What", "Then", "Now"]
+
+
+def drift_heading(report: Report) -> str:
+    assert report.drift is not None
+    changes = len(report.drift.rows)
+    return (f"{changes} change(s) since the baseline {report.drift.baseline} "
+            f"(written {report.drift.baseline_created})"
+            if changes else f"Nothing changed since the baseline {report.drift.baseline} "
+            f"({report.drift.compared} facts, GPUs, checks and smoke runs compared)")
+
+
+def drift_rows(report: Report) -> list[list[str]]:
+    """The drift table, most severe first (Markdown and HTML show it before anything else)."""
+    if report.drift is None:
+        return []
+    rows = sorted(report.drift.rows, key=lambda r: r.severity, reverse=True)
+    return [[r.severity.value, r.code, r.label, r.then, r.now] for r in rows]
+
+
 def summary_line(report: Report) -> str:
     counts = summary_counts(report)
     parts = [f"{n} {name}" for name, n in counts.items() if n]

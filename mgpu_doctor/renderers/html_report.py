@@ -17,9 +17,12 @@ from mgpu_doctor.renderers import RenderOptions
 from mgpu_doctor.renderers.charts import GROUPS, all_charts
 from mgpu_doctor.renderers.common import (
     DEVICE_HEADERS,
+    DRIFT_HEADERS,
     FLEET_HEADERS,
     acknowledgement_line,
     device_table_rows,
+    drift_heading,
+    drift_rows,
     fleet_difference_rows,
     fleet_heading,
     group_line,
@@ -57,6 +60,10 @@ def render(report: Report, options: RenderOptions, *, title: str = "") -> str:
            '<meta name="viewport" content="width=device-width, initial-scale=1">',
            f"<title>{escape(heading)}</title>", f"<style>{CSS}</style>", "</head>", "<body>",
            f"<h1>{escape(heading)}</h1>", f'<p class="summary">{escape(summary_line(report))}</p>']
+    if report.drift is not None:  # what changed comes first: the reason a gate that passed now fails
+        out += ["<h2>Changes since the baseline</h2>", f"<p>{escape(drift_heading(report))}</p>"]
+        if report.drift.rows:
+            out.append(table(DRIFT_HEADERS, drift_rows(report)))
     out += [f'<p class="note">{escape(note)}</p>' for note in report.notes]
     out += _training(report)
     out += _findings(report, options)

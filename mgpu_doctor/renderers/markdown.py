@@ -7,9 +7,12 @@ from mgpu_doctor.model.report import Report
 from mgpu_doctor.renderers import RenderOptions
 from mgpu_doctor.renderers.common import (
     DEVICE_HEADERS,
+    DRIFT_HEADERS,
     FLEET_HEADERS,
     acknowledgement_line,
     device_table_rows,
+    drift_heading,
+    drift_rows,
     fleet_difference_rows,
     fleet_heading,
     group_line,
@@ -29,6 +32,7 @@ def render(report: Report, options: RenderOptions) -> str:
     level = f" (level {report.level})" if report.level else ""
     out = [f"# mgpu-doctor {report.tool_version}: {report.source}{level}", "",
            f"**{summary_line(report)}**", ""]
+    out += drift_markdown(report)
     rows = [[c.title, f"`{c.name}`", STATUS_WORDS[c.status],
              _cell(c.skip_reason or check_details(c))]
             for c in report.checks]
@@ -53,6 +57,16 @@ def render(report: Report, options: RenderOptions) -> str:
         out += ["## GPUs", "", table([[r[k] for k in DEVICE_HEADERS] for r in devices],
                                    list(DEVICE_HEADERS.values()), "github"), ""]
     return "\n".join(out).rstrip() + "\n"
+
+
+def drift_markdown(report: Report) -> list[str]:
+    """What changed since the baseline, shown first: the reason a gate that passed now fails."""
+    if report.drift is None:
+        return []
+    out = ["## Changes since the baseline", "", drift_heading(report), ""]
+    if report.drift.rows:
+        out += [table([[_cell(c) for c in r] for r in drift_rows(report)], DRIFT_HEADERS, "github"), ""]
+    return out
 
 
 def check_details(c: CheckOutcome) -> str:
