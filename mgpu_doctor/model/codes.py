@@ -49,6 +49,7 @@ AREAS: dict[str, str] = {
     "facts": "facts that could not be gathered",
     "crash": "a check that itself failed (`crash.CHECK`)",
     "require": "the `--require-*` gates",
+    "user-model": "your own model (`--model`), built and read in a child",
     "smoke": "the smoke trainings (`smoke.LAYER.CONDITION`)",
     "multiworker": "the multi-worker smoke trainings",
     "fleet": "`fleet`'s comparison of nodes",

@@ -22,6 +22,30 @@ SCENARIO_USAGE: dict[str, tuple[str, ...]] = {
 }
 
 
+@dataclass(frozen=True)
+class UsageScenario:
+    """One way of training the smoke trains (smoke/usage.py): its scenario name, the matrix's usage
+    words it exercises, its title."""
+
+    name: str
+    usage: tuple[str, ...]
+    title: str
+    # 1 vs N loss agreement: float16 activations and gradients round differently on N replicas.
+    loss_tolerance: float | None = None
+
+
+USAGE_SCENARIOS: dict[str, UsageScenario] = {s.name: s for s in (
+    UsageScenario("mixed_precision", ("mixed_precision",),
+                  "mixed_float16 policy with loss scaling (LossScaleOptimizer)", loss_tolerance=2e-2),
+    UsageScenario("jit_compile", ("jit_compile",), "compiled with XLA (jit_compile=True)"),
+    UsageScenario("custom_training_loop", ("custom_training_loop", "distribute_dataset"),
+                  "custom loop: strategy.run over experimental_distribute_dataset, GradientTape, "
+                  "SGD with momentum"),
+    UsageScenario("distribute_dataset", ("distribute_dataset",),
+                  "model.fit on strategy.experimental_distribute_dataset"),
+)}
+
+
 def variant_name(layer: str, variant: str) -> str:
     """A layer and its variant as one word of run names and labels: "lstm-cudnn", "dense"."""
     return f"{layer}-{variant}" if variant else layer
@@ -69,7 +93,9 @@ class LeakCycle:
 
 SCENARIOS = ("even", "uneven_final_batch")
 LEAK_SCENARIO = "leak_probe"  # fit, predict and evaluate called over and over (smoke/leak.py)
-STATUSES = ("ok", "hang", "crash", "error", "nan", "diverged", "oom") + CHECKPOINT_STATUSES
+# skipped: the child's TensorFlow or Keras lacks the API a usage scenario needs (the reason is
+# the run's error_message)
+STATUSES = ("ok", "hang", "crash", "error", "nan", "diverged", "oom", "skipped") + CHECKPOINT_STATUSES
 DEVICE_KINDS = ("gpu", "cpu-virtual")
 
 
@@ -92,6 +118,11 @@ class SmokeSpec:
     # Also time the input pipeline alone and the step with the batch already in memory.
     input_probe: bool = False
     cycles: int = 0  # the leak probe: calls of fit, then of predict, then of evaluate
+    # The user's own model (`smoke --model`, layer USER_MODEL): MODULE:FUNCTION of the model and of
+    # its data ("" for synthetic data), and the directories put first on the child's sys.path.
+    user_model: str = ""
+    user_data: str = ""
+    model_path: str = ""
 
     @property
     def label(self) -> str:
@@ -184,7 +215,8 @@ class SmokeRun:
     @property
     def usage(self) -> tuple[str, ...]:
         """The ways of training (the matrix's ``usage``) this run exercised beyond model.fit."""
-        return SCENARIO_USAGE.get(self.scenario, ())
+        way = USAGE_SCENARIOS.get(self.scenario)
+        return way.usage if way is not None else SCENARIO_USAGE.get(self.scenario, ())
 
 
 def runs_from_report(data: dict[str, object] | None, source: str) -> list[SmokeRun]:
