@@ -144,6 +144,8 @@ USAGES: dict[str, str] = {
                       "server's request threads, a thread pool, a QThread, a data generator's threads)",
     "stateful_rnn": "build a recurrent layer (LSTM, GRU, SimpleRNN) with stateful=True, which keeps "
                     "its state between batches",
+    "precision_recall_metrics": "track Precision, Recall or metrics built on their counts (F1, "
+                                "SensitivityAtSpecificity, PrecisionAtRecall) under the strategy",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
