@@ -146,6 +146,8 @@ USAGES: dict[str, str] = {
                     "its state between batches",
     "precision_recall_metrics": "track Precision, Recall or metrics built on their counts (F1, "
                                 "SensitivityAtSpecificity, PrecisionAtRecall) under the strategy",
+    "resume_training": "load a saved model (load_model) and go on training it, expecting the "
+                       "optimizer to continue where it stopped",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
