@@ -148,6 +148,8 @@ USAGES: dict[str, str] = {
                                 "SensitivityAtSpecificity, PrecisionAtRecall) under the strategy",
     "resume_training": "load a saved model (load_model) and go on training it, expecting the "
                        "optimizer to continue where it stopped",
+    "h5_weights": "save or load weights in the HDF5 format (save_weights / load_weights with a .h5 "
+                  "file, ModelCheckpoint to .h5)",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
