@@ -150,6 +150,8 @@ USAGES: dict[str, str] = {
                        "optimizer to continue where it stopped",
     "h5_weights": "save or load weights in the HDF5 format (save_weights / load_weights with a .h5 "
                   "file, ModelCheckpoint to .h5)",
+    "load_weights_by_name": "load weights by layer name (load_weights(..., by_name=True)), for example "
+                            "pretrained weights into a model of your own",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
