@@ -152,6 +152,8 @@ USAGES: dict[str, str] = {
                   "file, ModelCheckpoint to .h5)",
     "load_weights_by_name": "load weights by layer name (load_weights(..., by_name=True)), for example "
                             "pretrained weights into a model of your own",
+    "frozen_nested_model": "nest a model that has frozen layers (trainable=False) inside another model, "
+                           "as when fine-tuning a pretrained base such as VGG16",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
