@@ -154,6 +154,9 @@ USAGES: dict[str, str] = {
                             "pretrained weights into a model of your own",
     "frozen_nested_model": "nest a model that has frozen layers (trainable=False) inside another model, "
                            "as when fine-tuning a pretrained base such as VGG16",
+    "permuted_visible_devices": "list the GPUs out of order in CUDA_VISIBLE_DEVICES (for example "
+                                "1,2,3,4,5,6,7,0)",
+    "nccl_algo_nvls": "force NCCL's NVLink SHARP algorithm (NCCL_ALGO=NVLS)",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
