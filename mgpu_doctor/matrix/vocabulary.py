@@ -144,6 +144,19 @@ USAGES: dict[str, str] = {
                       "server's request threads, a thread pool, a QThread, a data generator's threads)",
     "stateful_rnn": "build a recurrent layer (LSTM, GRU, SimpleRNN) with stateful=True, which keeps "
                     "its state between batches",
+    "precision_recall_metrics": "track Precision, Recall or metrics built on their counts (F1, "
+                                "SensitivityAtSpecificity, PrecisionAtRecall) under the strategy",
+    "resume_training": "load a saved model (load_model) and go on training it, expecting the "
+                       "optimizer to continue where it stopped",
+    "h5_weights": "save or load weights in the HDF5 format (save_weights / load_weights with a .h5 "
+                  "file, ModelCheckpoint to .h5)",
+    "load_weights_by_name": "load weights by layer name (load_weights(..., by_name=True)), for example "
+                            "pretrained weights into a model of your own",
+    "frozen_nested_model": "nest a model that has frozen layers (trainable=False) inside another model, "
+                           "as when fine-tuning a pretrained base such as VGG16",
+    "permuted_visible_devices": "list the GPUs out of order in CUDA_VISIBLE_DEVICES (for example "
+                                "1,2,3,4,5,6,7,0)",
+    "nccl_algo_nvls": "force NCCL's NVLink SHARP algorithm (NCCL_ALGO=NVLS)",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
