@@ -19,6 +19,8 @@ from mgpu_doctor.model.findings import MOSTLY_SKIPPED_CHECK
 from mgpu_doctor.multiworker import findings as multiworker
 from mgpu_doctor.pasted import findings as pasted
 from mgpu_doctor.smoke import known_issues as smoke_matching
+from mgpu_doctor.smoke import leak as leak_probe
+from mgpu_doctor.training import observed as user_model
 
 # What smoke/rules.py emits per run (LAYER: dense, lstm, ...).
 SMOKE_CODES = (
@@ -28,7 +30,7 @@ SMOKE_CODES = (
     "smoke.LAYER.uneven-final-batch", "smoke.LAYER.memory-growth", "smoke.LAYER.poor-scaling",
     "smoke.LAYER.save-failed", "smoke.LAYER.load-failed", "smoke.LAYER.reload-differs",
     "smoke.LAYER.resume-failed", "smoke.LAYER.input-bound", "smoke.LAYER.never-pays-off",
-    "smoke.LAYER.pays-off",
+    "smoke.LAYER.pays-off", "smoke.LAYER.leak",
     "smoke.batchnorm.unsynced-statistics", "smoke.batch-indivisible", "smoke.scaling-map",
 )
 
@@ -49,8 +51,11 @@ def declared_codes() -> list[CodeRow]:
     rows += [(MOSTLY_SKIPPED_CODE, f"`{MOSTLY_SKIPPED_CHECK}` (most checks skipped)")]
     rows += [(crash_code("CHECK"), "any check that itself failed (a bug)")]
     rows += [(code, f"`{name}`") for name, codes in GATE_CODES.items() for code in codes]
+    rows += [(code, "`--model`") for code in user_model.CODES]
     rows += [(code, "`smoke`") for code in SMOKE_CODES]
     rows += [(code, "`smoke` (looked up in the matrix)") for code in smoke_matching.CODES]
+    rows += [(code, "`smoke --leak-probe`, `--level long` (looked up in the matrix)")
+             for code in leak_probe.CODES]
     rows += [(code, "`smoke --workers`, `--tf-config`") for code in multiworker.CODES]
     rows += [(code, "`smoke --workers K --level long` (the resume test)")
              for code in multiworker.RESUME_CODES]

@@ -33,7 +33,7 @@ from mgpu_doctor.gate.requirements import Requirements, layer_outcomes, requirem
 from mgpu_doctor.matrix.compat_tables import CompatTableError, bundled_cuda_driver_table, load_bundled_tables
 from mgpu_doctor.matrix.environment import BadEnvironment
 from mgpu_doctor.matrix.known_issues import VERSION_KEYS
-from mgpu_doctor.model.findings import CheckOutcome, Section
+from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Section
 from mgpu_doctor.model.redact import Identity, mask_snapshot, redact_report
 from mgpu_doctor.model.report import Report, new_report
 from mgpu_doctor.model.serde import SchemaError, from_jsonable
@@ -41,11 +41,15 @@ from mgpu_doctor.model.smoke_runs import SmokeRun, runs_from_report
 from mgpu_doctor.model.snapshot import NotJsonText, Snapshot, SnapshotLoadError, load_document
 from mgpu_doctor.model.training import TrainingProfile
 from mgpu_doctor.model.unavailable import Unavailable
+from mgpu_doctor.model.user_model import ModelObservation, ModelRequest
 from mgpu_doctor.probes.gather import GatherOptions, Progress, gather_snapshot
+from mgpu_doctor.probes.user_model import observe_model
 from mgpu_doctor.process.interpreter import Interpreter
 from mgpu_doctor.smoke.request import SmokeRequest
 from mgpu_doctor.training.apply import with_training
 from mgpu_doctor.training.declared import checked_recorded, over_recorded, query_profile
+from mgpu_doctor.training.observed import CHECK_NAME as MODEL_CHECK
+from mgpu_doctor.training.observed import model_outcome, with_observed
 
 if TYPE_CHECKING:
     from mgpu_doctor.environment.library_view import LibrariesView
@@ -74,6 +78,7 @@ class DiagnoseOptions:
     today: _dt.date | None = None  # for acknowledgement expiry; None: today
     # How the user trains, declared in the project's files and the options (--strategy, --usage, ...)
     training: TrainingProfile = field(default_factory=TrainingProfile)
+    model: ModelRequest | None = None  # --model: the user's model, built and read in a child
 
 
 @dataclass(frozen=True)
@@ -98,13 +103,20 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
     """Run the pipeline; ``progress`` hears about slow steps, ``stream`` gets the smoke progress."""
     if options.from_file is not None and options.interpreter is not None:
         raise BadInput("--from and --python cannot be used together")
+    if options.from_file is not None and options.model is not None:
+        raise BadInput("--from and --model cannot be used together: the model is built where the "
+                       "doctor runs; a report made with --model carries what it observed")
     checks = with_team_matrix(options.checks, options.matrix_dirs)
     load_tables()
     facts = obtain_facts(options, progress)
     original = facts.snapshot
     training = over_recorded(facts.training, options.training)
+    model = model_section(options, progress)
+    if model is not None and model[1] is not None:
+        training = with_observed(training, model[1])
     env = with_training(resolve(original), training)
     outcomes = [run_check(c, env) for c in checks]
+    outcomes += [model[0]] if model is not None else []
     notes: list[str] = []
     if original.pasted is not None:  # what the paste's own log lines prove, and what was read
         from mgpu_doctor.pasted.findings import PASTED_CHECK
@@ -113,7 +125,7 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
         outcomes.append(run_check(PASTED_CHECK, env))
         notes += pasted_notes(original.pasted)
     outcomes += [o for o in [mostly_skipped(outcomes)] if o is not None]
-    section = smoke_section(options, facts, stream)
+    section = smoke_section(options, facts, stream, training, env)
     gates = requirement_checks(options.requirements,
                                layer_outcomes(section.runs if section is not None else None))
     outcomes += [replace(o, section=Section.SMOKE) for o in (section.outcomes if section is not None else [])]
@@ -197,6 +209,21 @@ def obtain_facts(options: DiagnoseOptions, progress: Progress | None = None) -> 
     return Facts(snapshot, "this machine")
 
 
+def model_section(options: DiagnoseOptions, progress: Progress | None = None
+                  ) -> tuple[CheckOutcome, ModelObservation | None] | None:
+    """``--model``: build the user's model in a child and read it (not with --quick)."""
+    if options.model is None:
+        return None
+    if options.quick:
+        return (CheckOutcome(MODEL_CHECK, f"Your model ({options.model.model})", CheckStatus.SKIPPED,
+                             skip_reason="--quick imports no TensorFlow: the model is not built",
+                             section=Section.TENSORFLOW), None)
+    if progress is not None:
+        progress(f"building your model {options.model.model} in a child process", slow=True)
+    observation = observe_model(options.model, options.interpreter or Interpreter.current())
+    return replace(model_outcome(observation), section=Section.TENSORFLOW), observation
+
+
 def pasted_facts(path: Path, not_json: NotJsonText) -> Facts:
     """A file that is not JSON: read it as a paste (an issue body), or say it is neither."""
     from mgpu_doctor.pasted.split import MAX_PASTE_CHARS, NothingRecognised, snapshot_from_paste
@@ -228,18 +255,26 @@ def recorded_training(report_data: dict[str, Any] | None, path: Path) -> Trainin
     return checked_recorded(profile, f"{path}: report.training")
 
 
-def smoke_section(options: DiagnoseOptions, facts: Facts, stream: TextIO | None) -> SmokeSection | None:
-    """Run the smoke trainings (not with --quick or --from), or replay the ones a file recorded."""
+def smoke_section(options: DiagnoseOptions, facts: Facts, stream: TextIO | None,
+                  training: TrainingProfile | None = None,
+                  resolved: ResolvedEnvironment | None = None) -> SmokeSection | None:
+    """Run the smoke trainings (not with --quick or --from), or replay the ones a file recorded.
+
+    The usage the training profile declares or the model shows adds its usage scenarios; the
+    user's model's runs are looked up in ``resolved`` (the environment with the profile applied)."""
     # The smoke engine is imported only where it runs: `check --quick` never needs it.
     if options.smoke is not None and not options.quick and options.from_file is None:
         from mgpu_doctor.smoke.section import run_requested
 
-        return run_requested(facts.snapshot, options.smoke, options.interpreter or Interpreter.current(),
-                             options.matrix_dirs, stream)
+        request = options.smoke
+        if training is not None and not request.options.usage:
+            request = replace(request, options=replace(request.options, usage=training.facts().usage))
+        return run_requested(facts.snapshot, request, options.interpreter or Interpreter.current(),
+                             options.matrix_dirs, stream, resolved)
     if facts.smoke_runs:
         from mgpu_doctor.smoke.section import replayed_section
 
-        return replayed_section(facts.smoke_runs, facts.snapshot, options.matrix_dirs, facts.level)
+        return replayed_section(facts.smoke_runs, facts.snapshot, options.matrix_dirs, facts.level, resolved)
     return None
 
 

@@ -174,7 +174,9 @@ def test_each_compared_fact_differs(name, odd, others, key, expected):
         row = report.fleet.row(k)
         assert row is not None and row.status == "differs", row
     assert [r.key for r in report.fleet.differences] == keys
-    assert codes(report) == expected
+    # A node's own findings (fleet.node-problems) follow the matrix: a TF_CONFIG with two workers
+    # makes the healthy node's NCCL 2.27.7 a known multi-node crash. This test is about the fact.
+    assert {c: s for c, s in codes(report).items() if c != "fleet.node-problems" or c in expected} == expected
     for finding in report.findings:
         assert finding.fix and finding.evidence
 
@@ -257,11 +259,13 @@ def test_fact_unknown_everywhere_skips_the_check_with_the_reason():
 def test_per_node_variables_are_not_compared_but_duplicate_tasks_are():
     a = node("gpu-node-01", env(SLURM_PROCID="0", TF_CONFIG=TF_CONFIG % 0)(HEALTHY))
     b = node("gpu-node-02", env(SLURM_PROCID="1", TF_CONFIG=TF_CONFIG % 1)(HEALTHY))
-    assert report_of(a, b).findings == []
+    # Each node's own findings (fleet.node-problems: with two workers the healthy node's NCCL
+    # 2.27.7 is a known multi-node crash) are not what this test compares.
+    assert [f for f in report_of(a, b).findings if f.code != "fleet.node-problems"] == []
     c = node("gpu-node-03", env(SLURM_PROCID="2", TF_CONFIG=TF_CONFIG % 1)(HEALTHY))
-    found = report_of(a, b, c)
-    assert codes(found) == {"fleet.tf-config-task-duplicate": Severity.ERROR}
-    assert "task worker:1: gpu-node-02, gpu-node-03" in found.findings[0].evidence
+    found = [f for f in report_of(a, b, c).findings if f.code != "fleet.node-problems"]
+    assert {f.code: f.severity for f in found} == {"fleet.tf-config-task-duplicate": Severity.ERROR}
+    assert "task worker:1: gpu-node-02, gpu-node-03" in found[0].evidence
 
 
 def test_nodes_named_by_host_then_file():

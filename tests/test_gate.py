@@ -302,6 +302,7 @@ def test_schema_describes_every_dataclass_field():
     from mgpu_doctor.environment import library_view
     from mgpu_doctor.model import findings, pasted, report, snapshot
     from mgpu_doctor.model.device_row import DeviceRow
+    from mgpu_doctor.model.smoke_runs import LeakCycle
     from mgpu_doctor.multiworker.model import MultiWorkerRun, WorkerOutcome
     from mgpu_doctor.smoke.checkpoint import CheckpointStep
 
@@ -315,7 +316,7 @@ def test_schema_describes_every_dataclass_field():
         "libraries": snapshot.LibraryFacts, "library_copy": snapshot.LibraryCopy,
         "search_dir": snapshot.SearchDir, "cuda_toolkit": snapshot.CudaToolkit,
         "smoke_run": SmokeRun, "multiworker_run": MultiWorkerRun, "multiworker_worker": WorkerOutcome,
-        "checkpoint_step": CheckpointStep,
+        "checkpoint_step": CheckpointStep, "leak_cycle": LeakCycle,
         "device_row": DeviceRow, "libraries_view": library_view.LibrariesView,
         "library_row": library_view.LibraryRow, "library_copy_view": library_view.CopyView,
         "pasted": pasted.PastedFacts, "pasted_part": pasted.PastedPart, "pasted_version": pasted.PastedVersion,

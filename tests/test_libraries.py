@@ -182,6 +182,9 @@ DRIVERS = load_cuda_driver_table(Path(compat_tables.bundled_matrix_dir()) / comp
 
 def configured(scenario, tf_version: str, cuda: str, cudnn: str, driver: str):
     """A healthy box running exactly ``cuda`` / ``cudnn`` for TensorFlow ``tf_version``."""
+    # A loaded libcudart reports its full version: the table's "9" (TensorFlow 1.9-1.12, which
+    # open libcudart.so.9.0) is 9.0 on a machine, not every 9.x.
+    cuda = cuda if "." in cuda else f"{cuda}.0"
     snap = scenario("healthy-8gpu-nvlink")
     libs = pip_cuda_libraries(driver)
     major = cuda.split(".")[0]
@@ -447,3 +450,18 @@ def test_an_nvcc_that_prints_garbage_costs_only_its_own_version(tmp_path, prints
     assert "--version" not in copies["nvcc"].versions
     assert copies["ptxas"].versions["--version"] == "12.5.82"
     assert copies["cudart"].path == str(lib)
+
+
+@pytest.mark.parametrize("row,field", [
+    ('series = "2.4"\ncuda = "11.0"\ncudnn = "8.0"\nsource = "https://x"\n', "nightly[0].first"),
+    ('series = "2.4"\nfirst = "20.8.2020"\ncuda = "11.0"\ncudnn = "8.0"\nsource = "https://x"\n',
+     "nightly[0].first"),
+    ('series = "2.4"\nfirst = "2020-08-20"\ncuda = "11.0"\ncudnn = "8.0"\n', "nightly[0].source"),
+])
+def test_broken_nightly_row_names_file_and_field(tmp_path, row, field):
+    text = ('schema_version = 1\nsource = "https://x"\n[[build]]\ntensorflow = "2.4.0"\npackage = "p"\n'
+            'python = "3.8"\ncuda = "11.0"\ncudnn = "8.0"\n[[nightly]]\n' + row)
+    path = touch(tmp_path / "tensorflow.toml", text)
+    with pytest.raises(CompatTableError) as err:
+        load_tensorflow_table(path)
+    assert str(err.value).startswith(f"{path}: field {field}:")

@@ -46,6 +46,9 @@ def environment_from_snapshot(snapshot: Snapshot) -> Environment:
     ("2.0.0b0", "==2.0.0b0", Tri.YES),
     ("9", ">=8.0,<9.1", Tri.UNKNOWN),  # cuDNN "9" from TensorFlow's build info is any 9.x
     ("9", ">=9,<10", Tri.YES),
+    ("9", "==9.3.*", Tri.UNKNOWN),  # every 9.x: 9.3 is one of them, 9.1 is not
+    ("11", ">=11.2", Tri.UNKNOWN),  # CUDA 11 is not 11.0
+    ("12", "==11.*", Tri.NO),
     ("1.12", ">=1.10,<1.13", Tri.YES),
     ("1.12", "==1.12.0", Tri.UNKNOWN),
     ("555.42.02", ">=555.42.2", Tri.YES),
@@ -261,7 +264,7 @@ def test_a_failure_reported_for_older_releases_still_happening_here_is_named() -
     assert {f.code for f in findings} == {"smoke.known-issue.tf-mirrored-nan-empty-replica-batch",
                                           "smoke.known-issue.tf-batchnorm-nan-last-batch-of-one"}
     empty = next(f for f in findings if f.code.endswith("tf-mirrored-nan-empty-replica-batch"))
-    assert "reported for tensorflow >=2.0,<2.9, still happens with tensorflow 2.21.0 here" in empty.title
+    assert "reported for tensorflow >=2.0,<=2.8.0, still happens with tensorflow 2.21.0 here" in empty.title
     assert empty.severity is Severity.WARNING and empty.links and "drop_remainder" in empty.fix
     assert "known issue: tf-mirrored-nan-empty-replica-batch" in empty.evidence[0]
     # Another layer's NaN on an even split is not that issue: not in the matrix, report it.
@@ -436,3 +439,107 @@ def test_cannot_tell_is_shown_only_when_a_version_it_names_agrees(capsys) -> Non
     main(["matrix", "query", "tensorflow==2.15.0", "nccl==2.8.4", "gpus=2", "--format", "json"])
     found = {f["code"]: f for c in json.loads(capsys.readouterr().out)["checks"] for f in c["findings"]}
     assert "known-issue.nccl-shm-container-dev-shm-too-small" in found
+
+
+# --- the rules of "every entry as its sources say" that `matrix validate` holds --------------
+
+GOOD_ENTRY = '''
+[[issue]]
+id = "{id}"
+title = "A hang"
+symptom = "hang"
+confidence = "reported"
+summary = "Seen by a reporter with TensorFlow 2.10.0."
+workaround = "{workaround}"
+{fixed_in}affects = {{ tensorflow = "{affects}" }}
+
+[[issue.sources]]
+url = "{url}"
+kind = "{kind}"
+note = "{note}"
+{extra}
+[[issue.examples]]
+matches = true
+env = {{ tensorflow = "2.10.0" }}
+
+[[issue.examples]]
+matches = false
+env = {{ tensorflow = "2.12.0" }}
+'''
+
+
+def entry(**changes: str) -> str:
+    values = {"id": "rule-entry", "workaround": "Set NCCL_P2P_DISABLE=1 (the reporter's fix).", "fixed_in": "",
+              "affects": ">=2.10,<=2.10.0", "url": "https://github.com/tensorflow/tensorflow/issues/1",
+              "kind": "issue", "note": "", "extra": ""}
+    values.update(changes)
+    return GOOD_ENTRY.format(**values)
+
+
+def problems_of(tmp_path: Path, *entries: str) -> list[str]:
+    path = tmp_path / "rules.toml"
+    path.write_text("schema_version = 1\n" + "".join(entries))
+    return [str(p) for p in load_known_issue_files([path]).problems]
+
+
+PR_SOURCE = ('[[issue.sources]]\nurl = "https://github.com/tensorflow/tensorflow/pull/2"\n'
+             'kind = "pull-request"\n')
+
+
+@pytest.mark.parametrize(("changes", "field"), [
+    # an upper bound reads as a fix: it needs fixed_in
+    ({"affects": ">=2.10,<2.11"}, "affects.tensorflow"),
+    # fixed_in that no release note, change or source note backs
+    ({"affects": ">=2.10,<2.11", "fixed_in": 'fixed_in = "tensorflow 2.11"\n'}, "fixed_in"),
+    # a reporter's "2.10" written so that it admits 2.10.0 only
+    ({"affects": "==2.10"}, "affects.tensorflow"),
+    ({"affects": ">=2.9,<=2.10"}, "affects.tensorflow"),
+    # "None ..." that is not "None posted" / "None confirmed"
+    ({"workaround": "None from the maintainers. Restart."}, "workaround"),
+    ({"workaround": "No fix in the thread. Restart the job."}, "workaround"),
+    # advice of our own after "None posted", not marked
+    ({"workaround": "None posted. Restart the job."}, "workaround"),
+    # the same URL twice in one entry
+    ({"extra": '[[issue.sources]]\nurl = "https://github.com/tensorflow/tensorflow/issues/1"\nkind = "issue"\n'},
+     "sources[1].url"),
+    # a pull request that is not a pull-request address
+    ({"kind": "pull-request"}, "sources[0].url"),
+])
+def test_validate_refuses_an_entry_that_says_more_than_its_sources(tmp_path, changes, field) -> None:
+    assert problems_of(tmp_path, entry()) == []
+    found = problems_of(tmp_path, entry(**changes))
+    assert len(found) == 1 and "\n" not in found[0], found
+    assert found[0].startswith(f"{tmp_path / 'rules.toml'} [rule-entry] {field}: "), found
+
+
+@pytest.mark.parametrize("changes", [
+    {"affects": ">=2.10,<2.11", "fixed_in": 'fixed_in = "tensorflow 2.11"\n', "extra": PR_SOURCE},
+    {"affects": ">=2.10,<2.11", "fixed_in": 'fixed_in = "tensorflow 2.11"\n',
+     "note": "maintainer: fixed in 2.11"},
+    {"affects": ">=2.10,<2.11.dev0"},  # the 2.10 series as the reporter wrote it
+    {"workaround": "None posted."},
+    {"workaround": "None posted. Generic advice: restart the job."},
+    {"workaround": "None posted in the thread. From #2: a restart helped. Generic advice (ours): restart."},
+    {"affects": "==2.10.*"},
+    {"affects": ">=2.9,<2.11.dev0"},
+    {"workaround": "None confirmed in the thread. A commenter suggested a restart."},
+    {"workaround": "None posted; a maintainer said to ignore it. Generic advice, not from the thread: x."},
+])
+def test_validate_accepts_what_the_sources_back(tmp_path, changes) -> None:
+    assert problems_of(tmp_path, entry(**changes)) == []
+
+
+def test_validate_refuses_two_entries_on_one_upstream_report(tmp_path) -> None:
+    found = problems_of(tmp_path, entry(), entry(id="rule-entry-two"))
+    assert len(found) == 1 and found[0].startswith(
+        f"{tmp_path / 'rules.toml'} [rule-entry-two] sources[0].url: the primary source of rule-entry too"), found
+    # two reports in one thread, each naming the comment it retells
+    assert problems_of(tmp_path, entry(note="comment by A"), entry(id="rule-entry-two", note="comment by B")) == []
+
+
+def test_an_upper_bound_on_a_library_is_a_compatibility_limit_not_a_fix(tmp_path) -> None:
+    text = entry().replace('affects = { tensorflow = ">=2.10,<=2.10.0" }',
+                           'affects = { tensorflow = ">=2.10,<=2.10.0", cudnn = "<8.6" }')
+    assert 'cudnn = "<8.6"' in text
+    assert problems_of(tmp_path, text) == []
+    assert problems_of(tmp_path, text.replace('cudnn = "<8.6"', 'nccl = "<2.18"'))  # nccl fixes bugs

@@ -16,7 +16,15 @@ from mgpu_doctor.checks import CHECKS
 from mgpu_doctor.cli import main
 from mgpu_doctor.diagnose import judge_snapshot
 from mgpu_doctor.environment.matrix_view import environment_from_resolved
-from mgpu_doctor.environment.resolve import KerasFamily, Origin, reading, resolve, resolved, same_release
+from mgpu_doctor.environment.resolve import (
+    BuildKind,
+    KerasFamily,
+    Origin,
+    reading,
+    resolve,
+    resolved,
+    same_release,
+)
 from mgpu_doctor.matrix.compat_tables import bundled_cuda_driver_table, bundled_tensorflow_table
 from mgpu_doctor.model.findings import Severity
 from mgpu_doctor.model.snapshot import LibraryCopy, LibraryFacts, load_snapshot
@@ -406,3 +414,114 @@ def test_tested_builds_raise_no_error_and_only_the_reviewed_warnings():
     if os.environ.get("MGPU_DOCTOR_UPDATE_GOLDEN"):
         TESTED_BUILD_WARNINGS.write_text(text)
     assert text == TESTED_BUILD_WARNINGS.read_text()
+
+
+# --- versions read as written: short versions, nightlies, builds other than the pip wheel -----
+
+def query_findings(capsys, terms) -> tuple[int, dict[str, str], dict[str, str]]:
+    """Exit code, {code: severity}, {check name: skip reason}."""
+    rc = main(["matrix", "query", *terms, "--format", "json"])
+    data = json.loads(capsys.readouterr().out)
+    found = {f["code"]: f["severity"] for c in data["checks"] for f in c["findings"]}
+    skipped_checks = {c["name"]: c["skip_reason"] for c in data["checks"] if c["status"] == "skipped"}
+    return rc, found, skipped_checks
+
+
+@pytest.mark.parametrize("terms,code", [
+    # CUDA 11 is 11.0 to 11.8: 455.23 runs 11.0 and 11.1 fully, 11.2 and newer only through compat
+    (["cuda==11", "driver==455.23"], "driver.cuda-version-short"),
+    # 11 is not older than the 11.2 TensorFlow 2.10 was built with; it may be 11.2 or 11.8
+    (["tensorflow==2.10.0", "cuda==11"], "libraries.version-short"),
+    # cuDNN 9 may be the 9.3 TensorFlow 2.18 needs, or an older 9.x it refuses
+    (["tensorflow==2.18.0", "cudnn==9"], "libraries.version-short"),
+])
+def test_a_short_version_is_every_completion_and_cannot_tell_when_they_disagree(capsys, terms, code):
+    rc, found, _ = query_findings(capsys, terms)
+    assert found.get(code) == "info", found
+    assert rc == 0 and not {c for c, sev in found.items() if sev in ("warning", "error")}, found
+
+
+def test_a_short_version_all_completions_agree_on_is_decided(capsys):
+    _, found, _ = query_findings(capsys, ["cuda==11", "driver==530.30.02"])  # newer than every 11.x needs
+    assert found.get("driver.ok") == "ok"
+    _, found, _ = query_findings(capsys, ["tensorflow==2.18.0", "cuda==11"])  # 12.5 build: no 11.x fits
+    assert found.get("libraries.major-mismatch") == "error"
+
+
+@pytest.mark.parametrize("nightly,cuda,expected", [
+    # tf-nightly moved to CUDA 11 on the night of 2020-08-18 (tensorflow/tensorflow#42047)
+    ("2.4.0.dev20200701", "10.1", "libraries.match"),
+    ("2.4.0.dev20200701", "11.0", "libraries.major-mismatch"),
+    ("2.4.0.dev20200901", "11.0", "libraries.match"),
+    ("2.4.0.dev20200818", "10.1", None),  # the night of the switch: cannot tell
+    ("2.5.0.dev20210101", "11.0", None),  # 2.4 (11.0) and 2.5 (11.2) differ, no source dates it
+    ("2.19.0.dev20241203", "12.5", "libraries.match"),  # 2.18 and 2.19 were built alike
+])
+def test_a_nightly_is_placed_by_its_date(capsys, nightly, cuda, expected):
+    _, found, skipped_checks = query_findings(capsys, [f"tf-nightly=={nightly}", f"cuda=={cuda}"])
+    if expected is None:
+        assert not any(c.startswith("libraries.") for c in found), found
+        assert "does not tell" in skipped_checks["cuda-libraries"], skipped_checks
+    else:
+        assert expected in found, found
+
+
+@pytest.mark.parametrize("terms", [
+    ["tensorflow==2.15.0", "build=source", "cuda==12.0"],
+    ["nvidia-tensorflow==1.15.5+nv22.12", "cuda==11.8"],
+    ["nvidia-tensorflow==1.15.5", "cuda==11.8"],
+    ["tensorflow==1.15.5+nv22.12", "cuda==11.8"],
+    ["tensorflow==1.15.5", "build=nvidia", "cuda==11.8"],
+])
+def test_a_build_other_than_the_pip_wheel_is_not_given_the_wheels_build(capsys, terms):
+    rc, found, skipped_checks = query_findings(capsys, terms)
+    assert rc == 0 and not any(c.startswith("libraries.") for c in found), found
+    assert "the pip wheels' tested builds do not say" in skipped_checks["cuda-libraries"]
+
+
+def test_the_pip_wheel_of_the_same_versions_is_still_judged_by_its_build(capsys):
+    rc, found, _ = query_findings(capsys, ["tensorflow==1.15.5", "cuda==11.8"])
+    assert rc == 1 and found["libraries.major-mismatch"] == "error"
+    rc, found, _ = query_findings(capsys, ["tensorflow==2.15.0", "build=pip", "cuda==11.8"])
+    assert rc == 1 and found["libraries.major-mismatch"] == "error"
+
+
+def test_a_bad_build_term_is_one_line_exit_2(capsys):
+    assert main(["matrix", "query", "tensorflow==2.15.0", "build=conda"]) == 2
+    err = capsys.readouterr().err
+    assert "build=conda" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("change", [
+    {"packages": {"nvidia-tensorflow": "1.15.5+nv22.12", "tensorflow": ""}},
+    {"env": {"NVIDIA_TENSORFLOW_VERSION": "22.12-tf1"}},
+])
+def test_a_machine_with_nvidias_tensorflow_is_not_given_the_wheels_build(change):
+    snap = replace(BASE, tensorflow=skipped("--quick", cause="quick"))
+    if "packages" in change:
+        snap = replace(snap, packages=packages(**change["packages"]))
+    if "env" in change:
+        snap = replace(snap, env={**snap.env, **change["env"]})
+    env = resolve(snap)
+    assert env.build is BuildKind.NVIDIA and env.build_why
+    assert not env.built_cuda.known and "NVIDIA's build" in str(env.built_cuda.missing)
+    assert resolve(replace(BASE, tensorflow=skipped("--quick", cause="quick"))).built_cuda.known  # control
+
+
+def test_keras_nightly_installed_is_the_keras_version():
+    snap = replace(BASE, tensorflow=skipped("--quick", cause="quick"),
+                   packages=packages(keras="", **{"keras-nightly": "3.8.0.dev2024121803"}))
+    assert resolve(snap).keras.text == "3.8.0.dev2024121803"
+
+
+def test_a_keras_only_query_names_the_entries_a_tensorflow_version_would_decide(capsys):
+    main(["matrix", "query", "keras==2.1.6", "gpus=2", "strategy=multi_gpu_model", "--format", "json"])
+    data = json.loads(capsys.readouterr().out)
+    needs = [f for c in data["checks"] for f in c["findings"] if f["code"] == "matrix.needs-version"]
+    assert len(needs) == 1 and needs[0]["severity"] == "info"
+    # keyed on TensorFlow < 2.4 only, with strategy multi_gpu_model: a TensorFlow version decides it
+    assert any(line.startswith("multi-gpu-model-batchnorm-nan-empty-replica:") for line in needs[0]["evidence"])
+    main(["matrix", "query", "keras==2.1.6", "tensorflow==1.12.0", "gpus=2", "strategy=multi_gpu_model",
+          "--format", "json"])
+    data = json.loads(capsys.readouterr().out)
+    assert not [f for c in data["checks"] for f in c["findings"] if f["code"] == "matrix.needs-version"]

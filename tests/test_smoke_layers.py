@@ -18,7 +18,7 @@ from mgpu_doctor.model.smoke_runs import SmokeRun
 from mgpu_doctor.multiworker.suite import MultiWorkerPlan
 from mgpu_doctor.smoke.known_issues import run_environment
 from mgpu_doctor.smoke.layers import DATA_KINDS, SMOKE_LAYERS, SmokeLayer, layer_names, markdown_table
-from mgpu_doctor.smoke.plan import PlanError, SmokeOptions, plan_runs
+from mgpu_doctor.smoke.plan import USER_MODEL, PlanError, SmokeOptions, plan_runs
 from mgpu_doctor.smoke.plan import parse_layers as parse_smoke_layers
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,8 +51,8 @@ def test_every_row_is_well_formed_and_looked_up_under_words_the_matrix_knows():
 
 def test_the_report_schema_names_exactly_the_table_layers():
     defs = json.loads(SCHEMA.read_text())["$defs"]
-    for name in ("smoke_run", "multiworker_run"):
-        assert defs[name]["properties"]["layer"]["enum"] == list(layer_names()), (
+    for name, more in (("smoke_run", [USER_MODEL]), ("multiworker_run", [])):
+        assert defs[name]["properties"]["layer"]["enum"] == [*layer_names(), *more], (
             f"{SCHEMA.name} $defs.{name}.layer.enum differs from SMOKE_LAYERS in mgpu_doctor/smoke/layers.py")
 
 

@@ -11,7 +11,7 @@ from mgpu_doctor.cli import main
 from mgpu_doctor.gate.requirements import LayerOutcome, layer_outcomes
 from mgpu_doctor.model.findings import CheckStatus, Severity
 from mgpu_doctor.model.serde import from_jsonable, to_jsonable
-from mgpu_doctor.model.smoke_runs import SCENARIOS, SmokeRun, SmokeSpec
+from mgpu_doctor.model.smoke_runs import LEAK_SCENARIO, SCENARIOS, SmokeRun, SmokeSpec
 from mgpu_doctor.renderers import RenderOptions, junit
 from mgpu_doctor.smoke.layers import SMOKE_LAYERS
 from mgpu_doctor.smoke.measure import run_from_child, slope
@@ -45,7 +45,8 @@ def test_long_plan_covers_every_layer_variant_device_count_and_scenario_and_swee
     main, *sweep = level.batch_sizes
     assert sweep, "the long level sweeps the global batch"
     assert {s.device_kind for s in specs} == {"cpu-virtual"}
-    assert {s.epochs for s in specs} == {level.epochs} and level.epochs >= 5  # a slope of 4+ points
+    # a slope of 4+ points (the leak probe calls fit one epoch at a time: tests/test_smoke_leak.py)
+    assert {s.epochs for s in specs if s.scenario != LEAK_SCENARIO} == {level.epochs} and level.epochs >= 5
     variants = {(row.name, v) for row in SMOKE_LAYERS.values() for v in row.variants}
     assert {(layer, v, d, sc, main) for layer, v in variants for d in (1, 2) for sc in SCENARIOS} <= planned("long")
     assert {(layer, v, d, "even", b) for layer, v in variants for d in (1, 2) for b in sweep} <= planned("long")

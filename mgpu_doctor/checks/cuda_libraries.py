@@ -10,7 +10,7 @@ from mgpu_doctor.environment.library_copies import MAIN_LIBRARIES, cuda_major_of
 from mgpu_doctor.environment.resolve import ResolvedEnvironment
 from mgpu_doctor.model.findings import Finding, Severity
 from mgpu_doctor.model.unavailable import Unavailable
-from mgpu_doctor.model.versions import major_minor
+from mgpu_doctor.model.versions import is_short, major_minor
 
 # CUDA libraries TensorFlow's GPU support cannot start without (it logs "Cannot dlopen some GPU
 # libraries" and registers no GPU).
@@ -27,6 +27,7 @@ CODES = (
     "libraries.older-minor",
     "libraries.newer-minor",
     "libraries.version-unknown",
+    "libraries.version-short",
 )
 
 
@@ -114,6 +115,19 @@ def _compare(name: str, expected: str, found: str, evidence: list[str], built: B
             f"or reinstall with {wheel_hint}.",
         )]
     only_major = "." not in expected
+    if have[0] == want[0] and not only_major and is_short(found, 2):
+        # "11" is every 11.x: some are older than the 11.2 the build needs, some are not
+        return [Finding(
+            "libraries.version-short", Severity.INFO,
+            f"Cannot tell whether {label} {found} fits: TensorFlow {built.tensorflow} was built with "
+            f"{expected}, and {found} names no minor version",
+            evidence + [f"{found} stands for every {want[0]}.x: {expected} or newer fits"
+                        + (", older ones TensorFlow refuses" if name in OLDER_MINOR_SEVERITY else
+                           ", older ones may miss symbols the build relies on")],
+            fix=f"Name the full version (`mgpu-doctor libs` reads it); {label} {expected} or newer "
+            f"within {want[0]}.x fits.",
+            links=[TF_SOURCE_DOC],
+        )]
     if have[0] != want[0]:
         return [Finding(
             "libraries.major-mismatch", Severity.ERROR,

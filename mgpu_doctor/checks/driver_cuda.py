@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from packaging.version import Version
 
 from mgpu_doctor.checks.base import CheckSkipped
@@ -11,11 +13,11 @@ from mgpu_doctor.checks.facts_access import need_gpus
 from mgpu_doctor.checks.library_evidence import in_use_text
 from mgpu_doctor.checks.tensorflow_build import origin_text
 from mgpu_doctor.environment.resolve import ResolvedEnvironment
-from mgpu_doctor.matrix.compat_tables import bundled_cuda_driver_table
+from mgpu_doctor.matrix.compat_tables import CudaDriverTable, bundled_cuda_driver_table
 from mgpu_doctor.model.findings import Finding, Severity
 from mgpu_doctor.model.snapshot import LibraryFacts
 from mgpu_doctor.model.unavailable import Unavailable
-from mgpu_doctor.model.versions import minor_text, parse_version
+from mgpu_doctor.model.versions import is_short, minor_text, parse_version
 
 CUDA_COMPAT_DOC = "https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html"
 
@@ -27,6 +29,7 @@ CODES = (
     "driver.cuda-not-in-table",
     "driver.libcuda-mismatch",
     "driver.version-too-short",
+    "driver.cuda-version-short",
 )
 
 
@@ -42,13 +45,59 @@ def check_driver_for_cuda(env: ResolvedEnvironment) -> list[Finding]:
     runtime = env.cuda
     if not runtime.known:
         raise CheckSkipped("no CUDA runtime found and TensorFlow's build is unknown")
+    table = bundled_cuda_driver_table()
+    libcuda: list[Finding] = []
+    if snapshot is not None and not isinstance(snapshot.libraries, Unavailable):
+        libcuda = _libcuda_mismatch(snapshot.libraries, env.driver.text)
+    if is_short(runtime.text, 2):
+        return libcuda + _short_cuda(env, runtime.text, table)
     cuda = minor_text(runtime.text)
+    return libcuda + _driver_against(env, cuda, table)
+
+
+def _short_cuda(env: ResolvedEnvironment, text: str, table: CudaDriverTable) -> list[Finding]:
+    """CUDA named by its major only ("11"): judged against every minor of it the table has; the
+    one answer when they all give it, else "cannot tell" with the minors that fit and those that
+    do not (CUDA 11 is not 11.0)."""
+    major = int(text.split(".")[0])
+    minors = table.minors(major)
+    outcomes: dict[str, list[Finding]] = {}
+    for minor in minors:
+        try:
+            outcomes[minor] = _driver_against(env, minor, table)
+        except CheckSkipped:
+            continue
+    if not outcomes:
+        raise CheckSkipped(f"CUDA {text} is not in the driver table ({table.origin})")
+    verdicts = {minor: tuple(sorted(f.code for f in found)) for minor, found in outcomes.items()}
+    shown = f"{minors[0]}-{minors[-1]}" if len(minors) > 1 else minors[0]
+    note = f"CUDA {text} names no minor version: judged as every {major}.x in the table ({shown})"
+    if len(set(verdicts.values())) == 1:
+        found = outcomes[minors[-1]] if minors[-1] in outcomes else next(iter(outcomes.values()))
+        return [replace(f, evidence=[*f.evidence, note]) for f in found]
+    fits = [m for m, found in outcomes.items() if all(f.severity < Severity.WARNING for f in found)]
+    short = [m for m in outcomes if m not in fits]
+    driver_text = env.driver.text
+    return [Finding(
+        "driver.cuda-version-short", Severity.INFO,
+        f"Cannot tell whether driver {driver_text} is new enough for CUDA {text}: enough for "
+        f"{', '.join(fits) or 'none of its minors'}, not for {', '.join(short)}",
+        [f"driver: {driver_text}", note]
+        + [f"CUDA {m}: {found[0].title}" for m, found in outcomes.items() if found][:12],
+        fix=f"Name the CUDA runtime's full version (`mgpu-doctor libs` reads it); for CUDA {short[0]} "
+        "or newer, upgrade the driver.",
+        links=[CUDA_COMPAT_DOC],
+    )]
+
+
+def _driver_against(env: ResolvedEnvironment, cuda: str, table: CudaDriverTable) -> list[Finding]:
+    """The driver against the minimum for CUDA ``cuda`` (``X.Y``)."""
+    runtime = env.cuda
     lib = env.libraries.get("cudart")
     if runtime.observed:
         origin = f"CUDA runtime {cuda}: {in_use_text(lib, runtime)}"
     else:
         origin = f"CUDA {cuda}: what TensorFlow was built for ({origin_text(runtime)})"
-    table = bundled_cuda_driver_table()
     need_driver = table.requirement(cuda)
     driver = env.driver.version
     driver_text = env.driver.text
@@ -57,8 +106,6 @@ def check_driver_for_cuda(env: ResolvedEnvironment) -> list[Finding]:
     supports = f" (supports CUDA up to {env.driver_cuda})" if env.driver_cuda else ""
     evidence = [f"driver: {driver_text}{supports}", origin]
     findings: list[Finding] = []
-    if snapshot is not None and not isinstance(snapshot.libraries, Unavailable):
-        findings.extend(_libcuda_mismatch(snapshot.libraries, driver_text))
     upgrade = "Upgrade the NVIDIA driver"
     full = parse_version(need_driver.full_driver) if need_driver.full_driver else None
     compat = parse_version(need_driver.compat_driver) if need_driver.compat_driver else None

@@ -16,7 +16,7 @@ from mgpu_doctor.model.findings import Finding, Severity
 
 NAME = "known-issues"
 TITLE = "Known multi-GPU issues for these versions"
-CODES = ("known-issue.ID", "matrix.no-known-issue", "matrix.problems")
+CODES = ("known-issue.ID", "matrix.no-known-issue", "matrix.problems", "matrix.needs-version")
 
 
 def matrix_findings(matrix: Matrix) -> list[Finding]:

@@ -18,7 +18,8 @@ Test-only fault injection: MGPU_DOCTOR_SMOKE_FAULT="LAYER:FAULT[:DEVICES][,...]"
 hang (block forever inside a training step), abort (os.abort() in a step), leak (keep 48 MB
 more host memory each epoch), raise (a Python exception in a step), killed (SIGKILL in a step of
 the first attempt only, as a kill from outside would), slow_input (the input pipeline sleeps
-SLOW_INPUT_S for every batch, as a pipeline that decodes on one thread would).
+SLOW_INPUT_S for every batch, as a pipeline that decodes on one thread would). The leak probe
+(_smoke_leak.py) reads leak, leak_predict and leak_evaluate its own way.
 """
 
 import json
@@ -35,8 +36,10 @@ import _mgpu_child  # noqa: E402
 if __name__ == "__main__":
     _mgpu_child.start()  # first: die with the doctor, stacks on SIGUSR1 even in C code
 
-from _smoke_models import build_model, finite_or_none, keras_flavor, make_data, replica_difference  # noqa: E402
+from _smoke_models import finite_or_none, keras_flavor, replica_difference  # noqa: E402
 import _smoke_checkpoint  # noqa: E402
+import _smoke_leak  # noqa: E402
+import _smoke_scenarios  # noqa: E402
 
 CHECKPOINT_SCENARIOS = {"checkpoint": _smoke_checkpoint.run_checkpoint, "resume": _smoke_checkpoint.run_resume}
 
@@ -110,6 +113,7 @@ def train(tf, spec, result):
 
     keras, flavor, version = keras_flavor(tf)
     result["framework"] = "%s %s" % (flavor, version)
+    way = _smoke_scenarios.way_of_training(tf, keras, flavor, spec)
     devices = int(spec["devices"])
     names = configure_devices(tf, spec) if spec.get("configure_devices", True) else (
         ["/%s:%d" % ("gpu" if spec["device_kind"] == "gpu" else "cpu", i) for i in range(devices)])
@@ -119,13 +123,13 @@ def train(tf, spec, result):
     else:
         strategy = tf.distribute.OneDeviceStrategy(names[0])
     keras.utils.set_random_seed(int(spec.get("seed", 7)))
-    x, y = make_data(np, spec["layer"], int(spec["samples"]))
+    x, y = way.data(np)
+    way.before_build(result)
     with strategy.scope():
-        model = build_model(keras, flavor, spec["layer"], spec["variant"], spec.get("model_size", 1))
-        model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05), loss="mse")
+        model = way.build()
     result["parameters"] = int(model.count_params())
     fault = parse_fault(spec["layer"], devices)
-    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(int(spec["global_batch"]))
+    dataset = way.dataset(x, y)
     if fault == "slow_input":
         dataset = dataset.map(lambda a, b: slow_batch(tf, a, b))
     steps_per_epoch = -(-int(spec["samples"]) // int(spec["global_batch"]))
@@ -159,8 +163,8 @@ def train(tf, spec, result):
                     pass
 
     _mgpu_child.heartbeat("model built")
-    history = model.fit(dataset, epochs=epochs, verbose=0, callbacks=[Watch()])
-    raw_losses = [float(v) for v in history.history.get("loss", [])]
+    history = way.fit(strategy, model, dataset, epochs, [Watch()])
+    raw_losses = [float(v) for v in history.get("loss", [])]
     result["losses"] = [finite_or_none(v) for v in raw_losses]
     weights_finite = all(bool(np.all(np.isfinite(np.asarray(w)))) for w in model.get_weights())
     result["weights_finite"] = weights_finite
@@ -247,7 +251,10 @@ def run_one(tf, spec, out_dir, worker_pid, attempt):
     start = time.time()
     try:
         scenario = CHECKPOINT_SCENARIOS.get(spec["scenario"])
-        if scenario is None:
+        if spec["scenario"] == _smoke_leak.SCENARIO:
+            _smoke_leak.run_leak_probe(tf, configure_devices, spec, result,
+                                       parse_fault(spec["layer"], int(spec["devices"])))
+        elif scenario is None:
             train(tf, spec, result)
         else:  # stages in fresh processes of their own, in a scratch directory of this run
             workdir = os.path.join(out_dir, "checkpoint-%d-%d" % (spec["index"], attempt))
@@ -255,6 +262,8 @@ def run_one(tf, spec, out_dir, worker_pid, attempt):
                 scenario(tf, configure_devices, spec, result, workdir)
             finally:
                 shutil.rmtree(workdir, ignore_errors=True)
+    except _smoke_scenarios.Skipped as exc:
+        result.update(status="skipped", error_message=str(exc))
     except BaseException as exc:
         info = _mgpu_child.describe_exception(exc)
         result.update(status="error", error_type=info["type"], error_message=info["message"][-2000:],

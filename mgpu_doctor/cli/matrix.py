@@ -57,7 +57,8 @@ def add_parser(sub: Any) -> None:
         description="Which known issues apply to the versions and conditions given, e.g. "
         "`tensorflow==1.12 keras==2.2.4 cuda==9.0 cudnn==7.1 driver==384.81 gpus=2 "
         "layers=gru,lstm`. Versions: KEY==VERSION for tensorflow, keras, tf-keras, python, "
-        "cuda, cudnn, nccl, cublas, driver, numpy, protobuf, ml-dtypes, h5py, nvidia-* wheels. "
+        "cuda, cudnn, nccl, cublas, driver, numpy, protobuf, ml-dtypes, h5py, jax, jaxlib, "
+        "nvidia-* wheels. "
         "Conditions: gpus=N, layers=a,b, usage=a,b, strategy=, scenario=, workers=K, backend=, "
         "compute_capability=7.5, platform=, cpu_vendor=, interconnect=. Same findings and "
         "formats as `check`; the training profile of the working directory applies too.")

@@ -27,6 +27,12 @@ from mgpu_doctor.model.findings import Severity
 from mgpu_doctor.model.training import KEYS as TRAINING_KEYS
 from mgpu_doctor.model.training import OPTIONS as TRAINING_OPTIONS
 from mgpu_doctor.model.training import TrainingProfile
+from mgpu_doctor.model.user_model import (
+    DEFAULT_MODEL_TIMEOUT_S,
+    BadModelReference,
+    ModelRequest,
+    check_reference,
+)
 from mgpu_doctor.process.interpreter import Interpreter
 from mgpu_doctor.renderers import OutputFormat, RenderOptions
 from mgpu_doctor.smoke.layers import layer_names
@@ -43,7 +49,7 @@ from mgpu_doctor.smoke.plan import (
     parse_counts,
 )
 from mgpu_doctor.smoke.plan import parse_layers as parse_smoke_layers
-from mgpu_doctor.smoke.request import DEFAULT_STALL_TIMEOUT_S, SmokeRequest
+from mgpu_doctor.smoke.request import DEFAULT_STALL_TIMEOUT_S, SmokeRequest, smoke_backend
 from mgpu_doctor.training.declared import PYPROJECT, PYPROJECT_TABLE, WORDS, declared_profile
 
 FAIL_ON_CHOICES = ("info", "warning", "error")
@@ -96,6 +102,11 @@ def add_smoke_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> N
                         "filters); the map compares 1 vs N devices at every batch x size, every "
                         "scenario runs at the first (default: "
                         + "; ".join(_sizes_help(n) for n in SMOKE_LEVELS) + ")")
+    p.add_argument("--leak-probe", action=argparse.BooleanOptionalAction, default=None,
+                   help="call fit, predict and evaluate over and over on 1 and N devices and report "
+                        "memory that grows with every call (default: "
+                        + "; ".join(f"{'on' if LEVELS[n].leak_probe else 'off'} at {n}" for n in SMOKE_LEVELS)
+                        + ")")
     p.add_argument("--results", metavar="FILE",
                    help="append each run's result to FILE as a JSON line as soon as it finishes")
 
@@ -112,7 +123,7 @@ _TRAINING_HELP = {
     "usage": "how you train (the whole list)",
     "gpus": "the number of GPUs one worker trains on",
     "workers": "the number of workers (processes or nodes) you train with",
-    "backend": "Keras 3's backend",
+    "backend": "Keras 3's backend (jax: the smoke trains with keras.distribution.DataParallel)",
     "scenario": "how the last batch falls on the replicas",
 }
 
@@ -127,6 +138,50 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
         metavar = "N" if words is None else ("A,B" if key in ("layers", "usage") else "NAME")
         group.add_argument(TRAINING_OPTIONS[key], dest=f"training_{key}", metavar=metavar,
                            help=_TRAINING_HELP[key] + (f": {', '.join(words)}" if words else ""))
+
+
+def add_model_options(p: argparse.ArgumentParser) -> None:
+    """The user's own model, built and read in a child (and trained 1 vs N by `smoke`)."""
+    group = p.add_argument_group(
+        "your model (built in a child process under the strategy; only class and option names "
+        "come back)")
+    group.add_argument("--model", metavar="MODULE:FUNCTION",
+                       help="a function that returns your compiled Keras model: its layers, dtype "
+                            "policy, jit_compile, optimizer and metrics become observed training facts")
+    group.add_argument("--data", metavar="MODULE:FUNCTION",
+                       help="with --model: a function that returns a tf.data.Dataset or (x, y) arrays "
+                            "(smoke trains on it; default: synthetic data shaped from the model's inputs)")
+    group.add_argument("--model-path", metavar="DIR", action="append", default=[],
+                       help="put DIR first on the child's sys.path to import the module (repeatable)")
+    group.add_argument("--model-timeout", type=float, default=DEFAULT_MODEL_TIMEOUT_S, metavar="S",
+                       help=f"give up building the model after S seconds (default: "
+                            f"{DEFAULT_MODEL_TIMEOUT_S:g})")
+
+
+def model_request(args: argparse.Namespace) -> ModelRequest | None:
+    """``--model`` and its companions, checked (bad values: exit 2)."""
+    model, data = getattr(args, "model", None), getattr(args, "data", None)
+    paths = getattr(args, "model_path", None) or []
+    if model is None:
+        if data is not None or paths:
+            raise UsageError(f"{'--data' if data is not None else '--model-path'} needs --model "
+                             "MODULE:FUNCTION")
+        return None
+    timeout = getattr(args, "model_timeout", DEFAULT_MODEL_TIMEOUT_S)
+    if not (math.isfinite(timeout) and 0 < timeout <= MAX_STALL_TIMEOUT_S):
+        raise UsageError(f"--model-timeout must be a number of seconds above 0 and at most "
+                         f"{MAX_STALL_TIMEOUT_S:g}, got {timeout:g}")
+    for path in paths:
+        if not Path(path).expanduser().is_dir():
+            raise UsageError(f"--model-path {path}: no such directory")
+    try:
+        return ModelRequest(
+            model=check_reference("--model", model),
+            data=check_reference("--data", data) if data is not None else "",
+            path=os.pathsep.join(str(Path(p).expanduser().absolute()) for p in paths),
+            timeout_s=float(timeout))
+    except BadModelReference as exc:
+        raise UsageError(str(exc)) from None
 
 
 def training_profile(args: argparse.Namespace) -> TrainingProfile:
@@ -185,6 +240,7 @@ def add_diagnose_options(p: argparse.ArgumentParser) -> None:
     smoke = p.add_argument_group("smoke trainings (see `mgpu-doctor smoke --help`)")
     add_smoke_options(smoke)
     add_training_options(p)
+    add_model_options(p)
     add_matrix_option(p)
     add_python_option(p)
     add_gate_options(p)
@@ -258,6 +314,9 @@ def smoke_request(args: argparse.Namespace, level: str = DEFAULT_LEVEL) -> Smoke
             gpus=parse_counts(getattr(args, "gpus", None), "--gpus", MAX_DEVICES),
             virtual_devices=getattr(args, "virtual_devices", 2),
             level=level if level in SMOKE_LEVELS else DEFAULT_LEVEL,
+            leak_probe=getattr(args, "leak_probe", None),
+            # the training profile's --backend: jax trains with keras.distribution.DataParallel
+            backend=smoke_backend(getattr(args, "training_backend", None), os.environ),
         )
         check_virtual_devices(options.virtual_devices)
     except PlanError as exc:
@@ -266,6 +325,9 @@ def smoke_request(args: argparse.Namespace, level: str = DEFAULT_LEVEL) -> Smoke
         options = replace(options, batch_sizes=batches)
     if sizes:
         options = replace(options, model_sizes=sizes)
+    model = model_request(args)
+    if model is not None:
+        options = replace(options, user_model=model.model, user_data=model.data, model_path=model.path)
     results = getattr(args, "results", None)
     return SmokeRequest(options, float(args.stall_timeout), Path(results) if results else None,
                         redact=getattr(args, "redact", True))
@@ -313,5 +375,5 @@ def diagnose_options(args: argparse.Namespace, command: str) -> DiagnoseOptions:
         matrix_dirs=matrix_dirs(args), requirements=requirements,
         ack_file=Path(args.ack) if args.ack else None, redact=args.redact,
         baseline=Path(args.baseline) if getattr(args, "baseline", None) else None,
-        training=training_profile(args),
+        training=training_profile(args), model=model_request(args),
     )

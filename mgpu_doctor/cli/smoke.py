@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import replace
 from typing import Any
 
 from mgpu_doctor import __version__
@@ -12,6 +13,7 @@ from mgpu_doctor.cli.common import emit, progress_on_stderr
 from mgpu_doctor.cli.options import (
     add_level_option,
     add_matrix_option,
+    add_model_options,
     add_output_options,
     add_python_option,
     add_redact_option,
@@ -20,6 +22,7 @@ from mgpu_doctor.cli.options import (
     interpreter_from,
     level_from,
     matrix_dirs,
+    model_request,
     output_options,
     smoke_request,
     training_profile,
@@ -35,6 +38,7 @@ from mgpu_doctor.process import interrupts
 from mgpu_doctor.process.interpreter import Interpreter
 from mgpu_doctor.smoke.plan import SMOKE_LEVELS
 from mgpu_doctor.smoke.section import ResultsFile, gather_for_smoke, open_results, run_smoke_section
+from mgpu_doctor.training.apply import with_training
 
 
 def add_multiworker_options(p: argparse.ArgumentParser) -> None:
@@ -64,6 +68,7 @@ def add_parser(sub: Any) -> None:
     add_smoke_options(p)
     add_multiworker_options(p)
     add_training_options(p)
+    add_model_options(p)
     add_matrix_option(p)
     add_python_option(p)
     add_redact_option(p)
@@ -76,6 +81,8 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
     from mgpu_doctor.cli.smoke_workers import plan_from, run_multiworker
 
     request = smoke_request(args, level_from(args))
+    if request.options.user_model and args.layers is None:  # the stock layers only where --layers names them
+        request = replace(request, options=replace(request.options, stock_layers=False))
     training = training_profile(args)
     # TF_CONFIG is validated before anything starts; --level long adds the multi-worker resume test
     multiworker = plan_from(args, os.environ, request.options.level)
@@ -93,6 +100,17 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
         report = new_report("smoke", "this machine", outcomes, tool_version=__version__, snapshot=snapshot,
                             level=request.options.level)
         return emit(report, output)
+    model = model_request(args)
+    model_outcomes = []
+    if model is not None and multiworker is None:
+        from mgpu_doctor.probes.user_model import observe_model
+        from mgpu_doctor.training.observed import model_outcome, with_observed
+
+        observation = observe_model(model, interpreter)
+        model_outcomes.append(model_outcome(observation))
+        training = with_observed(training, observation)
+    if not request.options.usage:  # the declared or observed usage adds its usage scenarios
+        request = replace(request, options=replace(request.options, usage=training.facts().usage))
     results_file = open_results(request.results_path, snapshot, request.redact)
     try:
         if multiworker is not None:
@@ -102,11 +120,11 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
             return results_written(results_file, code)
         section = run_smoke_section(snapshot, request.options, interpreter,
                                     stall_timeout_s=request.stall_timeout_s, results_file=results_file,
-                                    matrix_dirs=dirs)
+                                    matrix_dirs=dirs, resolved=with_training(resolve(snapshot), training))
     finally:
         if results_file is not None:
             results_file.close()
-    report = new_report("smoke", "this machine", section.outcomes, tool_version=__version__,
+    report = new_report("smoke", "this machine", model_outcomes + section.outcomes, tool_version=__version__,
                         snapshot=snapshot, notes=section.notes, smoke_runs=section.runs,
                         level=request.options.level, training=training)
     if request.redact:

@@ -69,7 +69,7 @@ def plan_from(
             return None
         source = "TF_CONFIG (from the environment; unset it for the single-host smoke)"
     flag = "--workers" if workers is not None else source.split(" ")[0]
-    for name in ("gpus", "batch_sizes", "model_sizes"):
+    for name in ("gpus", "batch_sizes", "model_sizes", "leak_probe"):
         if getattr(args, name, None):
             raise UsageError(f"--{name.replace('_', '-')} applies to the single-host smoke, not with {flag}")
     try:

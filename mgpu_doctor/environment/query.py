@@ -4,12 +4,22 @@
 ``KEY==VERSION`` (the matrix's version keys, and ``nvidia-*`` wheels such as
 ``nvidia-cudnn-cu12==9.1.0.70`` for the ``tensorflow[and-cuda]`` pins), conditions as ``KEY=VALUE``.
 The distribution names a bug report uses (``tensorflow-gpu``, ``tf-nightly``, ``keras-nightly``)
-stand for their package.
+stand for their package; ``nvidia-tensorflow==1.15.5+nv22.12`` is TensorFlow in NVIDIA's build.
+``build=source`` (or ``build=nvidia``) says TensorFlow is not the pip wheel, whose tested build
+is then not assumed.
 """
 
 from __future__ import annotations
 
-from mgpu_doctor.environment.resolve import MachineFacts, ResolvedEnvironment, UsageFacts, resolve_terms
+from mgpu_doctor.environment.resolve import (
+    BUILD_TERMS,
+    NVIDIA_DISTRIBUTION,
+    BuildKind,
+    MachineFacts,
+    ResolvedEnvironment,
+    UsageFacts,
+    resolve_terms,
+)
 from mgpu_doctor.matrix.environment import BadEnvironment, Environment, parse_query
 from mgpu_doctor.model.distributions import TF_DISTRIBUTIONS
 from mgpu_doctor.model.versions import parse_version
@@ -34,9 +44,26 @@ def resolve_query(terms: list[str]) -> tuple[ResolvedEnvironment, dict[str, str]
     """The resolved environment and the terms as given; BadEnvironment names a bad term."""
     wheels: dict[str, str] = {}
     rest = []
-    for term in map(canonical_term, terms):
+    build, build_why, build_given = BuildKind.PIP, "", ""
+    for raw in terms:
+        if raw.partition("==")[0].strip().lower() == NVIDIA_DISTRIBUTION:
+            if build_given and BUILD_TERMS[build_given] is not BuildKind.NVIDIA:
+                raise BadEnvironment(f"{raw!r}: {NVIDIA_DISTRIBUTION} is NVIDIA's build, "
+                                     f"not build={build_given}")
+            build, build_why = BuildKind.NVIDIA, f"{NVIDIA_DISTRIBUTION} named in the query"
+        term = canonical_term(raw)
         key, sep, value = term.partition("==")
         name = key.strip().lower()
+        if not sep and key.partition("=")[0].strip().lower() == "build":
+            word = key.partition("=")[2].strip().lower()
+            if word not in BUILD_TERMS:
+                raise BadEnvironment(f"{term!r}: build is one of {', '.join(BUILD_TERMS)}")
+            if build_given:
+                raise BadEnvironment(f"{term!r}: build given twice")
+            if build is BuildKind.NVIDIA and BUILD_TERMS[word] is not BuildKind.NVIDIA:
+                raise BadEnvironment(f"{term!r}: {NVIDIA_DISTRIBUTION} is NVIDIA's build, not build={word}")
+            build, build_why, build_given = BUILD_TERMS[word], "named in the query", word
+            continue
         if sep and name.startswith("nvidia-"):
             if parse_version(value) is None:
                 raise BadEnvironment(f"{term!r}: {shorten(value.strip())} is not a version")
@@ -47,7 +74,9 @@ def resolve_query(terms: list[str]) -> tuple[ResolvedEnvironment, dict[str, str]
             rest.append(term)
     env, given = parse_query(rest)
     given.update(wheels)
-    return resolve_terms(env.versions, wheels, machine_of(env), usage_of(env)), given
+    if build_given:
+        given["build"] = build_given
+    return resolve_terms(env.versions, wheels, machine_of(env), usage_of(env), build, build_why), given
 
 
 def machine_of(env: Environment) -> MachineFacts:

@@ -14,10 +14,14 @@ Precedence — what was observed running beats what is predicted from metadata:
   returns for the soname TensorFlow opens > the ``nvidia-*`` wheel's metadata > named in a
   query > (a prediction, never an observation) what TensorFlow was built for.
 - What TensorFlow was built for: its build info (cuDNN's minor from the tested-build table
-  when the build info gives only the major) > the tested-build table for its major.minor.
+  when the build info gives only the major) > the tested-build table for its major.minor (a
+  nightly: by its date, see ``TensorFlowTable.build_config``). The table describes the pip
+  wheels only: a source build (``build=source``) or NVIDIA's build (``nvidia-tensorflow``, a
+  ``+nv`` local label, an NGC container) is never given the wheel's build.
 - Driver: NVML > query. Python: the diagnosed interpreter > query.
 - A pasted text (``check --from ISSUE.txt``): what its parts state comes last for each version
   (below what the snapshot made of its nvidia-smi, package list and log lines), as ``pasted``.
+- ``jax``, ``jaxlib``: imported by the JAX child > installed package metadata > named in a query.
 
 Versions are parsed here, once, with :func:`mgpu_doctor.model.versions.parse_version`.
 """
@@ -41,9 +45,16 @@ from mgpu_doctor.matrix.compat_tables import (
     bundled_tensorflow_table,
 )
 from mgpu_doctor.matrix.vocabulary import DEFAULT_BACKEND
+from mgpu_doctor.model.distributions import NVIDIA_TF_DISTRIBUTION, TF_DISTRIBUTIONS
 from mgpu_doctor.model.distributions import TF_COMPANIONS as COMPANIONS
-from mgpu_doctor.model.distributions import TF_DISTRIBUTIONS
-from mgpu_doctor.model.snapshot import LibraryCopy, LibraryFacts, PackageFacts, Snapshot, TensorFlowFacts
+from mgpu_doctor.model.snapshot import (
+    JaxFacts,
+    LibraryCopy,
+    LibraryFacts,
+    PackageFacts,
+    Snapshot,
+    TensorFlowFacts,
+)
 from mgpu_doctor.model.unavailable import Unavailable, absent, failed, skipped
 from mgpu_doctor.model.versions import minor_text, parse_version, requirement_name
 from mgpu_doctor.process.inputs import parse_json
@@ -62,10 +73,29 @@ KERAS3_FIRST_TF = Version("2.16.0rc0")
 KERAS_PACKAGE_FIRST_TF = Version("2.6.0rc0")  # from 2.6 tf.keras is the separate `keras` 2.x package
 
 
+class BuildKind(str, enum.Enum):
+    """Whose build of TensorFlow this is: only the pip wheels are in the tested build tables."""
+
+    PIP = "the pip wheel"
+    SOURCE = "a source build"
+    NVIDIA = "NVIDIA's build"
+
+
+# Where NVIDIA's own TensorFlow shows itself: the `nvidia-tensorflow` wheel (TensorFlow 1.15 built
+# for CUDA 11 and newer, https://github.com/NVIDIA/tensorflow), its version's local label
+# (1.15.5+nv22.12; NGC containers' 2.x builds too), and the NGC containers' environment.
+NVIDIA_DISTRIBUTION = NVIDIA_TF_DISTRIBUTION
+NVIDIA_LOCAL_PREFIX = "nv"
+NGC_ENV = "NVIDIA_TENSORFLOW_VERSION"
+BUILD_TERMS = {"pip": BuildKind.PIP, "source": BuildKind.SOURCE, "nvidia": BuildKind.NVIDIA,
+               "ngc": BuildKind.NVIDIA}
+
+
 class Origin(str, enum.Enum):
     """Where a version was read."""
 
     IMPORTED = "imported by the TensorFlow child"
+    JAX_IMPORTED = "imported by the JAX child"
     INSTALLED = "installed package metadata"
     LOADED = "loaded by TensorFlow"
     LOADER = "the loader's pick for the soname TensorFlow opens"
@@ -274,6 +304,12 @@ class ResolvedEnvironment:
     machine: MachineFacts
     usage: UsageFacts = field(default_factory=lambda: UsageFacts())
     snapshot: Snapshot | None = None
+    build: BuildKind = BuildKind.PIP  # whose TensorFlow build; only the pip wheel's is in the tables
+    build_why: str = ""  # how a build other than the pip wheel was recognised
+    jax: ResolvedVersion = field(
+        default_factory=lambda: ResolvedVersion("jax", missing=skipped("not resolved")))
+    jaxlib: ResolvedVersion = field(
+        default_factory=lambda: ResolvedVersion("jaxlib", missing=skipped("not resolved")))
 
     @property
     def and_cuda_pins(self) -> tuple[Requirement, ...]:
@@ -285,17 +321,19 @@ class ResolvedEnvironment:
         """By the matrix's version keys."""
         return {"tensorflow": self.tensorflow, "keras": self.keras, "tf-keras": self.tf_keras,
                 "python": self.python, "cuda": self.cuda, "cudnn": self.cudnn, "nccl": self.nccl,
-                "cublas": self.cublas, "driver": self.driver, **self.companions}
+                "cublas": self.cublas, "driver": self.driver, **self.companions, "jax": self.jax,
+                "jaxlib": self.jaxlib}
 
 
 # --- from versions named in a query ----------------------------------------------------------
 
 
 def resolve_terms(versions: Mapping[str, str], wheels: Mapping[str, str], machine: MachineFacts,
-                  usage: UsageFacts) -> ResolvedEnvironment:
+                  usage: UsageFacts, build: BuildKind = BuildKind.PIP, build_why: str = ""
+                  ) -> ResolvedEnvironment:
     """The environment a `matrix query` describes: what it names, and what follows from it
-    (TensorFlow's tested build, the Keras its version depends on) marked as predicted."""
-    table = bundled_tensorflow_table()
+    (TensorFlow's tested build, the Keras its version depends on) marked as predicted. A build
+    other than the pip wheel (``build=source``, NVIDIA's) has no tested build to predict from."""
 
     def named(key: str) -> ResolvedVersion:
         if key in versions:
@@ -306,8 +344,10 @@ def resolve_terms(versions: Mapping[str, str], wheels: Mapping[str, str], machin
     keras = _predicted_keras(named("keras"), tensorflow)
     tf_keras = named("tf-keras")
     predicted = predict_tf_keras(tensorflow, keras, tf_keras, legacy=False)
-    row = table.build_for(tensorflow.text) if tensorflow.known else None
-    built_cuda, built_cudnn = _built_for(None, tensorflow, row, cpu_only=False)
+    if build is BuildKind.PIP and _nvidia_local_label(tensorflow):
+        build, build_why = BuildKind.NVIDIA, f"the local label of {tensorflow.text}"
+    row, why = _tested_build(tensorflow, build, build_why)
+    built_cuda, built_cudnn = _built_for(None, tensorflow, row, cpu_only=False, why=why)
     wheel_map = dict(wheels)
 
     def library(key: str, name: str, built: ResolvedVersion | None) -> ResolvedVersion:
@@ -319,9 +359,10 @@ def resolve_terms(versions: Mapping[str, str], wheels: Mapping[str, str], machin
             readings.append(built.chosen)
         return resolved(key, readings, skipped(f"{key} not named in the query", "not-named"))
 
-    pins, marked, pins_source = _and_cuda_pins(None, tensorflow)
+    pip = build is BuildKind.PIP
+    pins, marked, pins_source = _and_cuda_pins(None, tensorflow) if pip else ((), False, "")
     requires, requires_source = _tensorflow_requires(None, tensorflow)
-    archs, archs_source = _compiled_archs(None, tensorflow)
+    archs, archs_source = _compiled_archs(None, tensorflow, table=pip)
     return ResolvedEnvironment(
         tensorflow=tensorflow, tensorflow_distribution="tensorflow" if tensorflow.known else "",
         keras=keras, tf_keras=tf_keras, tf_keras_is=predicted, tf_keras_predicted=predicted,
@@ -335,7 +376,28 @@ def resolve_terms(versions: Mapping[str, str], wheels: Mapping[str, str], machin
         companions={key: named(key) for key in COMPANIONS}, tensorflow_requires=requires,
         tensorflow_requires_source=requires_source, compiled_archs=archs,
         compiled_archs_source=archs_source, machine=machine, usage=usage, snapshot=None,
+        build=build, build_why=build_why,
+        jax=named("jax"), jaxlib=named("jaxlib"),
     )
+
+
+def _tested_build(tensorflow: ResolvedVersion, build: BuildKind, build_why: str
+                  ) -> tuple[TfBuild | None, str]:
+    """The tested build row a pip wheel of this TensorFlow was built like (None and why when there
+    is none, or when this is not the pip wheel)."""
+    if not tensorflow.known:
+        return None, ""
+    if build is not BuildKind.PIP:
+        how = f" ({build_why})" if build_why else ""
+        return None, (f"TensorFlow {tensorflow.text} is {build.value}{how}: the pip wheels' tested builds "
+                      "do not say what it was built for")
+    return bundled_tensorflow_table().build_config(tensorflow.text)
+
+
+def _nvidia_local_label(tensorflow: ResolvedVersion) -> bool:
+    """1.15.5+nv22.12: NVIDIA's build (its release 22.12), not the pip wheel."""
+    version = tensorflow.version
+    return version is not None and (version.local or "").startswith(NVIDIA_LOCAL_PREFIX)
 
 
 def _predicted_keras(keras: ResolvedVersion, tensorflow: ResolvedVersion) -> ResolvedVersion:
@@ -360,22 +422,22 @@ def _predicted_keras(keras: ResolvedVersion, tensorflow: ResolvedVersion) -> Res
 def resolve(snapshot: Snapshot) -> ResolvedEnvironment:
     """The environment of one machine, from its snapshot."""
     packages, tf = snapshot.packages, snapshot.tensorflow
-    table = bundled_tensorflow_table()
     tensorflow, distribution = _tensorflow(packages, tf, pasted_readings(snapshot, "tensorflow"))
     keras = _package("keras", packages, tf, "keras")
     if not keras.known and pasted_readings(snapshot, "keras"):
         keras = resolved("keras", pasted_readings(snapshot, "keras"))
     tf_keras = _package("tf-keras", packages, tf, "tf_keras")
+    build, build_why = _build_kind(snapshot, tensorflow)
     legacy = snapshot.env.get("TF_USE_LEGACY_KERAS", "").strip().lower() in LEGACY_KERAS_VALUES
     predicted = predict_tf_keras(tensorflow, keras, tf_keras, legacy)
     observed = _observed_tf_keras(tf)
     cpu_only = not isinstance(tf, Unavailable) and (
         tf.built_with_cuda is False or tf.build_info.get("is_cuda_build") == "False")
-    row = table.build_for(tensorflow.text) if tensorflow.known else None
+    row, why = _tested_build(tensorflow, build, build_why)
     imported = None if isinstance(tf, Unavailable) else tf
     built_cuda, built_cudnn = _built_for(imported, tensorflow, row, cpu_only,
                                          (pasted_readings(snapshot, "built_cuda"),
-                                          pasted_readings(snapshot, "built_cudnn")))
+                                          pasted_readings(snapshot, "built_cudnn")), why=why)
     libs = snapshot.libraries
     libraries = {} if isinstance(libs, Unavailable) else resolve_libraries(libs, tf, built_cuda, built_cudnn)
     wheels = _wheels(packages)
@@ -392,11 +454,12 @@ def resolve(snapshot: Snapshot) -> ResolvedEnvironment:
         driver_cuda = nvml.cuda_driver_version if isinstance(nvml.cuda_driver_version, str) else ""
     requires = None if isinstance(packages, Unavailable) else packages.requires.get(distribution)
     declared = (requires, f"{distribution}'s Requires-Dist") if requires else None
-    pins, marked, pins_source = _and_cuda_pins(declared, tensorflow)
+    pins, marked, pins_source = (_and_cuda_pins(declared, tensorflow) if build is BuildKind.PIP
+                                 else ((), False, ""))
     tf_requires, tf_requires_source = _tensorflow_requires(declared, tensorflow)
     # the architectures table was read from the `tensorflow` wheels: no answer for other distributions
     archs, archs_source = _compiled_archs(imported.build_info if imported is not None else None, tensorflow,
-                                          table=distribution == "tensorflow")
+                                          table=distribution == "tensorflow" and build is BuildKind.PIP)
     return ResolvedEnvironment(
         tensorflow=tensorflow, tensorflow_distribution=distribution, keras=keras, tf_keras=tf_keras,
         tf_keras_is=observed or predicted, tf_keras_predicted=predicted, legacy_keras=legacy,
@@ -413,8 +476,41 @@ def resolve(snapshot: Snapshot) -> ResolvedEnvironment:
         companions=_companions(packages), tensorflow_requires=tf_requires,
         tensorflow_requires_source=tf_requires_source,
         compiled_archs=archs, compiled_archs_source=archs_source, machine=machine_facts(snapshot),
-        snapshot=snapshot,
+        snapshot=snapshot, build=build, build_why=build_why, jax=_jax_version("jax", packages, snapshot.jax),
+        jaxlib=_jax_version("jaxlib", packages, snapshot.jax),
     )
+
+
+def _build_kind(snapshot: Snapshot, tensorflow: ResolvedVersion) -> tuple[BuildKind, str]:
+    """NVIDIA's build when its wheel is installed, the version carries its local label, or the NGC
+    container's variable is set; else the pip wheel (a source build does not say so)."""
+    packages = snapshot.packages
+    if not isinstance(packages, Unavailable) and NVIDIA_DISTRIBUTION in packages.versions:
+        return BuildKind.NVIDIA, f"{NVIDIA_DISTRIBUTION} {packages.versions[NVIDIA_DISTRIBUTION]} installed"
+    if _nvidia_local_label(tensorflow):
+        return BuildKind.NVIDIA, f"the local label of {tensorflow.text}"
+    if snapshot.env.get(NGC_ENV):
+        return BuildKind.NVIDIA, f"an NGC container ({NGC_ENV}={snapshot.env[NGC_ENV]})"
+    return BuildKind.PIP, ""
+
+
+def _jax_version(name: str, packages: PackageFacts | Unavailable, jax: JaxFacts | Unavailable
+                 ) -> ResolvedVersion:
+    """``jax`` or ``jaxlib``: what the JAX child imported, else the installed metadata."""
+    readings = []
+    if not isinstance(jax, Unavailable):
+        imported = jax.version if name == "jax" else jax.jaxlib_version
+        if isinstance(imported, str):
+            readings.append(reading(imported, Origin.JAX_IMPORTED, jax.module_path))
+    if not isinstance(packages, Unavailable) and name in packages.versions:
+        readings.append(reading(packages.versions[name], Origin.INSTALLED,
+                                f"{name} in {packages.locations.get(name, '?')}"))
+    if isinstance(packages, Unavailable):
+        missing: Unavailable = Unavailable(packages.reason, f"installed packages {packages.reason}",
+                                           packages.cause)
+    else:
+        missing = absent(f"{name} is not installed")
+    return resolved(name, readings, missing)
 
 
 def pasted_readings(snapshot: Snapshot, key: str) -> list[Reading]:
@@ -460,12 +556,15 @@ def _why_no_package(packages: PackageFacts | Unavailable, tf: TensorFlowFacts | 
 
 def _package(name: str, packages: PackageFacts | Unavailable, tf: TensorFlowFacts | Unavailable,
              module: str) -> ResolvedVersion:
+    """A Keras package's version: imported, else installed (its nightly twin, keras-nightly,
+    installs the same module and counts as it)."""
     readings = []
     if not isinstance(tf, Unavailable) and tf.keras_module == module and isinstance(tf.keras_version, str):
         readings.append(reading(tf.keras_version, Origin.IMPORTED, f"tf.keras is {module}"))
-    if not isinstance(packages, Unavailable) and name in packages.versions:
-        readings.append(reading(packages.versions[name], Origin.INSTALLED,
-                                f"{name} in {packages.locations.get(name, '?')}"))
+    if not isinstance(packages, Unavailable):
+        readings += [reading(packages.versions[d], Origin.INSTALLED,
+                             f"{d} in {packages.locations.get(d, '?')}")
+                     for d in (name, f"{name}-nightly") if d in packages.versions]
     if isinstance(packages, Unavailable):
         missing: Unavailable = Unavailable(packages.reason, f"installed packages {packages.reason}",
                                            packages.cause)
@@ -511,13 +610,13 @@ def _observed_tf_keras(tf: TensorFlowFacts | Unavailable) -> KerasView | None:
 
 
 def _built_for(tf: TensorFlowFacts | None, tensorflow: ResolvedVersion, row: TfBuild | None,
-               cpu_only: bool, pasted: tuple[list[Reading], list[Reading]] = ([], [])
-               ) -> tuple[ResolvedVersion, ResolvedVersion]:
+               cpu_only: bool, pasted: tuple[list[Reading], list[Reading]] = ([], []),
+               why: str = "") -> tuple[ResolvedVersion, ResolvedVersion]:
     """What TensorFlow was built for: its build info when it was imported (``tf``), refined or
     replaced by the tested-build table's ``row``."""
     if cpu_only:
-        why = skipped(f"TensorFlow {tensorflow.text} is a CPU-only build", "cpu-only-build")
-        return ResolvedVersion("built_cuda", missing=why), ResolvedVersion("built_cudnn", missing=why)
+        cpu = skipped(f"TensorFlow {tensorflow.text} is a CPU-only build", "cpu-only-build")
+        return ResolvedVersion("built_cuda", missing=cpu), ResolvedVersion("built_cudnn", missing=cpu)
     table_where = f"tested build table ({row.package})" if row is not None else ""
     cuda_readings: list[Reading] = []
     cudnn_readings: list[Reading] = []
@@ -541,10 +640,11 @@ def _built_for(tf: TensorFlowFacts | None, tensorflow: ResolvedVersion, row: TfB
     if not tensorflow.known:
         reason: Unavailable = tensorflow.missing or absent("TensorFlow not known")
     elif tf is None:
-        reason = skipped(f"TensorFlow {tensorflow.text} is not in the tested build table "
-                         "and was not imported", "not-in-table")
+        reason = skipped(why or f"TensorFlow {tensorflow.text} is not in the tested build table and was "
+                         "not imported", "not-in-table")
     else:
-        reason = absent(f"TensorFlow {tensorflow.text} reports no CUDA version in its build info")
+        reason = absent(f"{why + '; it' if why else f'TensorFlow {tensorflow.text}'} reports no CUDA version "
+                        "in its build info")
     return resolved("built_cuda", cuda_readings, reason), resolved("built_cudnn", cudnn_readings, reason)
 
 
@@ -607,7 +707,8 @@ def resolve_libraries(facts: LibraryFacts, tf: TensorFlowFacts | Unavailable, bu
 def _wheels(packages: PackageFacts | Unavailable) -> dict[str, str]:
     if isinstance(packages, Unavailable):
         return {}
-    return {n: v for n, v in packages.versions.items() if n.startswith("nvidia-")}
+    return {n: v for n, v in packages.versions.items()
+            if n.startswith("nvidia-") and n != NVIDIA_DISTRIBUTION}
 
 
 def _companions(packages: PackageFacts | Unavailable) -> dict[str, ResolvedVersion]:

@@ -94,6 +94,11 @@ class CudaDriverTable:
             compat_sources=compat.sources if compat else (),
         )
 
+    def minors(self, cuda_major: int) -> list[str]:
+        """The CUDA ``X.Y`` minors of one major the toolkit table lists, oldest first."""
+        found = {f"{v.major}.{v.minor}" for r in self.toolkit if (v := _version(r.cuda)).major == cuda_major}
+        return sorted(found, key=_version)
+
     def newest_cuda(self, driver_version: str) -> str | None:
         """The newest CUDA minor whose toolkit driver is at most ``driver_version``."""
         driver = parse_version(driver_version)
@@ -126,10 +131,28 @@ class TfBuild:
 
 
 @dataclass(frozen=True)
+class NightlyBuild:
+    """What the nightlies of one series (``2.4``: tf-nightly 2.4.0.devYYYYMMDD) were built with
+    over a span of dates, as a dated source says (the day a nightly moved to a new CUDA)."""
+
+    series: str  # "2.4"
+    first: str  # "2020-08-20" ("" : from the series' start)
+    last: str  # "" : to the series' end
+    cuda: str
+    cudnn: str
+    source: str
+    note: str = ""
+
+    def covers(self, day: str) -> bool:
+        return (not self.first or day >= self.first) and (not self.last or day <= self.last)
+
+
+@dataclass(frozen=True)
 class TensorFlowTable:
     builds: tuple[TfBuild, ...]
     source: str
     origin: str
+    nightlies: tuple[NightlyBuild, ...] = ()
 
     def build_for(self, tf_version: str) -> TfBuild | None:
         """The tested configuration of the same major.minor release, if the table has one."""
@@ -137,6 +160,38 @@ class TensorFlowTable:
         if version is None:
             return None
         return next((b for b in self.builds if _same_minor(b.tensorflow, version)), None)
+
+    def build_config(self, tf_version: str) -> tuple[TfBuild | None, str]:
+        """What a pip wheel of ``tf_version`` was built with (CUDA, cuDNN), or None and why.
+
+        A release or release candidate: its minor's row. A nightly (``2.4.0.dev20200701``) sits
+        between the release before it and its own: a dated [[nightly]] row that covers its date
+        decides; else the two rows when they agree; else nothing (cannot tell).
+        """
+        version = parse_version(tf_version)
+        if version is None:
+            return None, f"{tf_version!r} is not a version"
+        same = self.build_for(tf_version)
+        if version.dev is None:
+            missing = f"TensorFlow {tf_version} is not in the tested build table"
+            return same, "" if same is not None else missing
+        day = nightly_date(version)
+        series = f"{version.major}.{version.minor}"
+        dated = [n for n in self.nightlies if n.series == series]
+        hit = next((n for n in dated if day and n.covers(day)), None)
+        if hit is not None:
+            return TfBuild(str(version), f"tf-nightly of {day}: {hit.source}", same.python if same else "",
+                           hit.cuda, hit.cudnn), ""
+        base = Version(version.base_version)
+        before = max((b for b in self.builds if _version(b.tensorflow) < base),
+                     key=lambda b: _version(b.tensorflow), default=None)
+        if same is not None and before is not None and (same.cuda, same.cudnn) == (before.cuda, before.cudnn):
+            return same, ""
+        sides = " and ".join(f"{b.package} (CUDA {b.cuda}, cuDNN {b.cudnn})" for b in (before, same)
+                             if b is not None)
+        when = f"its date {day}" if day else "its version (no date in it)"
+        return None, (f"the nightly TensorFlow {tf_version} sits between {sides or 'no tested builds'}, and "
+                      f"{when} does not tell which it was built like")
 
 
 @dataclass(frozen=True)
@@ -190,6 +245,14 @@ class ArchTable:
         if version is None:
             return None
         return next((r for r in self.releases if _same_minor(r.tensorflow, version)), None)
+
+
+def nightly_date(version: Version) -> str:
+    """The date a nightly was built, from its dev number (tf-nightly ``dev20200701``, keras-nightly
+    ``dev2024061903``): ``"2020-07-01"``, or "" when it carries none."""
+    digits = str(version.dev) if version.dev is not None else ""
+    match = re.fullmatch(r"(20\d\d)(0[1-9]|1[0-2])([0-3]\d)\d{0,2}", digits)
+    return f"{match.group(1)}-{match.group(2)}-{match.group(3)}" if match else ""
 
 
 def load_pins_table(path: Path) -> PinsTable:
@@ -269,7 +332,7 @@ def load_cuda_driver_table(path: Path) -> CudaDriverTable:
 
 def load_tensorflow_table(path: Path) -> TensorFlowTable:
     data = _read(path)
-    _no_unknown(path, "", data, ("schema_version", "source", "build"))
+    _no_unknown(path, "", data, ("schema_version", "source", "build", "nightly"))
     source = _text(path, "", data, "source", "")
     if source:
         _url(path, "source", source)
@@ -293,7 +356,23 @@ def load_tensorflow_table(path: Path) -> TensorFlowTable:
         ))
     if not builds:
         raise _error(path, "build", "at least one [[build]] row is required")
-    return TensorFlowTable(tuple(builds), source, str(path))
+    nightlies = []
+    for i, row in enumerate(_tables(path, data, "nightly")):
+        where = f"nightly[{i}]"
+        _no_unknown(path, where, row, ("series", "first", "last", "cuda", "cudnn", "source", "note"))
+        series = _version_text(path, where, row, "series")
+        dates = [_text(path, where, row, key, "") for key in ("first", "last")]
+        for key, day in zip(("first", "last"), dates, strict=True):
+            if day and not re.fullmatch(r"20\d\d-[01]\d-[0-3]\d", day):
+                raise _error(path, f"{where}.{key}", f"not a date such as \"2020-08-20\": {day!r}")
+        if not any(dates):
+            raise _error(path, f"{where}.first", "a [[nightly]] row needs a first or a last date")
+        url = _text(path, where, row, "source", None)
+        _url(path, f"{where}.source", url)
+        nightlies.append(NightlyBuild(series, dates[0], dates[1], _version_text(path, where, row, "cuda"),
+                                      _version_text(path, where, row, "cudnn"), url,
+                                      _text(path, where, row, "note", "")))
+    return TensorFlowTable(tuple(builds), source, str(path), tuple(nightlies))
 
 
 @lru_cache(maxsize=4)

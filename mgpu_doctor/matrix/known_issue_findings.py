@@ -99,9 +99,40 @@ def _condition(d: Decider) -> Condition:
     return Condition(d.key, d.wanted, phrase, f"{option} {values}", training=True)
 
 
+# How many entries a "needs a TensorFlow version" finding names before "... and N more".
+SHOWN_UNDECIDED = 15
+
+
+def needs_tensorflow(a: Assessment, env: Environment) -> bool:
+    """An entry not reported only because no TensorFlow version is known (a Keras-only query):
+    it names a TensorFlow range, nothing known contradicts it, something known agrees, and the
+    TensorFlow version is the only fact it lacks."""
+    if a.verdict is not Verdict.CANNOT_TELL or worth_reporting(a) or not a.agrees:
+        return False
+    if "tensorflow" not in a.issue.affects or "tensorflow" in env.versions or "tensorflow" in env.ranges:
+        return False
+    return all(line.startswith("tensorflow ") for line in a.unknown)
+
+
+def undecided_finding(undecided: list[Assessment]) -> Finding:
+    """One line for the entries a TensorFlow version would decide, naming each."""
+    shown = [f"{a.issue.id}: tensorflow {a.issue.affects['tensorflow']}" for a in undecided[:SHOWN_UNDECIDED]]
+    more = len(undecided) - len(shown)
+    return Finding(
+        "matrix.needs-version", Severity.INFO,
+        f"Cannot tell whether {len(undecided)} known issue(s) apply without a TensorFlow version",
+        shown + ([f"... and {more} more"] if more > 0 else []),
+        fix="Name the TensorFlow version too (tensorflow==X.Y.Z) to decide these entries.",
+    )
+
+
 def known_issue_findings(
     issues: tuple[KnownIssue, ...] | list[KnownIssue], env: Environment
 ) -> list[Finding]:
-    """The findings of every entry worth reporting, most severe first (stable order otherwise)."""
-    found = [finding_for(a) for a in (assess(i, env) for i in issues) if worth_reporting(a)]
-    return sorted(found, key=lambda f: f.severity, reverse=True)
+    """The findings of every entry worth reporting, most severe first (stable order otherwise),
+    then one line naming the entries that only a TensorFlow version would decide."""
+    assessments = [assess(i, env) for i in issues]
+    found = [finding_for(a) for a in assessments if worth_reporting(a)]
+    undecided = [a for a in assessments if needs_tensorflow(a, env)]
+    return sorted(found, key=lambda f: f.severity, reverse=True) + (
+        [undecided_finding(undecided)] if undecided else [])

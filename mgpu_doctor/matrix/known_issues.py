@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ SCHEMA_VERSION = 1
 SYMPTOMS = ("hang", "leak", "nan", "crash", "error", "slow", "wrong-result")
 CONFIDENCES = ("confirmed", "reported")
 VERSION_KEYS = ("tensorflow", "keras", "tf-keras", "python", "cuda", "cudnn", "nccl", "cublas", "driver",
-                *TF_COMPANIONS)
+                *TF_COMPANIONS, "jax", "jaxlib")
 LAYERS = tuple(vocab.LAYERS)
 ANY_STRATEGY = vocab.ANY_STRATEGY
 STRATEGIES = (*vocab.STRATEGIES, ANY_STRATEGY)
@@ -36,6 +37,15 @@ USAGE_KEYS = ("layers", "usage", "strategy", "scenario")
 ISSUE_KEYS = ("id", "title", "symptom", "confidence", "summary", "workaround", "fixed_in",
               "affects", "conditions", "sources", "examples")
 SOURCE_KEYS = ("url", "kind", "title", "verified", "ref", "note")
+# Where a release fixes the bug an entry reports: an upper bound on these reads as "fixed in".
+FIXED_BY_RELEASE = ("tensorflow", "keras", "tf-keras", "nccl")
+# Sources that can name the release a fix is in: the release note, the merged change itself.
+FIX_SOURCE_KINDS = ("release-note", "pull-request", "commit")
+# A workaround when no source posted one: these words first, and generic advice after them marked.
+NONE_POSTED = "None posted"
+NONE_CONFIRMED = "None confirmed"  # the sources suggest something that nobody confirmed
+GENERIC_ADVICE = "Generic advice:"
+_RELEASE_NUMBER = re.compile(r"\d+\.\d+(?:\.\d+)?")
 # The keys of `matrix query` and of an entry's examples.
 ENV_KEYS = VERSION_KEYS + ("gpus", "workers", "layers", "usage", "strategy", "scenario",
                            "compute_capability", "gpu_name", "platform", "cpu_vendor", "interconnect",
@@ -145,6 +155,7 @@ def load_known_issue_files(paths: list[Path]) -> LoadResult:
     """Every entry that is valid, and every problem found; one bad entry spoils only itself."""
     result = LoadResult()
     seen: dict[str, str] = {}
+    primaries: dict[str, tuple[str, str]] = {}  # primary issue URL -> (first entry citing it, its note)
     for path in paths:
         try:
             data = read_toml(path)
@@ -167,7 +178,18 @@ def load_known_issue_files(paths: list[Path]) -> LoadResult:
                 result.problems.append(Problem(str(path), issue.id, "id",
                                                f"duplicate id (also in {seen[issue.id]})"))
                 continue
+            first = issue.sources[0]
+            primary = first.url if first.kind == "issue" else ""
+            retold = primaries.get(primary)
+            if retold and not ("comment" in first.note and "comment" in retold[1]):
+                result.problems.append(Problem(
+                    str(path), issue.id, "sources[0].url",
+                    f"the primary source of {retold[0]} too: one entry per upstream report (add it to that "
+                    "entry as another source; two reports in one thread name their comments in the notes)"))
+                continue
             seen[issue.id] = str(path)
+            if primary:
+                primaries.setdefault(primary, (issue.id, first.note))
             result.issues.append(issue)
     return result
 
@@ -205,6 +227,8 @@ def parse_issue(raw: Any, file: str, index: int) -> tuple[KnownIssue | None, lis
     conditions = _conditions(raw.get("conditions", {}), bad)
     sources = _sources(raw.get("sources"), bad)
     examples = _examples(raw.get("examples", []), bad)
+    if not problems:
+        _as_sources_say(affects, fixed_in, text["workaround"], sources, bad)
     if problems:
         return None, problems
     return KnownIssue(
@@ -213,6 +237,63 @@ def parse_issue(raw: Any, file: str, index: int) -> tuple[KnownIssue | None, lis
         affects=affects, conditions=conditions, sources=sources, examples=examples,
         fixed_in=fixed_in, origin=file,
     ), []
+
+
+def _as_sources_say(affects: dict[str, str], fixed_in: str, workaround: str, sources: tuple[Source, ...],
+                    bad: Any) -> None:
+    """The rules of "every entry as its sources say" that a machine can hold (matrices/README.md)."""
+    for key, text in affects.items():
+        for one in parse_specifier(text):
+            short = _short_bound(one.operator, one.version)
+            if short:
+                bad(f"affects.{key}", short)
+            # "<1.13.dev0" is "up to the last 1.12 release" (a series as the reporter wrote it), no fix;
+            # a bound on cuDNN, CUDA, the driver or a companion package is a compatibility limit
+            if (key in FIXED_BY_RELEASE and one.operator == "<" and not fixed_in.strip()
+                    and not one.version.endswith(".dev0")):
+                bad(f"affects.{key}", f"the upper bound {one} reads as a fix, but fixed_in is empty: name "
+                    "the release that fixed it in fixed_in, or bound by the last reported version (<=X.Y.Z, "
+                    "or <X.Y.dev0 for a series as written)")
+    if fixed_in.strip():
+        named = set(_RELEASE_NUMBER.findall(fixed_in))
+        if not any(s.kind in FIX_SOURCE_KINDS for s in sources) and \
+                not any(n in s.note for s in sources for n in named):
+            bad("fixed_in", f"no source says so: cite a {', '.join(FIX_SOURCE_KINDS)}, or a source whose "
+                f"note names the release ({', '.join(sorted(named)) or 'fixed_in names none'})")
+    # "No fix in the thread. Try ..." hides our own advice behind the thread's silence
+    says_none = re.match(r"(?i)(none|no (fix|workaround|cause))\b", workaround.strip()) is not None
+    if says_none and not workaround.startswith((NONE_POSTED, NONE_CONFIRMED)):
+        bad("workaround", f"when no source posted one, it starts with {NONE_POSTED!r} (or {NONE_CONFIRMED!r} "
+            "when the sources suggest something nobody confirmed)")
+    # "None posted (in the thread)." then, if anything, "From <source>: ..." (what a source said)
+    # or "Generic advice (not from the thread): ..." (our own)
+    posted = re.match(re.escape(NONE_POSTED) + r"[^.;(]*(?:\([^)]*\))?[^.;]*[.;]?\s*(.*)", workaround, re.S)
+    rest = posted.group(1).strip() if posted else ""
+    if rest and not rest.startswith("From ") and GENERIC_ADVICE.rstrip(":").lower() not in rest.lower():
+        bad("workaround", f"after {NONE_POSTED!r}, advice of our own is marked {GENERIC_ADVICE!r} (what a "
+            "source said: 'From <source>: ...')")
+    seen: set[str] = set()
+    for i, src in enumerate(sources):
+        if src.url and src.url in seen:
+            bad(f"sources[{i}].url", "cited twice in this entry")
+        seen.add(src.url)
+        if src.url.startswith("https://github.com/"):
+            wanted = {"issue": "/issues/", "pull-request": "/pull/", "commit": "/commit"}.get(src.kind)
+            if wanted is not None and wanted not in src.url:
+                bad(f"sources[{i}].url", f"a {src.kind} on GitHub is a {wanted.strip('/')} address: "
+                    f"{src.url}")
+
+
+def _short_bound(operator: str, text: str) -> str:
+    """Why ``<=2.3`` / ``==2.10`` do not say what a reporter's "2.3" means (any 2.3.x), or ""."""
+    if operator not in ("<=", "==") or text.endswith(".*") or not re.fullmatch(r"\d+(\.\d+)?", text):
+        return ""
+    major, _, minor = text.partition(".")
+    series = f"{text}.x" if minor else f"{major}.x"
+    after = f"{major}.{int(minor) + 1}" if minor else str(int(major) + 1)
+    written = f"<{after}.dev0" if operator == "<=" else f"=={text}.*"
+    return (f"{operator}{text} admits {text}.0 only, not the rest of {series}: write {written} for any "
+            f"{series} as reported, or {operator}{text}.0")
 
 
 def _choice(value: Any, allowed: tuple[str, ...], name: str, bad: Any) -> None:

@@ -110,6 +110,14 @@ USAGES: dict[str, str] = {
                       "callback)",
     "multiprocessing_workers": "feed fit from a generator, Sequence or PyDataset with workers > 1 or "
                                "use_multiprocessing=True",
+    "input_signature": "decorate the training step with tf.function(input_signature=...)",
+    "validation_data": "pass validation data to model.fit (validation_data, validation_split)",
+    "sparse_gradients": "train variables whose gradients are sparse (tf.IndexedSlices: Embedding "
+                        "layers, tf.gather on a variable)",
+    "iommu": "run with the IOMMU or PCIe ACS switched on between the GPUs (AMD platforms, "
+             "virtualised hosts)",
+    "strategy_created_late": "create the optimizer or other variables outside the strategy's scope, "
+                             "or the strategy after them",
     "model_garden": "train with the TensorFlow Model Garden's own training code (tensorflow/models: "
                     "the Object Detection API, official/ models)",
     "masked_sequences": "feed padded sequences with a mask to recurrent layers (Masking, "
@@ -124,6 +132,31 @@ USAGES: dict[str, str] = {
                   "the pip nvidia-* wheels or a system CUDA",
     "alltoall": "call all-to-all collectives (hvd.alltoall, or all-to-all in custom layers such as "
                 "sharded embeddings)",
+    "custom_loss": "compile the model with a custom loss (your own function, registered with "
+                   "register_keras_serializable, or a keras.losses.Loss subclass)",
+    "op_determinism": "ask for deterministic ops (tf.config.experimental.enable_op_determinism, "
+                      "TF_DETERMINISTIC_OPS=1)",
+    "cudnn_autotune_off": "turn cuDNN autotuning off (TF_CUDNN_USE_AUTOTUNE=0)",
+    "tf32_disabled": "turn TensorFloat-32 off "
+                     "(tf.config.experimental.enable_tensor_float_32_execution(False))",
+    "fft": "call FFT ops on the GPU (tf.signal.fft, rfft, stft, spectrogram layers)",
+    "python_threads": "build, load or call models from Python threads other than the main one (a web "
+                      "server's request threads, a thread pool, a QThread, a data generator's threads)",
+    "stateful_rnn": "build a recurrent layer (LSTM, GRU, SimpleRNN) with stateful=True, which keeps "
+                    "its state between batches",
+    "precision_recall_metrics": "track Precision, Recall or metrics built on their counts (F1, "
+                                "SensitivityAtSpecificity, PrecisionAtRecall) under the strategy",
+    "resume_training": "load a saved model (load_model) and go on training it, expecting the "
+                       "optimizer to continue where it stopped",
+    "h5_weights": "save or load weights in the HDF5 format (save_weights / load_weights with a .h5 "
+                  "file, ModelCheckpoint to .h5)",
+    "load_weights_by_name": "load weights by layer name (load_weights(..., by_name=True)), for example "
+                            "pretrained weights into a model of your own",
+    "frozen_nested_model": "nest a model that has frozen layers (trainable=False) inside another model, "
+                           "as when fine-tuning a pretrained base such as VGG16",
+    "permuted_visible_devices": "list the GPUs out of order in CUDA_VISIBLE_DEVICES (for example "
+                                "1,2,3,4,5,6,7,0)",
+    "nccl_algo_nvls": "force NCCL's NVLink SHARP algorithm (NCCL_ALGO=NVLS)",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.

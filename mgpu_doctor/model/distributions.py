@@ -1,8 +1,10 @@
 """The Python distributions the doctor names by role: the one list of each."""
 
+# NVIDIA's own TensorFlow build (1.15 built for CUDA 11 and newer, from NVIDIA's package index).
+NVIDIA_TF_DISTRIBUTION = "nvidia-tensorflow"
 # Distributions that install the `tensorflow` package, the plain name first.
 TF_DISTRIBUTIONS = ("tensorflow", "tensorflow-gpu", "tensorflow-cpu", "tensorflow-intel", "tf-nightly",
-                    "tf-nightly-gpu", "tf-nightly-cpu")
+                    "tf-nightly-gpu", "tf-nightly-cpu", NVIDIA_TF_DISTRIBUTION)
 
 # Packages TensorFlow imports and pins in its Requires-Dist, which the packages probe records: a
 # version outside TensorFlow's range breaks its import (numpy, protobuf, ml-dtypes) or its .h5

@@ -17,7 +17,33 @@ RELOAD_TOLERANCE = 1e-5
 SCENARIO_USAGE: dict[str, tuple[str, ...]] = {
     "checkpoint": ("save_model", "load_weights", "checkpoint"),
     "resume": ("checkpoint",),
+    # the leak probe (smoke/leak.py) calls fit, predict and evaluate over and over in one process
+    "leak_probe": ("fit_in_loop", "predict_in_loop", "predict_evaluate"),
 }
+
+
+@dataclass(frozen=True)
+class UsageScenario:
+    """One way of training the smoke trains (smoke/usage.py): its scenario name, the matrix's usage
+    words it exercises, its title."""
+
+    name: str
+    usage: tuple[str, ...]
+    title: str
+    # 1 vs N loss agreement: float16 activations and gradients round differently on N replicas.
+    loss_tolerance: float | None = None
+
+
+USAGE_SCENARIOS: dict[str, UsageScenario] = {s.name: s for s in (
+    UsageScenario("mixed_precision", ("mixed_precision",),
+                  "mixed_float16 policy with loss scaling (LossScaleOptimizer)", loss_tolerance=2e-2),
+    UsageScenario("jit_compile", ("jit_compile",), "compiled with XLA (jit_compile=True)"),
+    UsageScenario("custom_training_loop", ("custom_training_loop", "distribute_dataset"),
+                  "custom loop: strategy.run over experimental_distribute_dataset, GradientTape, "
+                  "SGD with momentum"),
+    UsageScenario("distribute_dataset", ("distribute_dataset",),
+                  "model.fit on strategy.experimental_distribute_dataset"),
+)}
 
 
 def variant_name(layer: str, variant: str) -> str:
@@ -52,8 +78,24 @@ class CheckpointStep:
         return self.stage == "resume" and self.ok and self.resumed_at_epoch != (self.killed_in_epoch or 0) - 1
 
 
+@dataclass(frozen=True)
+class LeakCycle:
+    """One call of the leak probe (smoke/leak.py): which phase and cycle, and the memory after it."""
+
+    phase: str  # fit, predict, evaluate
+    cycle: int  # 0-based, within its phase
+    # host memory no file backs (RssAnon) after the call, MiB: a fork's full RSS also grows by every
+    # page of TensorFlow's libraries it touches first
+    rss_anon_mb: float | None = None
+    gpu_mb: float | None = None  # MiB TensorFlow's allocator holds on the run's GPUs; None: not measured
+    seconds: float = 0.0  # the call itself
+
+
 SCENARIOS = ("even", "uneven_final_batch")
-STATUSES = ("ok", "hang", "crash", "error", "nan", "diverged", "oom") + CHECKPOINT_STATUSES
+LEAK_SCENARIO = "leak_probe"  # fit, predict and evaluate called over and over (smoke/leak.py)
+# skipped: the child's TensorFlow or Keras lacks the API a usage scenario needs (the reason is
+# the run's error_message)
+STATUSES = ("ok", "hang", "crash", "error", "nan", "diverged", "oom", "skipped") + CHECKPOINT_STATUSES
 DEVICE_KINDS = ("gpu", "cpu-virtual")
 
 
@@ -75,6 +117,12 @@ class SmokeSpec:
     model_size: int = 1  # width multiplier of the layer's units, filters or dimensions
     # Also time the input pipeline alone and the step with the batch already in memory.
     input_probe: bool = False
+    cycles: int = 0  # the leak probe: calls of fit, then of predict, then of evaluate
+    # The user's own model (`smoke --model`, layer USER_MODEL): MODULE:FUNCTION of the model and of
+    # its data ("" for synthetic data), and the directories put first on the child's sys.path.
+    user_model: str = ""
+    user_data: str = ""
+    model_path: str = ""
 
     @property
     def label(self) -> str:
@@ -139,6 +187,8 @@ class SmokeRun:
     # fed from a batch already in memory, in samples per second.
     input_samples_per_s: float | None = None
     compute_samples_per_s: float | None = None
+    # The leak probe (scenario leak_probe): the memory after each fit, predict and evaluate call.
+    leak_cycles: list[LeakCycle] = field(default_factory=list)
 
     @property
     def input_headroom(self) -> float | None:
@@ -165,7 +215,8 @@ class SmokeRun:
     @property
     def usage(self) -> tuple[str, ...]:
         """The ways of training (the matrix's ``usage``) this run exercised beyond model.fit."""
-        return SCENARIO_USAGE.get(self.scenario, ())
+        way = USAGE_SCENARIOS.get(self.scenario)
+        return way.usage if way is not None else SCENARIO_USAGE.get(self.scenario, ())
 
 
 def runs_from_report(data: dict[str, object] | None, source: str) -> list[SmokeRun]:

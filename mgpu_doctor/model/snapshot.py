@@ -153,6 +153,39 @@ class TensorFlowFacts:
 
 
 @dataclass(frozen=True)
+class JaxDevice:
+    """One device of ``jax.devices()``."""
+
+    id: int
+    platform: str  # gpu, cpu, tpu
+    device_kind: str  # "NVIDIA H100 80GB HBM3", "cpu"
+    local_hardware_id: int | None = None  # the CUDA ordinal of a GPU; None where JAX gives none
+
+
+@dataclass(frozen=True)
+class JaxFacts:
+    """JAX's own view, from a child that imported it with ``XLA_PYTHON_CLIENT_PREALLOCATE=false``.
+
+    ``plugins`` maps the CUDA plugin distributions found (``jax-cuda13-plugin``,
+    ``jax-cuda13-pjrt``) to their versions; ``plugin_wheels_missing`` names the distributions a
+    plugin's ``with-cuda`` extra asks for that are not installed (the ``nvidia-*`` wheels);
+    ``backend_errors`` what JAX said when a backend (``cuda``) did not initialise.
+    """
+
+    version: str
+    jaxlib_version: str | Unavailable
+    module_path: str
+    plugins: dict[str, str]
+    default_backend: str | Unavailable  # gpu, cpu, tpu
+    devices: list[JaxDevice] | Unavailable
+    import_seconds: float
+    plugin_wheels_missing: list[str] = field(default_factory=list)
+    backend_errors: dict[str, str] = field(default_factory=dict)
+    loaded_libraries: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class LibraryCopy:
     """One file of a CUDA library (or a CUDA tool such as ptxas) found on this machine.
 
@@ -269,6 +302,8 @@ class Snapshot:
     collective: CollectiveFacts | Unavailable = field(default_factory=not_in_snapshot)
     # Read from a pasted text (`check --from ISSUE.txt`): the parts, and where each fact came from.
     pasted: PastedFacts | None = None
+    # JAX's view (version, CUDA plugin, devices): added later too.
+    jax: JaxFacts | Unavailable = field(default_factory=not_in_snapshot)
 
     def to_json(self) -> str:
         return json.dumps(to_jsonable(self), indent=2, sort_keys=False) + "\n"

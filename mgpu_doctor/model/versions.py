@@ -10,8 +10,9 @@ depends on how they are read:
 - A nightly (`2.22.0.dev20260301`) or release candidate (`2.16.0rc1`) sits between releases:
   PEP 440 orders it before `2.22.0`, yet it usually carries most of that release's changes.
 - A short version says less than it seems: cuDNN `9` (TensorFlow's build info gives only the
-  major) is any 9.x, and `tensorflow==1.12` in a query is any 1.12.x. It is checked as its
-  lowest and as its highest completion (`9.0` and `9.999…`).
+  major) is any 9.x, and `tensorflow==1.12` in a query is any 1.12.x. It is placed by every
+  completion (``9`` is the range ``==9.*``): inside when every completion is, outside when none
+  is, else unknown (`cuda==11` against "11.2 or newer" cannot tell).
 - A local label (`2.1.0+cu121`) says how a wheel was built, not which release it is: dropped.
 """
 
@@ -24,7 +25,7 @@ from enum import Enum
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-# A completion no real release reaches: "9" read as its highest possible 9.x.y.
+# A number no real release reaches: the end of an unbounded ``.*`` range.
 _HIGH = 999999
 _LEADING_NUMBERS = re.compile(r"^v?(\d+(?:\.\d+)*)")
 
@@ -66,9 +67,12 @@ def parse_version(text: str | None) -> Version | None:
 
 
 def minor_text(text: str) -> str:
-    """``"12.5.1"`` -> ``"12.5"``; a text that is not a version is kept as it is."""
+    """``"12.5.1"`` -> ``"12.5"``; ``"9"`` stays ``"9"`` (any 9.x, not 9.0); a text that is not a
+    version is kept as it is."""
     version = parse_version(text)
-    return f"{version.major}.{version.minor}" if version is not None else text
+    if version is None:
+        return text
+    return f"{version.major}.{version.minor}" if len(version.release) > 1 else str(version.major)
 
 
 def major_minor(text: str) -> tuple[int, int] | None:
@@ -107,7 +111,7 @@ def version_in(version_text: str | None, spec: SpecifierSet) -> Tri:
     if (plain.is_prerelease or plain.is_devrelease) and not names_prereleases:
         readings.add(spec.contains(Version(plain.base_version), prereleases=True))
     if _is_short(version_text or "", plain, spec):
-        readings.add(spec.contains(_highest(plain), prereleases=True))
+        return range_in(completions(plain), spec)
     if len(readings) > 1:
         return Tri.UNKNOWN
     return Tri.YES if readings.pop() else Tri.NO
@@ -123,10 +127,19 @@ def _is_short(text: str, version: Version, spec: SpecifierSet) -> bool:
     return len(version.release) < wanted
 
 
-def _highest(version: Version) -> Version:
-    release = list(version.release) + [_HIGH] * 2
+def completions(version: Version) -> SpecifierSet:
+    """Every release a short version may stand for: ``9`` -> ``==9.*``, ``1.12`` -> ``==1.12.*``."""
     prefix = f"{version.epoch}!" if version.epoch else ""
-    return Version(prefix + ".".join(str(p) for p in release))
+    return SpecifierSet(f"=={prefix}{'.'.join(str(p) for p in version.release)}.*")
+
+
+def is_short(text: str, parts: int) -> bool:
+    """Whether a version is written with fewer than ``parts`` release numbers and nothing else
+    (``"11"`` for a CUDA ``X.Y``): it then stands for every completion, not for ``X.0``."""
+    version = parse_version(text)
+    if version is None or version.pre is not None or version.dev is not None or version.post is not None:
+        return False
+    return "+" not in text and len(version.release) < parts
 
 
 def range_in(known: SpecifierSet, spec: SpecifierSet) -> Tri:
@@ -182,11 +195,11 @@ def _interval(spec: SpecifierSet) -> _Bound | None:
 
 
 def _bump(release: tuple[int, ...]) -> Version:
-    """The first version after every ``release.*``: (2, 12) -> 2.13."""
+    """The first version after every ``release.*``: (2, 12) -> 2.13.dev0 (2.13's first nightly)."""
     if not release:
         return Version(str(_HIGH))
     head = list(release[:-1]) + [release[-1] + 1]
-    return Version(".".join(str(p) for p in head))
+    return Version(".".join(str(p) for p in head) + ".dev0")
 
 
 def _intersect(a: _Bound, b: _Bound) -> _Bound:

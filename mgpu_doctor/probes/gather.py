@@ -14,6 +14,7 @@ from mgpu_doctor.model.unavailable import Unavailable, failed, interpreter_broke
 from mgpu_doctor.probes.collective import gather_collective
 from mgpu_doctor.probes.envvars import gather_env
 from mgpu_doctor.probes.host import gather_host
+from mgpu_doctor.probes.jax_view import gather_jax, jax_installed
 from mgpu_doctor.probes.libraries import LibraryProbeInput, gather_libraries
 from mgpu_doctor.probes.nvml import gather_nvml
 from mgpu_doctor.probes.packages import gather_python_and_packages
@@ -27,6 +28,7 @@ class GatherOptions:
     quick: bool = False  # no child that imports TensorFlow
     nvml_module: Any = None  # None: import pynvml
     tf_timeout_s: float = 120.0
+    jax_timeout_s: float = 120.0
 
 
 Progress = Callable[..., None]  # (step, slow=False)
@@ -52,6 +54,9 @@ def gather_snapshot(options: GatherOptions, progress: Progress = lambda *_a, **_
         tensorflow = gather_tensorflow(options.interpreter, packages, options.tf_timeout_s)
     progress("CUDA libraries" + ("" if options.quick else ": loading each to read its version"))
     libraries = gather_library_facts(options, python, tensorflow)
+    if not options.quick and jax_installed(packages) is not False:
+        progress("JAX: importing it in a child process, without preallocation", slow=True)
+    jax = gather_jax(options.interpreter, packages, options.quick, options.jax_timeout_s)
     return Snapshot(
         schema_version=SCHEMA_VERSION,
         kind=KIND,
@@ -65,6 +70,7 @@ def gather_snapshot(options: GatherOptions, progress: Progress = lambda *_a, **_
         tensorflow=tensorflow,
         libraries=libraries,
         collective=collective,
+        jax=jax,
     )
 
 

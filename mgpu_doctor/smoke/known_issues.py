@@ -13,12 +13,16 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Protocol
 
+from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.matrix.environment import Environment
+from mgpu_doctor.matrix.known_issue_findings import worth_reporting
 from mgpu_doctor.matrix.known_issues import KnownIssue, known_issue_line
 from mgpu_doctor.matrix.match import Verdict, assess
 from mgpu_doctor.model.findings import CheckOutcome, Finding, Severity, status_for
+from mgpu_doctor.model.smoke_runs import USAGE_SCENARIOS
 from mgpu_doctor.model.versions import below, parse_specifier
 from mgpu_doctor.smoke.layers import matrix_terms
+from mgpu_doctor.smoke.plan import USER_MODEL
 
 # Which symptoms explain a smoke status. A loss that diverges is how the NaN issues first show.
 STATUS_SYMPTOMS: dict[str, tuple[str, ...]] = {
@@ -30,8 +34,11 @@ STATUS_SYMPTOMS: dict[str, tuple[str, ...]] = {
 }
 REPORT_COMMAND = "mgpu-doctor report -o mgpu-report.md"
 GPU_ONLY_KEYS = ("cuda", "cudnn", "nccl", "driver")
-# Statuses no known issue explains: a good run, and one the kernel's OOM killer ended.
-NOT_THE_LAYERS_FAULT = ("ok", "oom")
+# Statuses no known issue explains: a good run, one the kernel's OOM killer ended, and one this
+# TensorFlow could not train (a usage scenario whose API it lacks).
+NOT_THE_LAYERS_FAULT = ("ok", "oom", "skipped")
+# What a passing run of a usage scenario can rule out here: entries whose symptom would have shown.
+FAILURE_SYMPTOMS = ("hang", "crash", "error", "nan", "wrong-result")
 
 
 class SmokeRunLike(Protocol):
@@ -55,17 +62,21 @@ class SmokeRunLike(Protocol):
 
 
 # The codes of the findings that look a failed smoke run up in the matrix.
-CODES = ("smoke.known-issue.ID", "smoke.not-in-matrix.RUN")
+CODES = ("smoke.known-issue.ID", "smoke.not-in-matrix.RUN", "smoke.not-reproduced.ID")
 
 
 def run_environment(environment: Environment, run: SmokeRunLike, strategy: str = "mirrored") -> Environment:
     """The machine's environment narrowed to what one run exercised."""
-    layers = matrix_terms(run.layer, run.variant)
+    layers: tuple[str, ...] | None = matrix_terms(run.layer, run.variant)
     # Plain model.fit exercises none of the ways of training entries depend on; the checkpoint
     # scenarios name theirs (save_model, load_weights, checkpoint).
     usage = getattr(run, "usage", ())
-    env = replace(environment, gpus=run.devices, layers=layers, scenario=run.scenario,
-                  strategy=strategy, usage=tuple(usage) if isinstance(usage, tuple) else ())
+    if run.layer == USER_MODEL:  # the user's model: what the training profile knows of it
+        layers, usage = environment.layers, environment.usage
+    # the checkpoint and usage scenarios train on full batches: "even" in the matrix's words
+    scenario = run.scenario if run.scenario in vocab.SCENARIOS else "even"
+    env = replace(environment, gpus=run.devices, layers=layers, scenario=scenario,
+                  strategy=strategy, usage=tuple(usage) if isinstance(usage, tuple) else None)
     workers = getattr(run, "workers", None)
     if isinstance(workers, int):
         env = replace(env, workers=workers)
@@ -196,9 +207,15 @@ def with_known_issues(
 ) -> list[CheckOutcome]:
     """Each failed run's outcome gains its known-issue (or not-in-the-matrix) findings."""
     by_name = {run.name: run for run in runs if run.status not in NOT_THE_LAYERS_FAULT}
+    passed = {run.name: run for run in runs if run.status == "ok" and run.scenario in USAGE_SCENARIOS
+              and run.devices > 1}
     out = []
     for outcome in outcomes:
         run = by_name.get(outcome.name)
+        if run is None and outcome.name in passed:
+            more = not_reproduced(issues, environment, passed[outcome.name], strategy)
+            out.append(replace(outcome, findings=outcome.findings + more) if more else outcome)
+            continue
         if run is None:
             out.append(outcome)
             continue
@@ -206,3 +223,41 @@ def with_known_issues(
                           key=lambda f: f.severity, reverse=True)
         out.append(replace(outcome, findings=findings, status=status_for(findings)))
     return out
+
+
+def not_reproduced(
+    issues: tuple[KnownIssue, ...] | list[KnownIssue] | Sequence[KnownIssue],
+    environment: Environment,
+    run: SmokeRunLike,
+    strategy: str = "mirrored",
+) -> list[Finding]:
+    """A usage scenario that trained on N devices: the entries that need its way of training and
+    would have failed it here (they match, or cannot be told only for facts the run lacks) are "not
+    reproduced here" (info): the `check` line "applies if you ..." has an answer from this stack."""
+    env = run_environment(environment, run, strategy)
+    usage = set(getattr(run, "usage", ()) or ())
+    found = []
+    for issue in issues:
+        if issue.symptom not in FAILURE_SYMPTOMS or not usage & set(issue.conditions.usage):
+            continue
+        a = assess(issue, env)
+        if not worth_reporting(a):
+            continue
+        kind = "simulated CPU" if run.device_kind == "cpu-virtual" else run.device_kind.upper()
+        evidence = [known_issue_line(issue.id), f"trained: {run.layer} on {run.devices} {kind} device(s), "
+                    f"{run.scenario.replace('_', ' ')}: {run.status}"]
+        evidence += [f"matches: {line}" for line in a.agrees]
+        evidence += [f"not known: {line}" for line in a.unknown]
+        if run.device_kind == "cpu-virtual":
+            evidence.append("simulated on CPU devices: a cause in the GPU stack (CUDA, cuDNN, NCCL) "
+                            "cannot show here")
+        found.append(Finding(
+            code=f"smoke.not-reproduced.{issue.id}",
+            severity=Severity.INFO,
+            title=f"Not reproduced here: {issue.title}",
+            evidence=evidence,
+            fix=f"Nothing to do while this passes; if your training still shows the {issue.symptom}, "
+                f"the entry's workaround: {issue.workaround}",
+            links=[src.url for src in issue.sources if src.url],
+        ))
+    return found

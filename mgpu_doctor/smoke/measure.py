@@ -7,7 +7,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from mgpu_doctor.model.smoke_runs import STATUSES, SmokeRun, SmokeSpec
+from mgpu_doctor.model.smoke_runs import STATUSES, LeakCycle, SmokeRun, SmokeSpec
 from mgpu_doctor.smoke.checkpoint import CHECKPOINT_SCENARIOS, checkpoint_status, steps_from_child
 
 DIVERGE_FACTOR = 10.0  # final loss this many times the first one: the training blew up
@@ -115,7 +115,18 @@ def run_from_child(spec: SmokeSpec, data: dict[str, Any]) -> SmokeRun:
         parameters=_count(data.get("parameters")),
         input_samples_per_s=_positive(data.get("input_samples_per_s")),
         compute_samples_per_s=(spec.global_batch / probe_median) if probe_median else None,
+        leak_cycles=leak_cycles_from_child(data.get("leak_cycles")),
     )
+
+
+def leak_cycles_from_child(data: Any) -> list[LeakCycle]:
+    """The leak probe's ``leak_cycles`` list of one line of runs.jsonl (malformed items dropped)."""
+    if not isinstance(data, list):
+        return []
+    return [LeakCycle(phase=item["phase"], cycle=item["cycle"], rss_anon_mb=_float(item.get("rss_anon_mb")),
+                      gpu_mb=_float(item.get("gpu_mb")), seconds=_float(item.get("seconds")) or 0.0)
+            for item in data if isinstance(item, dict) and isinstance(item.get("phase"), str)
+            and _count(item.get("cycle")) is not None]
 
 
 def failed_run(spec: SmokeSpec, status: str, *, error_type: str = "", message: str = "",

@@ -7,17 +7,24 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from mgpu_doctor.model.smoke_runs import SCENARIOS, SmokeSpec
+from mgpu_doctor.model.smoke_runs import LEAK_SCENARIO, SCENARIOS, SmokeSpec
 from mgpu_doctor.process.inputs import shorten
 from mgpu_doctor.smoke.checkpoint import CHECKPOINT_SCENARIOS
 from mgpu_doctor.smoke.layers import SMOKE_LAYERS, layer_names, same_on_one_device, same_without_cudnn
+from mgpu_doctor.smoke.usage import scenarios_for_usage, usage_scenario_names
 
 DEFAULT_GLOBAL_BATCH = 64
+# The layer name of the user's own model (`smoke --model`): its runs are smoke/model/...
+USER_MODEL = "model"
 DEFAULT_VIRTUAL_DEVICES = 2
 # Bounds on what a smoke option may ask for: beyond them the request is a typo, not a plan.
 MAX_DEVICES = 1024
 MAX_BATCH_SIZE = 1 << 20
 MAX_MODEL_SIZE = 256  # width x256: a dense layer of 8192 units, an LSTM of 2048
+# The leak probe (smoke/leak.py): calls of fit, then predict, then evaluate on 1 and N devices, of
+# this stock model (else the first planned layer). 12 calls leave 10 after the warm-up.
+LEAK_CYCLES = 12
+LEAK_LAYER = "dense"
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,13 @@ class Level:
     # The input-bound probe runs on the N-device run of these layers (smoke/input_bound.py);
     # where none of them is planned, on the first planned layer.
     input_probe_layers: tuple[str, ...] = ()
+    # The leak probe runs unless asked not to (`--no-leak-probe`); elsewhere only when asked.
+    leak_probe: bool = False
+    # The usage scenarios (smoke/usage.py: mixed precision, XLA, a custom loop, a distributed
+    # dataset), 1 vs N, for these layers: every one at this level (``usage_everywhere``), else only
+    # those the training profile or the model declares (``SmokeOptions.usage``).
+    usage_layers: tuple[str, ...] = ()
+    usage_everywhere: bool = False
 
 
 EVERY_LAYER = ("*",)
@@ -65,14 +79,16 @@ LEVELS: dict[str, Level] = {level.name: level for level in (
           uneven_everywhere=False, single_device_uneven=False, same_twice=False,
           summary="every layer type on 1 and N devices; the uneven final batch where an empty "
                   "replica can break the layer; 2 epochs; a checkpoint round trip of dense",
-          checkpoint_layers=("dense",), input_probe_layers=("dense",)),
+          checkpoint_layers=("dense",), input_probe_layers=("dense",), usage_layers=("dense",)),
     Level("long", trains=True, epochs=8, steps=4, batch_sizes=(DEFAULT_GLOBAL_BATCH, 256, 1024),
           uneven_everywhere=True, single_device_uneven=True, same_twice=True,
           summary="every variant x scenario on 1 and N devices, a batch-size sweep, the scaling "
                   "map of dense and conv2d over model sizes 1,4,16, 8 epochs (memory growth), a "
-                  "checkpoint round trip of every layer type, resume after a kill",
+                  "checkpoint round trip of every layer type, resume after a kill, the leak probe, every "
+                  "layer with mixed precision, XLA, a custom loop and a distributed dataset",
           checkpoint_layers=EVERY_LAYER, resume_layers=("dense",), model_sizes=(1, 4, 16),
-          map_layers=("dense", "conv2d"), input_probe_layers=EVERY_LAYER),
+          map_layers=("dense", "conv2d"), input_probe_layers=EVERY_LAYER, leak_probe=True,
+          usage_layers=EVERY_LAYER, usage_everywhere=True),
 )}
 DEFAULT_LEVEL = "standard"
 SMOKE_LEVELS = tuple(name for name, level in LEVELS.items() if level.trains)
@@ -91,7 +107,18 @@ class SmokeOptions:
     model_sizes: tuple[int, ...] | None = None  # None: the level's, for its map layers
     level: str = DEFAULT_LEVEL
     # the scenarios the level may plan (tests narrow it)
-    scenarios: tuple[str, ...] = SCENARIOS + CHECKPOINT_SCENARIOS
+    scenarios: tuple[str, ...] = SCENARIOS + CHECKPOINT_SCENARIOS + (LEAK_SCENARIO,) + usage_scenario_names()
+    leak_probe: bool | None = None  # None: the level's (`--leak-probe`, `--no-leak-probe`)
+    backend: str = "tensorflow"  # Keras 3's backend: tensorflow, or jax (smoke/jax_section.py)
+    # the usage words the training profile or the model declares: their usage scenarios run at
+    # levels that do not run every one
+    usage: tuple[str, ...] = ()
+    # `smoke --model`: the user's model (MODULE:FUNCTION), its data and import path; the stock
+    # layers train too only where --layers names them (``stock_layers``)
+    user_model: str = ""
+    user_data: str = ""
+    model_path: str = ""
+    stock_layers: bool = True
 
     @property
     def plan_level(self) -> Level:
@@ -103,6 +130,8 @@ class SmokeOptions:
 
     @property
     def planned_layers(self) -> tuple[str, ...]:
+        if not self.stock_layers:
+            return ()
         return self.layers or layer_names()
 
     @property
@@ -116,6 +145,14 @@ class SmokeOptions:
         level = self.plan_level
         mapped = layer in level.map_layers or level.map_layers == EVERY_LAYER
         return level.model_sizes if mapped else level.model_sizes[:1]
+
+    @property
+    def leak_probe_layer(self) -> str:
+        """The layer the leak probe cycles, or "" where it does not run."""
+        wanted = self.plan_level.leak_probe if self.leak_probe is None else self.leak_probe
+        if not wanted or LEAK_SCENARIO not in self.scenarios:
+            return ""
+        return LEAK_LAYER if LEAK_LAYER in self.planned_layers else self.planned_layers[0]
 
     @property
     def input_probe_layer_names(self) -> tuple[str, ...]:
@@ -241,6 +278,14 @@ def plan_runs(options: SmokeOptions, gpu_count: int) -> list[SmokeSpec]:
                             model_size=size,
                             input_probe=main and devices > 1 and scenario == "even" and layer in probed,
                         ))
+            for scenario in _usage_scenarios(options, layer):
+                for devices in counts:
+                    specs.append(SmokeSpec(
+                        index=len(specs), layer=layer, variant=variant, devices=devices, device_kind=kind,
+                        scenario=scenario, global_batch=batches[0], samples=batches[0] * level.steps,
+                        epochs=level.epochs, virtual_devices=max(counts) if kind == "cpu-virtual" else 0,
+                        model_size=sizes[0],
+                    ))
             for scenario in _checkpoint_scenarios(level, layer, options.scenarios):
                 specs.append(SmokeSpec(
                     index=len(specs), layer=layer, variant=variant, devices=max(counts), device_kind=kind,
@@ -248,7 +293,47 @@ def plan_runs(options: SmokeOptions, gpu_count: int) -> list[SmokeSpec]:
                     epochs=level.epochs, virtual_devices=max(counts) if kind == "cpu-virtual" else 0,
                     model_size=sizes[0],
                 ))
+    leak_layer = options.leak_probe_layer
+    if leak_layer:
+        for devices in counts:
+            specs.append(SmokeSpec(
+                index=len(specs), layer=leak_layer, variant=SMOKE_LAYERS[leak_layer].variants[0],
+                devices=devices, device_kind=kind, scenario=LEAK_SCENARIO, global_batch=batches[0],
+                samples=batches[0] * level.steps, epochs=1,
+                virtual_devices=max(counts) if kind == "cpu-virtual" else 0,
+                model_size=options.model_sizes_for(leak_layer)[0], cycles=LEAK_CYCLES,
+            ))
+    if options.user_model:
+        specs.extend(_user_model_runs(options, level, kind, counts, batches[0], len(specs)))
     return specs
+
+
+def _user_model_runs(options: SmokeOptions, level: Level, kind: str, counts: tuple[int, ...],
+                     batch: int, first: int) -> list[SmokeSpec]:
+    """The user's model 1 vs N with even batches, and with an uneven final batch on N devices (and
+    on 1 where the level compares it); the input-bound probe on its own pipeline with --data."""
+    specs: list[SmokeSpec] = []
+    for scenario in (s for s in options.scenarios if s in SCENARIOS):
+        for devices in counts:
+            if scenario != "even" and devices == 1 and not level.single_device_uneven:
+                continue
+            specs.append(SmokeSpec(
+                index=first + len(specs), layer=USER_MODEL, variant="", devices=devices, device_kind=kind,
+                scenario=scenario, global_batch=batch,
+                samples=batch * level.steps + (1 if scenario == "uneven_final_batch" else 0),
+                epochs=level.epochs, virtual_devices=max(counts) if kind == "cpu-virtual" else 0,
+                input_probe=bool(options.user_data) and devices > 1 and scenario == "even",
+                user_model=options.user_model, user_data=options.user_data, model_path=options.model_path,
+            ))
+    return specs
+
+
+def _usage_scenarios(options: SmokeOptions, layer: str) -> list[str]:
+    level = options.plan_level
+    if not (layer in level.usage_layers or level.usage_layers == EVERY_LAYER):
+        return []
+    asked = usage_scenario_names() if level.usage_everywhere else scenarios_for_usage(options.usage)
+    return [s for s in asked if s in options.scenarios]
 
 
 def _checkpoint_scenarios(level: Level, layer: str, wanted: tuple[str, ...]) -> list[str]:

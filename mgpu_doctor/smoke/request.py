@@ -7,12 +7,20 @@ plumbing unimported.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from mgpu_doctor.smoke.plan import SmokeOptions
 
 DEFAULT_STALL_TIMEOUT_S = 120.0  # a first step on a GPU can compile kernels for a minute
+
+
+def smoke_backend(asked: str | None, environ: Mapping[str, str]) -> str:
+    """The Keras 3 backend the smoke trains on: jax where ``--backend`` (the training profile's
+    option) says jax, or, without it, where KERAS_BACKEND=jax; else tensorflow."""
+    said = asked if asked else environ.get("KERAS_BACKEND", "")
+    return "jax" if said.strip().lower() == "jax" else "tensorflow"
 
 
 @dataclass(frozen=True)

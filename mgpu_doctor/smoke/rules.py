@@ -9,16 +9,21 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mgpu_doctor.matrix.known_issues import known_issue_line
-from mgpu_doctor.model.findings import CheckOutcome, Finding, Severity, status_for
+from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Severity, status_for
 from mgpu_doctor.model.smoke_runs import SmokeRun
 from mgpu_doctor.smoke.checkpoint import CHECKPOINT_STATUSES, SCENARIO_TITLES, checkpoint_findings
 from mgpu_doctor.smoke.guides import DISTRIBUTE_GUIDE, INPUT_GUIDE
 from mgpu_doctor.smoke.input_bound import input_bound_findings, input_rates
 from mgpu_doctor.smoke.layers import SMOKE_LAYERS, same_on_one_device, same_without_cudnn
-from mgpu_doctor.smoke.plan import BatchSplit
+from mgpu_doctor.smoke.leak import LEAK_SCENARIO, leak_findings
+from mgpu_doctor.smoke.plan import USER_MODEL, BatchSplit
 from mgpu_doctor.smoke.scaling_map import on_a_curve, scaling_map_outcome
+from mgpu_doctor.smoke.usage import USAGE_SCENARIOS
 
 LOSS_TOLERANCE = 1e-3  # max relative loss difference 1 vs N without batch statistics
+# The user's model may draw random numbers per replica (Dropout, noise layers) or compute in float16:
+# 1 and N devices agree only roughly; a loss that is off by more is a distribution problem.
+USER_MODEL_LOSS_TOLERANCE = 5e-2
 LEAK_MB_PER_EPOCH = 16.0  # host RSS growth per epoch, after the first, that smells of a leak
 GPU_LEAK_MB_PER_EPOCH = 16.0
 POOR_SCALING = 1.0  # N devices slower than 1: the second GPU does not help at all
@@ -33,6 +38,21 @@ UNEVEN_FIX = (
     "the dataset size a multiple of the global batch, or use "
     "`BatchNormalization(synchronized=True)` so the statistics are computed over all replicas."
 )
+# Keras 3 on JAX: DataParallel shards every batch over the devices (no synchronized BatchNormalization).
+JAX_UNEVEN_FIX = (
+    "Drop the last partial batch (`drop_remainder=True`, or a dataset size that is a multiple of the "
+    "global batch): Keras 3's DataParallel on JAX shards every batch over the devices and cannot "
+    "split one smaller than their number."
+)
+
+
+def on_jax(run: SmokeRun) -> bool:
+    """A run of `smoke --backend jax` (its framework reads "keras 3.15.1 on jax 0.10.2")."""
+    return " on jax " in f"{run.framework} "
+
+
+def uneven_fix(run: SmokeRun) -> str:
+    return JAX_UNEVEN_FIX if on_jax(run) else UNEVEN_FIX
 
 
 def compare_with_single(runs: list[SmokeRun]) -> list[SmokeRun]:
@@ -57,6 +77,10 @@ def smoke_outcomes(runs: list[SmokeRun], stall_timeout_s: float | None = None) -
     """One outcome per run, its findings sorted worst first."""
     outcomes = []
     for run in runs:
+        if run.status == "skipped":  # this TensorFlow or Keras cannot train this way
+            outcomes.append(CheckOutcome(run.name, _title(run), CheckStatus.SKIPPED,
+                                         skip_reason=run.error_message or "not supported here"))
+            continue
         findings = sorted(hazard_only(run, runs, run_findings(run, runs, stall_timeout_s)),
                           key=lambda f: f.severity, reverse=True)
         outcomes.append(CheckOutcome(run.name, _title(run), status_for(findings), findings))
@@ -77,8 +101,9 @@ def hazard_only(run: SmokeRun, runs: list[SmokeRun], findings: list[Finding]) ->
     when = (f"only with an uneven final batch: the same model on {run.devices} device(s) with a "
             "dataset that is a multiple of the global batch trained; it bites when the last batch "
             "of an epoch leaves a replica without samples")
+    fix = uneven_fix(run)
     return [replace(f, severity=Severity.WARNING, evidence=[*f.evidence, when],
-                    fix=f.fix if UNEVEN_FIX in f.fix else f"{UNEVEN_FIX} {f.fix}")
+                    fix=f.fix if fix in f.fix else f"{fix} {f.fix}")
             if f.severity is Severity.ERROR else f for f in findings]
 
 
@@ -149,6 +174,8 @@ def run_findings(run: SmokeRun, runs: list[SmokeRun], stall_timeout_s: float | N
             fix=_error_fix(run, runs),
             links=[COLLECTIVE_REUSE_ISSUE] if collective else [],
         )]
+    if run.scenario == LEAK_SCENARIO:
+        return leak_findings(run, label) + ([_retried_finding(run)] if run.retried_after else [])
     findings: list[Finding] = []
     if run.status == "nan":
         findings.append(_nan_finding(run, runs))
@@ -232,7 +259,7 @@ def _nan_finding(run: SmokeRun, runs: list[SmokeRun]) -> Finding:
         evidence.append(f"{run.samples} samples, global batch {run.global_batch}: the last batch "
                         f"has {run.samples % run.global_batch} sample(s) for {run.devices} replicas, "
                         "so some replicas get none")
-        fix = UNEVEN_FIX
+        fix = uneven_fix(run)
     else:
         fix = ("Find the first non-finite value with `tf.debugging.enable_check_numerics()`; "
                "lower the learning rate or use loss scaling with mixed precision.")
@@ -246,7 +273,8 @@ def _nan_finding(run: SmokeRun, runs: list[SmokeRun]) -> Finding:
 
 def _agreement_findings(run: SmokeRun) -> list[Finding]:
     diff = run.loss_vs_single
-    if diff is None or diff <= LOSS_TOLERANCE or run.status != "ok":
+    tolerance = loss_tolerance(run)
+    if diff is None or diff <= tolerance or run.status != "ok":
         return []
     label = _label(run)
     evidence = [f"largest relative loss difference, {run.devices} devices vs 1: {diff:.2%}",
@@ -275,7 +303,7 @@ def _agreement_findings(run: SmokeRun) -> list[Finding]:
     return [Finding(
         code=f"smoke.{run.layer}.loss-mismatch", severity=Severity.WARNING,
         title=f"{label}: the loss differs from the 1-device run by {diff:.2%} "
-              f"(tolerance {LOSS_TOLERANCE:.1%})",
+              f"(tolerance {tolerance:.1%})",
         evidence=evidence,
         fix="Same seed and global batch should give the same loss. Check that the loss is "
             "averaged over the global batch and that every replica sees different data.",
@@ -330,6 +358,10 @@ def _error_fix(run: SmokeRun, runs: list[SmokeRun]) -> str:
     if "collective" in run.error_message.lower():
         return ("A collective op failed between replicas. Run one MirroredStrategy model per "
                 "process, and make every replica see the same shapes (" + UNEVEN_FIX + ")")
+    if on_jax(run):
+        return _other_variant_fix(run, runs) or (
+            "Read the error above; if it only happens on N devices, train the model on one device "
+            "without `keras.distribution.set_distribution` to tell the layer from the distribution.")
     return _other_variant_fix(run, runs) or (
         "Read the error above; if it only happens on N devices, check that the model and "
         "optimizer are created inside `strategy.scope()`.")
@@ -403,7 +435,9 @@ def _loss_difference(run: SmokeRun, single: SmokeRun) -> float | None:
 
 def _title(run: SmokeRun) -> str:
     where = f"{run.devices} simulated CPU device(s)" if run.simulated else f"{run.devices} GPU(s)"
-    titles = {"uneven_final_batch": "uneven final batch", **SCENARIO_TITLES}
+    titles = {"uneven_final_batch": "uneven final batch", **SCENARIO_TITLES,
+              LEAK_SCENARIO: "leak probe (fit, predict and evaluate called over and over)",
+              **{name: way.title for name, way in USAGE_SCENARIOS.items()}}
     scenario = titles.get(run.scenario, "even batches")
     size = f", model size x{run.model_size}" if run.model_size != 1 else ""
     return (f"Smoke training: {_layer_label(run)} on {where}, {scenario}, global batch "
@@ -416,7 +450,16 @@ def _layer_label(run: SmokeRun) -> str:
 
 def _label(run: SmokeRun) -> str:
     kind = "simulated CPU devices" if run.simulated else "GPUs"
-    return f"{_layer_label(run)} on {run.devices} {kind}"
+    way = f" ({run.scenario.replace('_', ' ')})" if run.scenario in USAGE_SCENARIOS else ""
+    return f"{_layer_label(run)}{way} on {run.devices} {kind}"
+
+
+def loss_tolerance(run: SmokeRun) -> float:
+    """How far the N-device loss may be from the 1-device one (relative)."""
+    if run.layer == USER_MODEL:
+        return USER_MODEL_LOSS_TOLERANCE
+    way = USAGE_SCENARIOS.get(run.scenario)
+    return way.loss_tolerance if way is not None and way.loss_tolerance is not None else LOSS_TOLERANCE
 
 
 def _losses(run: SmokeRun, last_only: bool = False) -> str:

@@ -22,6 +22,7 @@ from mgpu_doctor.smoke.measure import failed_run, run_from_child
 from mgpu_doctor.smoke.request import DEFAULT_STALL_TIMEOUT_S
 
 WORKER_SCRIPT = CHILD_SCRIPTS / "smoke_worker.py"
+JAX_WORKER_SCRIPT = CHILD_SCRIPTS / "smoke_worker_jax.py"  # Keras 3 on JAX (`smoke --backend jax`)
 STARTUP_TIMEOUT_S = 180.0  # importing TensorFlow before the first heartbeat
 PER_RUN_BUDGET_S = 600.0  # backstop only: stalls are caught by the heartbeat much sooner
 
@@ -48,6 +49,7 @@ def run_suite(
     env: dict[str, str] | None = None,
     on_start: StartCallback | None = None,
     on_run: RunCallback | None = None,
+    worker: Path = WORKER_SCRIPT,
 ) -> SuiteResult:
     """Run every spec; ``on_run`` sees each run as soon as it is known (for ``--results``)."""
     start = time.monotonic()
@@ -68,13 +70,14 @@ def run_suite(
         while remaining:
             workers += 1
             outcome, imported, started_at = _one_worker(
-                remaining, python, stall_timeout_s, startup_timeout_s, env, on_start, record)
+                remaining, python, stall_timeout_s, startup_timeout_s, env, on_start, record, worker)
             remaining = [s for s in remaining if s.index not in done]
             if not remaining:
                 break
             victim = remaining[0]
-            if not imported:  # TensorFlow itself did not come up: every run fails alike
-                why = f"the smoke worker {outcome.failure_summary()} before TensorFlow was imported"
+            if not imported:  # TensorFlow (or Keras on JAX) did not come up: every run fails alike
+                what = "TensorFlow was" if worker == WORKER_SCRIPT else "Keras and JAX were"
+                why = f"the smoke worker {outcome.failure_summary()} before {what} imported"
                 for spec in remaining:
                     record(failed_run(spec, "error", error_type="WorkerFailed", message=why,
                                       stacks=outcome.stacks, stderr_tail=outcome.stderr_tail), spec)
@@ -102,6 +105,7 @@ def _one_worker(
     env: dict[str, str] | None,
     on_start: StartCallback | None,
     record: Callable[[SmokeRun, SmokeSpec], None],
+    worker: Path = WORKER_SCRIPT,
 ) -> tuple[ChildOutcome, bool, dict[int, float]]:
     by_index = {s.index: s for s in specs}
     started_at: dict[int, float] = {}
@@ -126,7 +130,7 @@ def _one_worker(
 
         try:
             outcome = run_child(
-                [python, str(WORKER_SCRIPT), str(workdir / "specs.json"), str(workdir)],
+                [python, str(worker), str(workdir / "specs.json"), str(workdir)],
                 timeout_s=startup_timeout_s + PER_RUN_BUDGET_S * len(specs),
                 stall_timeout_s=stall_timeout_s, startup_timeout_s=startup_timeout_s,
                 env=env, workdir=workdir, on_tick=drain,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import IO, TextIO
 
 from mgpu_doctor.environment.matrix_view import environment_from_resolved
-from mgpu_doctor.environment.resolve import resolve
+from mgpu_doctor.environment.resolve import ResolvedEnvironment, resolve
 from mgpu_doctor.errors import BadInput
 from mgpu_doctor.matrix.known_issues import load_matrix
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
@@ -29,6 +29,7 @@ from mgpu_doctor.process.inputs import shorten
 from mgpu_doctor.process.interpreter import Interpreter
 from mgpu_doctor.process.masking import mask_credentials
 from mgpu_doctor.smoke.known_issues import SmokeRunLike, with_known_issues
+from mgpu_doctor.smoke.leak import with_leak_verdicts
 from mgpu_doctor.smoke.plan import (
     LEVELS,
     Level,
@@ -63,28 +64,35 @@ def visible_gpus(snapshot: Snapshot) -> int:
 
 def judged_outcomes(
     runs: list[SmokeRun], snapshot: Snapshot, matrix_dirs: tuple[Path, ...] = (),
-    stall_timeout_s: float | None = None,
+    stall_timeout_s: float | None = None, resolved: ResolvedEnvironment | None = None,
 ) -> list[CheckOutcome]:
     """One outcome per run; a failed run also says whether the known-issue matrix explains it."""
-    return with_matrix_verdicts(smoke_outcomes(runs, stall_timeout_s), runs, snapshot, matrix_dirs)
+    return with_matrix_verdicts(smoke_outcomes(runs, stall_timeout_s), runs, snapshot, matrix_dirs,
+                                resolved=resolved)
 
 
 def with_matrix_verdicts(
     outcomes: list[CheckOutcome], failed: Sequence[SmokeRunLike], snapshot: Snapshot,
     matrix_dirs: tuple[Path, ...] = (), strategy: str = "mirrored",
+    resolved: ResolvedEnvironment | None = None,
 ) -> list[CheckOutcome]:
-    """The outcomes of the ``failed`` runs gain the verdict of the bundled (and --matrix) entries."""
+    """The outcomes of the ``failed`` runs gain the verdict of the bundled (and --matrix) entries;
+    ``resolved``: the machine's environment with the training profile applied (default: the
+    snapshot's), whose layers and usage the user's model's runs are looked up with."""
     matrix = load_matrix(bundled_matrix_dir(), matrix_dirs)  # its problems: the known-issues check's
-    return with_known_issues(outcomes, failed, matrix.issues, environment_from_resolved(resolve(snapshot)),
-                             strategy=strategy)
+    environment = environment_from_resolved(resolved if resolved is not None else resolve(snapshot))
+    outcomes = with_known_issues(outcomes, failed, matrix.issues, environment, strategy=strategy)
+    probed = [run for run in failed if isinstance(run, SmokeRun)]  # the leak probe looks clean runs up too
+    return with_leak_verdicts(outcomes, probed, matrix.issues, environment, strategy=strategy)
 
 
 def replayed_section(
-    runs: list[SmokeRun], snapshot: Snapshot, matrix_dirs: tuple[Path, ...] = (), level: str = ""
+    runs: list[SmokeRun], snapshot: Snapshot, matrix_dirs: tuple[Path, ...] = (), level: str = "",
+    resolved: ResolvedEnvironment | None = None,
 ) -> SmokeSection:
     """Smoke runs read back from a saved report (`check --from`), judged by today's rules and matrix."""
     at = f" (level {level if level in LEVELS else shorten(level)})" if level else ""
-    return SmokeSection(outcomes=judged_outcomes(runs, snapshot, matrix_dirs), runs=runs,
+    return SmokeSection(outcomes=judged_outcomes(runs, snapshot, matrix_dirs, resolved=resolved), runs=runs,
                         notes=[f"{len(runs)} smoke run(s) replayed from the file{at}, not run here."])
 
 
@@ -97,8 +105,14 @@ def run_smoke_section(
     results_file: ResultsFile | None = None,
     stream: TextIO | None = None,
     matrix_dirs: tuple[Path, ...] = (),
+    resolved: ResolvedEnvironment | None = None,
 ) -> SmokeSection:
     """Plan and run the smoke suite for this snapshot's machine; never raises on Ctrl-C."""
+    if options.backend == "jax":
+        from mgpu_doctor.smoke.jax_section import run_jax_section
+
+        return run_jax_section(snapshot, options, interpreter, stall_timeout_s=stall_timeout_s,
+                               results_file=results_file, stream=stream, matrix_dirs=matrix_dirs)
     try:  # a bad option is exit 2 also where the suite is skipped
         check_device_counts(options, *gpu_count(snapshot))
     except PlanError as exc:
@@ -142,7 +156,7 @@ def run_smoke_section(
     notes.append(level_note(options.plan_level, len(specs)))
     if suite.interrupted:
         notes.append(f"Interrupted: {len(runs)} of {len(specs)} smoke runs finished.")
-    outcomes = judged_outcomes(runs, snapshot, matrix_dirs, stall) + batch_split_outcomes(splits)
+    outcomes = judged_outcomes(runs, snapshot, matrix_dirs, stall, resolved) + batch_split_outcomes(splits)
     return SmokeSection(outcomes=outcomes, runs=runs, notes=notes, interrupted=suite.interrupted)
 
 
@@ -230,13 +244,14 @@ def open_results(path: Path | None, snapshot: Snapshot | None = None,
 
 
 def run_requested(snapshot: Snapshot, request: SmokeRequest, interpreter: Interpreter,
-                  matrix_dirs: tuple[Path, ...] = (), stream: TextIO | None = None) -> SmokeSection:
+                  matrix_dirs: tuple[Path, ...] = (), stream: TextIO | None = None,
+                  resolved: ResolvedEnvironment | None = None) -> SmokeSection:
     """Run the smoke suite asked for, appending each run to the results file as it finishes."""
     results_file = open_results(request.results_path, snapshot, request.redact)
     try:
         return run_smoke_section(snapshot, request.options, interpreter,
                                  stall_timeout_s=request.stall_timeout_s, results_file=results_file,
-                                 stream=stream, matrix_dirs=matrix_dirs)
+                                 stream=stream, matrix_dirs=matrix_dirs, resolved=resolved)
     finally:
         if results_file is not None:
             results_file.close()

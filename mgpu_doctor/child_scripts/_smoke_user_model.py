@@ -1,0 +1,112 @@
+"""The user's own model as a smoke training (``smoke --model MODULE:FUNCTION``), for smoke_worker.py.
+
+Built by the user's function inside the run's strategy scope, trained with the optimizer and loss
+it was compiled with, on the user's data (``--data``: a tf.data.Dataset, rebatched to the run's
+global batch, or (x, y) arrays) or on synthetic data shaped from the model's inputs and outputs.
+Python 3.6+, standard library, NumPy and TensorFlow only (passed in).
+"""
+
+from _smoke_scenarios import Plain, import_function
+
+SEED = 1234
+
+
+class UserModel(Plain):
+    """The user's model in the run's scope; data from ``--data`` or made to fit its inputs."""
+
+    def data(self, np):
+        self.np = np
+        return None, None  # made in dataset(), once the model says what it eats
+
+    def build(self):
+        function = import_function(self.spec["user_model"], self.spec.get("model_path") or "")
+        model = function()
+        if not all(hasattr(model, a) for a in ("fit", "compile", "layers")):
+            raise TypeError("the model function %s returned a %s, not a Keras model"
+                            % (self.spec["user_model"], type(model).__name__))
+        if getattr(model, "optimizer", None) is None:
+            raise ValueError("the model function %s returned a model that is not compiled: call "
+                             "model.compile(optimizer=..., loss=...) before returning it"
+                             % self.spec["user_model"])
+        self.model = model
+        return model
+
+    def dataset(self, x, y):
+        tf, spec = self.tf, self.spec
+        batch, samples = int(spec["global_batch"]), int(spec["samples"])
+        if spec.get("user_data"):
+            given = import_function(spec["user_data"], spec.get("model_path") or "")()
+            if isinstance(given, tf.data.Dataset):
+                first = tf.nest.flatten(given.element_spec)[0]
+                shape = getattr(first, "shape", None)
+                batched = shape is not None and shape.rank and shape[0] is None
+                samples_of = given.unbatch() if batched else given
+                return samples_of.take(samples).batch(batch)
+            if isinstance(given, (tuple, list)) and len(given) >= 2:
+                return tf.data.Dataset.from_tensor_slices(tuple(given[:2])).take(samples).batch(batch)
+            raise TypeError("the data function %s returned a %s, not a tf.data.Dataset or (x, y)"
+                            % (spec["user_data"], type(given).__name__))
+        x, y = synthetic(self.np, self.model, samples)
+        return tf.data.Dataset.from_tensor_slices((x, y)).batch(batch)
+
+
+def _shape(tensor, samples):
+    shape = getattr(tensor, "shape", None)
+    dims = shape.as_list() if hasattr(shape, "as_list") else list(shape or [])
+    return [samples] + [8 if d is None else int(d) for d in dims[1:]]
+
+
+def _dtype(tensor):
+    dtype = getattr(tensor, "dtype", "float32")
+    return str(getattr(dtype, "name", dtype))
+
+
+def _inputs(np, rng, model, samples):
+    arrays = []
+    for tensor in model.inputs:
+        shape, dtype = _shape(tensor, samples), _dtype(tensor)
+        if dtype == "string":
+            arrays.append(rng.choice(np.array(["alpha", "beta", "gamma"]), size=shape))
+        elif dtype == "bool":
+            arrays.append(rng.randint(0, 2, size=shape).astype("bool"))
+        elif dtype.startswith(("int", "uint")):
+            arrays.append(rng.randint(0, 2, size=shape).astype(dtype))
+        else:
+            arrays.append(rng.randn(*shape).astype("float32"))
+    return arrays[0] if len(arrays) == 1 else tuple(arrays)
+
+
+def _loss_name(loss):
+    if isinstance(loss, str):
+        return loss.lower()
+    return (getattr(loss, "name", None) or getattr(loss, "__name__", None) or type(loss).__name__).lower()
+
+
+def _target(np, rng, tensor, loss, samples):
+    shape = _shape(tensor, samples)
+    name = _loss_name(loss)
+    classes = max(shape[-1], 2) if len(shape) > 1 else 2
+    if "sparse" in name:
+        return rng.randint(0, classes, size=shape[:-1] or [samples]).astype("int32")
+    if "categorical" in name:
+        return np.eye(classes, dtype="float32")[rng.randint(0, classes, size=shape[:-1] or [samples])]
+    if "binary" in name or "hinge" in name:
+        return rng.randint(0, 2, size=shape).astype("float32")
+    return rng.randn(*shape).astype("float32")
+
+
+def synthetic(np, model, samples):
+    """Inputs and targets shaped from the model (one class or value per sample, seeded)."""
+    rng = np.random.RandomState(SEED)
+    if not getattr(model, "inputs", None):
+        raise ValueError("the model has no known inputs (a subclassed model that was never called): "
+                         "give --data MODULE:FUNCTION, or build it with keras.Input")
+    x = _inputs(np, rng, model, samples)
+    outputs = list(model.outputs)
+    loss = getattr(model, "loss", None)
+    names = list(getattr(model, "output_names", None) or [])
+    if isinstance(loss, dict):
+        return x, dict((n, _target(np, rng, t, loss.get(n, "mse"), samples)) for n, t in zip(names, outputs))
+    losses = loss if isinstance(loss, (list, tuple)) else [loss] * len(outputs)
+    ys = [_target(np, rng, t, l, samples) for t, l in zip(outputs, losses)]
+    return x, ys[0] if len(ys) == 1 else tuple(ys)
