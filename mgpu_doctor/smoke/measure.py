@@ -115,6 +115,7 @@ def run_from_child(spec: SmokeSpec, data: dict[str, Any]) -> SmokeRun:
         parameters=_count(data.get("parameters")),
         input_samples_per_s=_positive(data.get("input_samples_per_s")),
         compute_samples_per_s=(spec.global_batch / probe_median) if probe_median else None,
+        skip_reason=str(data.get("skip_reason", "")) if status == "skipped" else "",
     )
 
 

@@ -9,7 +9,7 @@ from mgpu_doctor.smoke.checkpoint import CHECKPOINT_STATUSES, SCENARIO_USAGE, Ch
 from mgpu_doctor.smoke.layers import variant_name
 
 SCENARIOS = ("even", "uneven_final_batch")
-STATUSES = ("ok", "hang", "crash", "error", "nan", "diverged", "oom") + CHECKPOINT_STATUSES
+STATUSES = ("ok", "hang", "crash", "error", "nan", "diverged", "oom", "skipped") + CHECKPOINT_STATUSES
 DEVICE_KINDS = ("gpu", "cpu-virtual")
 
 
@@ -47,7 +47,8 @@ class SmokeRun:
     """What one smoke training did, with everything measured (JSON round trip via serde).
 
     ``status``: ok, hang, crash, error, nan (a non-finite loss or weight), diverged (the loss
-    blew up while staying finite), oom (the kernel's OOM killer ended it: not the layer's fault).
+    blew up while staying finite), oom (the kernel's OOM killer ended it: not the layer's fault),
+    skipped (the diagnosed TensorFlow cannot train this variant or scenario: ``skip_reason`` says why).
     A run that died by a signal was tried once more; ``retried_after`` says how the first try ended.
     Losses are per epoch; ``None`` marks a non-finite value.
     The comparison fields (``speedup``, ``loss_vs_single``...) are filled on the N-device run
@@ -95,6 +96,7 @@ class SmokeRun:
     # fed from a batch already in memory, in samples per second.
     input_samples_per_s: float | None = None
     compute_samples_per_s: float | None = None
+    skip_reason: str = ""  # status skipped: what the diagnosed TensorFlow lacks for this run
 
     @property
     def layer_variant(self) -> str:
