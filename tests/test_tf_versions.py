@@ -260,3 +260,18 @@ def test_the_generic_recurrent_kernel_never_takes_cudnn_and_the_cudnn_one_can(na
             assert generic["use_cudnn"] == "False" and cudnn["use_cudnn"] == "auto"
         else:
             assert cudnn["cudnn_ops"], (kind, cudnn)
+
+
+@pytest.mark.parametrize("name", tf_envs.MULTI_WORKER)
+def test_multi_worker_smoke_trains_and_compares_the_workers(name):
+    """Two workers with MultiWorkerMirroredStrategy (its `experimental` form on 1.15), dense."""
+    got = ready(env_named(name))
+    done = subprocess.run(
+        [sys.executable, "-m", "mgpu_doctor", "smoke", "--python", str(got.python), "--workers", "2",
+         "--layers", "dense", "--format", "json"],
+        capture_output=True, text=True, timeout=900, cwd=REPO, stdin=subprocess.DEVNULL,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **env_named(name).environ})
+    assert done.returncode == 0, done.stderr[-3000:]
+    [outcome] = [c for c in json.loads(done.stdout)["checks"] if c["name"] == "smoke/multiworker/dense/2workers"]
+    assert [f["code"] for f in outcome["findings"]] == ["multiworker.dense.ok"], outcome
+    assert "largest weight difference between workers (compared in the parent): 0" in outcome["findings"][0]["evidence"]

@@ -179,6 +179,10 @@ ENVS = (
 
 
 
+
+# Where the multi-worker smoke (two workers, dense) runs too: TensorFlow 1 and the last Keras 2.
+MULTI_WORKER = ("1.15", "2.15")
+
 def release(env: TfEnv) -> Release:
     """The release ``env`` installs, as README's support table names it, with the rows
     tests/test_tf_versions.py runs on it (`check --python` at the standard level on its layers)."""
@@ -187,6 +191,8 @@ def release(env: TfEnv) -> Release:
                                if variant != "cudnn"}  # planned on GPUs only at the standard level
     if any(SMOKE_LAYERS[layer].empty_replica_sensitive for layer in layers):
         covered.add(("scenario", "uneven_final_batch"))
+    if env.name in MULTI_WORKER:
+        covered.add(("multiworker",))
     if "dense" in layers:  # the standard level's checkpoint round trip
         covered |= {s.key for s in SUPPORT if s.key[0] == "checkpoint"}
     return Release.of(env.name.split("-")[0], tf_keras="tf-keras" in env.name, covered=frozenset(covered))

@@ -99,10 +99,12 @@ def main():
             model = build_model(api, layer, variant)
             model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05), loss="mse")
         x, y = make_data(np, layer, GLOBAL_BATCH * STEPS_PER_EPOCH)
-        options = tf.data.Options()
-        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-        dataset = (tf.data.Dataset.from_tensor_slices((x, y))
-                   .batch(GLOBAL_BATCH).repeat().with_options(options))
+        dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH).repeat()
+        policy = getattr(tf.data.experimental, "AutoShardPolicy", None)  # 2.1+; 1.15 shards by data
+        if policy is not None:
+            options = tf.data.Options()
+            options.experimental_distribute.auto_shard_policy = policy.DATA
+            dataset = dataset.with_options(options)
 
         state = {"step": 0}
         begun = []
