@@ -70,8 +70,8 @@ SUPPORT = (
     Support("resume after a kill (`BackupAndRestore`)", ("scenario", "resume"), "2.3",
             how="`tf.keras.callbacks.experimental` before 2.8"),
     Support("multi-worker (`MultiWorkerMirroredStrategy`)", ("multiworker",), "1.15",
-            how="`tf.distribute.experimental` before 2.4; the parent compares the workers' weights everywhere, "
-                "the workers themselves (`strategy.gather`) from 2.3"),
+            how="`tf.distribute.experimental` before 2.4; the parent compares the workers' weights "
+                "everywhere, the workers themselves (`strategy.gather`) from 2.3"),
 )
 
 
