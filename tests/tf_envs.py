@@ -5,8 +5,8 @@ Each environment holds only that TensorFlow (``tensorflow-cpu`` where it exists,
 1.15) and the pins a fresh install needs to import at all, each with its reason. It is created with
 the newest interpreter of this machine that the release supports, ``pip install``-ed into
 ``MGPU_DOCTOR_TEST_CACHE`` (default ``.cache/`` in the repository) ``/tf-envs/<name>-<digest>/``,
-with pip's wheel cache beside it (``/tf-envs/pip/``): a second run reuses the environment, a
-rebuilt one the wheels.
+with pip's cache beside it (``/tf-envs/pip/``, where the index lets pip cache): a second run
+reuses the environment, which a marker file (``.complete``) says was installed whole.
 """
 
 from __future__ import annotations
