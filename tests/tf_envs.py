@@ -21,6 +21,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from mgpu_doctor.smoke.layers import SMOKE_LAYERS, layer_names, variants
 from mgpu_doctor.smoke.support import SUPPORT, Release, row
 
@@ -150,8 +152,8 @@ def installed_soon(env: TfEnv, every: tuple[TfEnv, ...]) -> Installed:
 def pip_versions(python: Path) -> dict[str, str]:
     out = subprocess.run([str(python), "-m", "pip", "list", "--format", "json", "--disable-pip-version-check"],
                          capture_output=True, text=True, timeout=120)
-    try:
-        return {p["name"].lower(): p["version"] for p in json.loads(out.stdout)}
+    try:  # "tensorflow_cpu" (newer wheels' METADATA) is "tensorflow-cpu"
+        return {canonicalize_name(p["name"]): p["version"] for p in json.loads(out.stdout)}
     except (ValueError, KeyError, TypeError):
         return {}
 
@@ -173,7 +175,9 @@ ENVS = (
     TfEnv("2.16", "3.12", ("tensorflow-cpu==2.16.2",), layers=FORMATS),
     TfEnv("2.18", "3.12", ("tensorflow-cpu==2.18.1",), layers=REDUCED),
     TfEnv("2.21", "3.12", ("tensorflow-cpu==2.21.0",), layers=REDUCED),
-    TfEnv("2.21-tf-keras", "3.12", ("tensorflow-cpu==2.21.0", "tf-keras==2.21.0"),
+    # tf-keras requires `tensorflow`: beside tensorflow-cpu pip would install both (two copies of
+    # TensorFlow in one environment, which the doctor rightly warns about)
+    TfEnv("2.21-tf-keras", "3.12", ("tensorflow==2.21.0", "tf-keras==2.21.0"),
           env=(("TF_USE_LEGACY_KERAS", "1"),), layers=REDUCED),
 )
 
