@@ -10,13 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mgpu_doctor.checks import CHECKS
-from mgpu_doctor.checks.base import MOSTLY_SKIPPED_CODE
-from mgpu_doctor.codes import RENAMED, crash_code
-from mgpu_doctor.findings import MOSTLY_SKIPPED_CHECK
+from mgpu_doctor.checks.base import MOSTLY_SKIPPED_CODE, Scope
+from mgpu_doctor.drift import compare as drift
 from mgpu_doctor.fleet.checks import FLEET_CHECKS
-from mgpu_doctor.matrix import smoke as smoke_matching
+from mgpu_doctor.gate.requirements import GATE_CODES
+from mgpu_doctor.model.codes import RENAMED, crash_code
+from mgpu_doctor.model.findings import MOSTLY_SKIPPED_CHECK
 from mgpu_doctor.multiworker import findings as multiworker
-from mgpu_doctor.requirements import GATE_CODES
+from mgpu_doctor.pasted import findings as pasted
+from mgpu_doctor.smoke import known_issues as smoke_matching
 
 # What smoke/rules.py emits per run (LAYER: dense, lstm, ...).
 SMOKE_CODES = (
@@ -53,6 +55,8 @@ def declared_codes() -> list[CodeRow]:
     rows += [(code, "`smoke --workers K --level long` (the resume test)")
              for code in multiworker.RESUME_CODES]
     rows += [(code, f"`fleet`: `{c.name}`") for c in FLEET_CHECKS for code in c.codes]
+    rows += [(code, f"`check --from PASTE`: `{pasted.NAME}`") for code in pasted.CODES]
+    rows += [(code, "`check --baseline FILE`: `drift`") for code in drift.CODES]
     emitters: dict[str, list[str]] = {}
     for code, by in rows:
         emitters.setdefault(code, [])
@@ -75,3 +79,15 @@ def markdown_table() -> str:
         lines.append(f"| `{row.code}` | {row.emitted_by} | {formerly} |")
     return "\n".join(lines) + "\n"
 
+
+
+def check_reference() -> str:
+    """The documentation's table of every registered check, in report order (docs/reference/checks.md)."""
+    lines = ["| check | what it verifies | section | runs on | finding codes |", "|---|---|---|---|---|"]
+    for check in CHECKS:
+        versions_only = check.scope is Scope.VERSIONS
+        where = "a machine and `matrix query`" if versions_only else "a machine (or its snapshot)"
+        section = check.section.title if check.section is not None else ""
+        codes = ", ".join(f"`{code}`" for code in check.codes)
+        lines.append(f"| `{check.name}` | {check.title} | {section} | {where} | {codes} |")
+    return "\n".join(lines) + "\n"

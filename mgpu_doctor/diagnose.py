@@ -13,10 +13,15 @@ from __future__ import annotations
 import datetime as _dt
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from mgpu_doctor import __version__
-from mgpu_doctor.acks import (
+from mgpu_doctor.checks import VERSION_RULES, Check, known_issues, run_check
+from mgpu_doctor.checks.base import mostly_skipped
+from mgpu_doctor.environment.devices import device_rows
+from mgpu_doctor.environment.resolve import ResolvedEnvironment, resolve
+from mgpu_doctor.errors import BadInput
+from mgpu_doctor.gate.acks import (
     DEFAULT_FILE,
     AckFileError,
     apply_acks,
@@ -24,27 +29,26 @@ from mgpu_doctor.acks import (
     renamed_notes,
     unused_entries,
 )
-from mgpu_doctor.checks import VERSION_RULES, Check, known_issues, run_check
-from mgpu_doctor.checks.base import mostly_skipped
-from mgpu_doctor.devices import device_rows
-from mgpu_doctor.errors import BadInput
-from mgpu_doctor.findings import CheckOutcome, Section
-from mgpu_doctor.interpreter import Interpreter
+from mgpu_doctor.gate.requirements import Requirements, layer_outcomes, requirement_checks
 from mgpu_doctor.matrix.compat_tables import CompatTableError, bundled_cuda_driver_table, load_bundled_tables
 from mgpu_doctor.matrix.environment import BadEnvironment
 from mgpu_doctor.matrix.known_issues import VERSION_KEYS
+from mgpu_doctor.model.findings import CheckOutcome, Section
+from mgpu_doctor.model.redact import Identity, mask_snapshot, redact_report
+from mgpu_doctor.model.report import Report, new_report
+from mgpu_doctor.model.serde import SchemaError, from_jsonable
+from mgpu_doctor.model.smoke_runs import SmokeRun, runs_from_report
+from mgpu_doctor.model.snapshot import NotJsonText, Snapshot, SnapshotLoadError, load_document
+from mgpu_doctor.model.training import TrainingProfile
+from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.probes.gather import GatherOptions, Progress, gather_snapshot
-from mgpu_doctor.redact import Identity, mask_snapshot, redact_report
-from mgpu_doctor.report import Report, new_report
-from mgpu_doctor.requirements import Requirements, layer_outcomes, requirement_checks
-from mgpu_doctor.resolve import ResolvedEnvironment, resolve
-from mgpu_doctor.smoke.model import SmokeRun, runs_from_report
+from mgpu_doctor.process.interpreter import Interpreter
 from mgpu_doctor.smoke.request import SmokeRequest
-from mgpu_doctor.snapshot import Snapshot, SnapshotLoadError, load_document
-from mgpu_doctor.unavailable import Unavailable
+from mgpu_doctor.training.apply import with_training
+from mgpu_doctor.training.declared import checked_recorded, over_recorded, query_profile
 
 if TYPE_CHECKING:
-    from mgpu_doctor.library_view import LibrariesView
+    from mgpu_doctor.environment.library_view import LibrariesView
     from mgpu_doctor.smoke.section import SmokeSection
 
 EnvCheck = Check[ResolvedEnvironment]
@@ -64,9 +68,12 @@ class DiagnoseOptions:
     matrix_dirs: tuple[Path, ...] = ()
     requirements: Requirements = field(default_factory=Requirements)
     ack_file: Path | None = None  # --ack FILE (must exist); None: .mgpu-doctor.toml if present
+    baseline: Path | None = None  # --baseline FILE: a known-good run to say what changed since
     redact: bool = True
     libraries_view: bool = False  # `libs`: the report carries the library table
     today: _dt.date | None = None  # for acknowledgement expiry; None: today
+    # How the user trains, declared in the project's files and the options (--strategy, --usage, ...)
+    training: TrainingProfile = field(default_factory=TrainingProfile)
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,7 @@ class Facts:
     source: str
     smoke_runs: list[SmokeRun] = field(default_factory=list)
     level: str = ""  # the level the file's report ran at, where it says
+    training: TrainingProfile | None = None  # the training profile the file's report recorded
 
 
 def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
@@ -94,16 +102,35 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
     load_tables()
     facts = obtain_facts(options, progress)
     original = facts.snapshot
-    env = resolve(original)
+    training = over_recorded(facts.training, options.training)
+    env = with_training(resolve(original), training)
     outcomes = [run_check(c, env) for c in checks]
+    notes: list[str] = []
+    if original.pasted is not None:  # what the paste's own log lines prove, and what was read
+        from mgpu_doctor.pasted.findings import PASTED_CHECK
+        from mgpu_doctor.pasted.notes import pasted_notes
+
+        outcomes.append(run_check(PASTED_CHECK, env))
+        notes += pasted_notes(original.pasted)
     outcomes += [o for o in [mostly_skipped(outcomes)] if o is not None]
     section = smoke_section(options, facts, stream)
     gates = requirement_checks(options.requirements,
                                layer_outcomes(section.runs if section is not None else None))
     outcomes += [replace(o, section=Section.SMOKE) for o in (section.outcomes if section is not None else [])]
     outcomes += [run_check(c, env) for c in gates]
+    drift = None
+    if options.baseline is not None:  # what changed since a known-good run, listed first
+        from mgpu_doctor.drift.baseline import load_baseline
+        from mgpu_doctor.drift.compare import compare
+        from mgpu_doctor.drift.findings import drift_outcome
+
+        baseline = load_baseline(options.baseline, checks)
+        drift = compare(baseline.snapshot, original, baseline_source=baseline.source,
+                        then_checks=baseline.checks, now_checks=outcomes, then_smoke=baseline.smoke_runs,
+                        now_smoke=section.runs if section is not None else [])
+        outcomes.insert(0, drift_outcome(drift))
     view = libraries_table(env) if options.libraries_view else None
-    notes = list(section.notes) if section is not None else []
+    notes += list(section.notes) if section is not None else []
     if isinstance(view, Unavailable):
         notes.append(f"No library facts in {facts.source}: {view}")
         view = None
@@ -112,7 +139,8 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
         snapshot=original,
         quick=options.quick and options.from_file is None, notes=notes,
         smoke_runs=section.runs if section is not None else [], devices=device_rows(original),
-        libraries=view, level=options.level if options.from_file is None else "",
+        libraries=view, level=options.level if options.from_file is None else "", drift=drift,
+        training=training,
     )
     report = acknowledge(report, options)
     if options.redact:
@@ -121,7 +149,7 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
 
 
 def libraries_table(env: ResolvedEnvironment) -> LibrariesView | Unavailable:
-    from mgpu_doctor.library_view import library_view  # `libs` only
+    from mgpu_doctor.environment.library_view import library_view  # `libs` only
 
     return library_view(env, bundled_cuda_driver_table())
 
@@ -154,16 +182,50 @@ def obtain_facts(options: DiagnoseOptions, progress: Progress | None = None) -> 
         try:
             document = load_document(options.from_file)
             runs = runs_from_report(document.report_data, str(options.from_file))
+        except NotJsonText as exc:
+            return pasted_facts(options.from_file, exc)
         except (SnapshotLoadError, ValueError) as exc:
             raise BadInput(str(exc)) from None
         # Written elsewhere, perhaps by another tool: its credentials are masked, --no-redact or not.
         level = (document.report_data or {}).get("level")
         return Facts(mask_snapshot(document.snapshot), f"snapshot {options.from_file}", runs,
-                     level if isinstance(level, str) else "")
+                     level if isinstance(level, str) else "",
+                     recorded_training(document.report_data, options.from_file))
     interpreter = options.interpreter or Interpreter.current()
     snapshot = gather_snapshot(GatherOptions(interpreter, quick=options.quick),
                                progress or (lambda *_a, **_k: None))
     return Facts(snapshot, "this machine")
+
+
+def pasted_facts(path: Path, not_json: NotJsonText) -> Facts:
+    """A file that is not JSON: read it as a paste (an issue body), or say it is neither."""
+    from mgpu_doctor.pasted.split import MAX_PASTE_CHARS, NothingRecognised, snapshot_from_paste
+
+    if len(not_json.text) > MAX_PASTE_CHARS:
+        raise BadInput(f"{path}: {len(not_json.text) // 2**20} MiB of text: larger than the "
+                       f"{MAX_PASTE_CHARS // 2**20} MiB a pasted text may be, and not a snapshot")
+    try:
+        snapshot = snapshot_from_paste(not_json.text, str(path))
+    except NothingRecognised:
+        if not_json.text.lstrip().startswith(("{", "[")):
+            raise BadInput(str(not_json)) from None  # meant as JSON: say where it breaks
+        raise BadInput(f"{path}: not valid JSON (a snapshot or report; a Markdown report from `mgpu-doctor "
+                       "report` works too), and not a paste with anything mgpu-doctor reads (System "
+                       "information, nvidia-smi, pip list, build info, TensorFlow log lines)") from None
+    # Written elsewhere, by someone else: its credentials are masked, --no-redact or not.
+    return Facts(mask_snapshot(snapshot), f"pasted text {path}")
+
+
+def recorded_training(report_data: dict[str, Any] | None, path: Path) -> TrainingProfile | None:
+    """The training profile a report recorded (None: a snapshot, or a report without one)."""
+    raw = (report_data or {}).get("training")
+    if raw is None:
+        return None
+    try:
+        profile = from_jsonable(TrainingProfile, raw, "report.training")
+    except SchemaError as exc:
+        raise BadInput(f"{path}: {exc}") from None
+    return checked_recorded(profile, f"{path}: report.training")
 
 
 def smoke_section(options: DiagnoseOptions, facts: Facts, stream: TextIO | None) -> SmokeSection | None:
@@ -201,18 +263,23 @@ def acknowledge(report: Report, options: DiagnoseOptions) -> Report:
     return replace(report, checks=checks, notes=report.notes + notes)
 
 
-def query(terms: list[str], matrix_dirs: tuple[Path, ...] = ()) -> Report:
+def query(terms: list[str], matrix_dirs: tuple[Path, ...] = (),
+          training: TrainingProfile | None = None) -> Report:
     """`matrix query`: every rule over versions (compatibility tables and known issues) applied to
-    the versions and conditions named, with the codes and severities `check` gives a machine."""
-    from mgpu_doctor.query import resolve_query  # `matrix query` only
+    the versions and conditions named, with the codes and severities `check` gives a machine;
+    the training facts the terms name are declared over ``training`` (the files' and options')."""
+    from mgpu_doctor.environment.query import resolve_query  # `matrix query` only
 
     load_tables()
     try:
         env, given = resolve_query(terms)
     except BadEnvironment as exc:
         raise BadInput(f"matrix query: {exc}") from None
+    profile = query_profile(given, training or TrainingProfile())
+    env = with_training(env, profile)
     outcomes: list[CheckOutcome] = [run_check(c, env) for c in with_team_matrix(VERSION_RULES, matrix_dirs)]
     source = "matrix query: " + " ".join(
         f"{k}{'==' if k in VERSION_KEYS or k.startswith('nvidia-') else '='}{v}" for k, v in given.items())
-    return new_report("matrix query", source, outcomes, tool_version=__version__, query=given)
+    return new_report("matrix query", source, outcomes, tool_version=__version__, query=given,
+                      training=profile)
 

@@ -36,13 +36,17 @@ class _Facts:
             from mgpu_doctor.errors import BadInput
 
             source = self.config.getoption("mgpu_from")
+            baseline = self.config.getoption("mgpu_baseline")
             options = DiagnoseOptions(command="pytest", checks=CHECKS, quick=not source,
-                                      from_file=Path(source) if source else None, redact=False)
+                                      from_file=Path(source) if source else None, redact=False,
+                                      baseline=Path(baseline) if baseline else None)
             try:
                 # A saved report's smoke runs are replayed, so layers can be verified from it.
                 self._report = diagnose(options).report
             except BadInput as exc:
-                raise pytest.UsageError(f"--mgpu-from: {exc}") from None
+                from_baseline = baseline and str(exc).startswith("--baseline")
+                option = "--mgpu-baseline" if from_baseline else "--mgpu-from"
+                raise pytest.UsageError(f"{option}: {str(exc).removeprefix('--baseline ')}") from None
         return self._report
 
 
@@ -57,6 +61,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="fail, instead of skip, tests marked mgpu that this environment cannot run")
     group.addoption("--mgpu-from", metavar="FILE",
                     help="judge mgpu markers against this snapshot or report instead of this machine")
+    group.addoption("--mgpu-baseline", metavar="FILE",
+                    help="with --mgpu-check: also show what changed since this known-good snapshot or report")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -67,12 +73,17 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
     if not config.getoption("mgpu_check"):
         return None
-    from mgpu_doctor.findings import Severity
+    from mgpu_doctor.model.findings import Severity
     from mgpu_doctor.renderers.common import summary_line
 
     report = config.stash[_FACTS].report()
     lines = [f"mgpu-doctor ({report.source}, quick): {summary_line(report)}"]
-    lines += [f"  {f.severity.value}: {f.title}" for f in report.findings if f.severity >= Severity.WARNING]
+    lines += [f"  {f.severity.value}: {f.title}" for f in report.findings if f.severity >= Severity.WARNING
+              and not f.code.startswith("drift.")]
+    if report.drift is not None:
+        lines.append(f"mgpu-doctor drift since {report.drift.baseline}: {len(report.drift.rows)} change(s)")
+        lines += [f"  {r.severity.value}: {r.code}: {r.label}: {r.then} -> {r.now}"
+                  for r in report.drift.rows]
     return lines
 
 
@@ -118,8 +129,8 @@ def unmet_requirements(
     Raises ValueError for marker arguments that do not parse.
     """
     from mgpu_doctor.checks.base import run_check
-    from mgpu_doctor.findings import Severity
-    from mgpu_doctor.requirements import (
+    from mgpu_doctor.environment.resolve import resolve
+    from mgpu_doctor.gate.requirements import (
         Requirements,
         RequirementSyntaxError,
         layer_outcomes,
@@ -128,7 +139,7 @@ def unmet_requirements(
         parse_tensorflow_spec,
         requirement_checks,
     )
-    from mgpu_doctor.resolve import resolve
+    from mgpu_doctor.model.findings import Severity
 
     unknown = set(kwargs) - {"gpus", "layers", "tensorflow"}
     if args or unknown:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from mgpu_doctor.checks.base import Check, run_check
-from mgpu_doctor.findings import CheckOutcome
-from mgpu_doctor.resolve import ResolvedEnvironment, resolve
-from mgpu_doctor.snapshot import Snapshot
+from mgpu_doctor.environment.resolve import ResolvedEnvironment, resolve
+from mgpu_doctor.model.findings import CheckOutcome
+from mgpu_doctor.model.snapshot import Snapshot
 
 
 def judge(check: Check[ResolvedEnvironment], snapshot: Snapshot) -> CheckOutcome:

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from mgpu_doctor.snapshot import Snapshot, load_snapshot
+from mgpu_doctor.model.snapshot import Snapshot, load_snapshot
 from tests.scenarios import SCENARIOS, path_of
 
 

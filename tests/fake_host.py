@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mgpu_doctor.collective_facts import CollectiveFacts
+from mgpu_doctor.model.collective_facts import CollectiveFacts
 from mgpu_doctor.probes.collective import gather_collective
 from mgpu_doctor.probes.commands import CommandResult
 from tests.fake_nvml import FakeGpu, FakeMachine, FakeNvml

@@ -11,8 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from mgpu_doctor.probes.nvml import gather_nvml
-from mgpu_doctor.snapshot import (
+from mgpu_doctor.model.snapshot import (
     KIND,
     SCHEMA_VERSION,
     HostFacts,
@@ -25,7 +24,8 @@ from mgpu_doctor.snapshot import (
     TensorFlowFacts,
     TfDevice,
 )
-from mgpu_doctor.unavailable import absent, failed
+from mgpu_doctor.model.unavailable import absent, failed
+from mgpu_doctor.probes.nvml import gather_nvml
 from tests.fake_nvml import FakeGpu, FakeMachine, FakeNvml, bus, gpus, uuid
 
 DATA = Path(__file__).parent / "data"

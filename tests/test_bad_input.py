@@ -2,7 +2,7 @@
 code, a phrase of its one-line message, and never a traceback.
 
 The cases run concurrently in one module fixture (about a second each, none imports TensorFlow);
-each is then its own test. The limits are those of :mod:`mgpu_doctor.inputs`.
+each is then its own test. The limits are those of :mod:`mgpu_doctor.process.inputs`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from mgpu_doctor.inputs import MAX_JSON_DEPTH
+from mgpu_doctor.process.inputs import MAX_JSON_DEPTH
 from tests.scenarios import path_of
 
 SNAPSHOT = str(path_of("sick-box"))
@@ -221,7 +221,7 @@ def test_bad_input(results, case):
 def test_a_named_pipe_nothing_writes_to_is_an_error_not_a_hang(tmp_path, monkeypatch):
     import threading
 
-    from mgpu_doctor import inputs
+    from mgpu_doctor.process import inputs
 
     pipe = tmp_path / "snap.fifo"
     os.mkfifo(pipe)

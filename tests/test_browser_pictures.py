@@ -16,12 +16,12 @@ import pytest
 from PIL import Image
 
 from mgpu_doctor.cli import main
+from mgpu_doctor.model.smoke_runs import runs_from_report
 from mgpu_doctor.renderers.charts import all_charts, colour
-from mgpu_doctor.smoke.model import runs_from_report
 from tests.browser import MERMAID_VERSIONS, BrowserUnavailable, chromium, headless, mermaid_js, mermaid_page
 
 pytestmark = [pytest.mark.tensorflow, pytest.mark.slow]
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "smoke.md"  # the page with the pictures
 BROKEN = "xychart-beta\n  line [1, 2, oops]\n"  # the control: a syntax error must come back as one
 
 

@@ -13,6 +13,7 @@ from html.parser import HTMLParser
 import pytest
 
 from mgpu_doctor.cli import main
+from mgpu_doctor.model.smoke_runs import SmokeRun, runs_from_report
 from mgpu_doctor.renderers.charts import (
     SIMULATED_NOTE,
     all_charts,
@@ -23,7 +24,6 @@ from mgpu_doctor.renderers.charts import (
 )
 from mgpu_doctor.renderers.mermaid import chart_block, mermaid_text, number, pictures_markdown
 from mgpu_doctor.renderers.svg import render_svg, y_scale
-from mgpu_doctor.smoke.model import SmokeRun, runs_from_report
 
 pytestmark = [pytest.mark.tensorflow, pytest.mark.slow]
 NASTY = 'x"]<script>alert(1)</script>`%%{init: {}}%% & ;#\n| *bold* [link](http://e.x)'

@@ -8,8 +8,8 @@ import pytest
 
 from mgpu_doctor.checks import CHECKS, UnknownCheckError, select_checks
 from mgpu_doctor.checks.base import Check
-from mgpu_doctor.findings import CheckStatus, Severity
-from mgpu_doctor.unavailable import failed, skipped
+from mgpu_doctor.model.findings import CheckStatus, Severity
+from mgpu_doctor.model.unavailable import failed, skipped
 from tests.checking import judge
 from tests.scenarios import packages, with_env
 
@@ -83,7 +83,7 @@ def test_import_failure_hints(scenario, detail, cause, title, fix_part):
 
 
 def test_quick_mode_skips_tensorflow_checks_with_the_reason(scenario):
-    from mgpu_doctor.unavailable import skipped
+    from mgpu_doctor.model.unavailable import skipped
 
     snap = replace(scenario("healthy-8gpu-nvlink"), tensorflow=skipped("--quick", cause="quick"))
     for name in ("tensorflow-import", "tensorflow-gpus"):
@@ -258,9 +258,9 @@ def test_gpu_checks_judge_the_gpus_they_know_and_name_the_others(scenario, name)
 
 def test_most_checks_skipped_for_missing_facts_is_a_warning_that_says_so(scenario):
     from mgpu_doctor.checks.base import mostly_skipped, run_check
+    from mgpu_doctor.environment.resolve import resolve
+    from mgpu_doctor.model.report import new_report
     from mgpu_doctor.renderers.common import exit_code_for, summary_line
-    from mgpu_doctor.report import new_report
-    from mgpu_doctor.resolve import resolve
 
     broken = replace(scenario("sick-box"), nvml=failed("NVML did not answer in 10 s"),
                      tensorflow=failed("the child crashed"), packages=failed("no answer"),

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from mgpu_doctor import childproc, interrupts
-from mgpu_doctor.childproc import OUTPUT_HEAD_BYTES, OUTPUT_TAIL_BYTES, run_child
+from mgpu_doctor.process import childproc, interrupts
+from mgpu_doctor.process.childproc import OUTPUT_HEAD_BYTES, OUTPUT_TAIL_BYTES, run_child
 
 PY = sys.executable
 CHILD_LIB = os.path.join(os.path.dirname(__file__), "..", "mgpu_doctor", "child_scripts")
@@ -232,7 +232,7 @@ def test_a_flood_of_output_costs_the_doctor_a_few_mb(tmp_path):
     (tmp_path / "flood.py").write_text(flood)
     probe = (
         "import resource, sys\n"
-        "from mgpu_doctor.childproc import run_child\n"
+        "from mgpu_doctor.process.childproc import run_child\n"
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         f"out = run_child([sys.executable, {str(tmp_path / 'flood.py')!r}], timeout_s=120)\n"
         "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"

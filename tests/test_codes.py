@@ -13,13 +13,13 @@ from mgpu_doctor.checks import CHECKS, run_check
 from mgpu_doctor.checks.base import Check
 from mgpu_doctor.cli import main
 from mgpu_doctor.code_table import all_declared, declared_codes
-from mgpu_doctor.codes import AREAS, CODE, RENAMED, canonical, is_declared, scheme_problem
-from mgpu_doctor.findings import CheckStatus, Finding, Severity
+from mgpu_doctor.environment.resolve import resolve
 from mgpu_doctor.fleet.checks import FLEET_CHECKS
+from mgpu_doctor.gate.requirements import GATE_CODES, Requirements, requirement_checks
 from mgpu_doctor.matrix.known_issues import load_matrix
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
-from mgpu_doctor.requirements import GATE_CODES, Requirements, requirement_checks
-from mgpu_doctor.resolve import resolve
+from mgpu_doctor.model.codes import AREAS, CODE, RENAMED, canonical, is_declared, scheme_problem
+from mgpu_doctor.model.findings import CheckStatus, Finding, Severity
 from tests.scenarios import SCENARIOS, path_of
 
 PACKAGE = Path(__file__).parent.parent / "mgpu_doctor"

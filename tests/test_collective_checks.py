@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from mgpu_doctor.checks import CHECKS, run_check
-from mgpu_doctor.collective_facts import CollectiveFacts, ShmFacts
-from mgpu_doctor.findings import CheckOutcome, CheckStatus, Severity
-from mgpu_doctor.resolve import resolve
-from mgpu_doctor.snapshot import Snapshot, load_snapshot
-from mgpu_doctor.unavailable import Unavailable, absent
+from mgpu_doctor.environment.resolve import resolve
+from mgpu_doctor.model.collective_facts import CollectiveFacts, ShmFacts
+from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Severity
+from mgpu_doctor.model.snapshot import Snapshot, load_snapshot
+from mgpu_doctor.model.unavailable import Unavailable, absent
 from tests import fake_host
 from tests.fake_host import FakeRoot, nvml_for
 from tests.scenarios import no_cuda_libraries, path_of, snapshot, tf_view

@@ -6,11 +6,11 @@ import json
 from dataclasses import replace
 
 from mgpu_doctor.cli import main
-from mgpu_doctor.findings import Severity
 from mgpu_doctor.fleet.checks import FLEET_CHECKS, fleet_report
 from mgpu_doctor.fleet.compare import build_fleet
 from mgpu_doctor.fleet.facts import COMPARED_FACTS
-from mgpu_doctor.snapshot import Snapshot
+from mgpu_doctor.model.findings import Severity
+from mgpu_doctor.model.snapshot import Snapshot
 from tests import fake_host
 from tests.test_collective_checks import machine
 
@@ -105,7 +105,7 @@ def test_nccl_conf_counts_for_the_tuning_and_is_compared(tmp_path):
 
 
 def test_old_snapshots_skip_the_host_rule(tmp_path):
-    from mgpu_doctor.snapshot import load_snapshot
+    from mgpu_doctor.model.snapshot import load_snapshot
     from tests.scenarios import path_of
 
     old = load_snapshot(path_of("healthy-8gpu-nvlink"))
@@ -139,7 +139,7 @@ def report_schema() -> dict:
 def test_the_schema_describes_every_collective_fact_field():
     import dataclasses
 
-    from mgpu_doctor import collective_facts as cf
+    from mgpu_doctor.model import collective_facts as cf
 
     defs = report_schema()["$defs"]
     pairs = {"collective": cf.CollectiveFacts, "pcie": cf.PcieFacts, "pci_gpu": cf.PciGpu,

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from mgpu_doctor.collective_facts import CollectiveFacts, IommuFacts, PcieFacts, normalise_bus_id
-from mgpu_doctor.cpulist import format_cpulist, parse_cpulist
+from mgpu_doctor.environment.cpulist import format_cpulist, parse_cpulist
+from mgpu_doctor.model.collective_facts import CollectiveFacts, IommuFacts, PcieFacts, normalise_bus_id
+from mgpu_doctor.model.serde import from_jsonable, to_jsonable
+from mgpu_doctor.model.snapshot import load_snapshot
+from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.probes.collective import gather_collective
 from mgpu_doctor.probes.commands import run_command
 from mgpu_doctor.probes.hostsetup import cgroup_cpu_quota
 from mgpu_doctor.probes.pcie import acs_from_config, iommu_mode, parse_lspci
-from mgpu_doctor.serde import from_jsonable, to_jsonable
-from mgpu_doctor.snapshot import load_snapshot
-from mgpu_doctor.unavailable import Unavailable
 from tests import fake_host
 from tests.fake_host import ACS_ON, LSPCI, FakeRoot, config_space
 from tests.scenarios import path_of

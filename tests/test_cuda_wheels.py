@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from mgpu_doctor.checks import CHECKS
-from mgpu_doctor.interpreter import Interpreter
+from mgpu_doctor.model.snapshot import LibraryFacts, load_snapshot
 from mgpu_doctor.probes.libraries import LibraryProbeInput, gather_libraries
 from mgpu_doctor.probes.library_loading import load_library_versions
-from mgpu_doctor.snapshot import LibraryFacts, load_snapshot
+from mgpu_doctor.process.interpreter import Interpreter
 from tests.checking import judge
 from tests.cuda_wheels import SITES, WheelsUnavailable, dist_version, site_dir
 from tests.scenarios import path_of

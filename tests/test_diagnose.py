@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 
 from mgpu_doctor.cli import main
-from mgpu_doctor.serde import to_jsonable
-from mgpu_doctor.smoke.model import SmokeRun
+from mgpu_doctor.model.serde import to_jsonable
+from mgpu_doctor.model.smoke_runs import SmokeRun
 from tests.scenarios import path_of
 
 GRU_HANG = SmokeRun("gru", "cudnn", 2, "gpu", "even", "hang", global_batch=64, samples=256, epochs=2,

@@ -12,13 +12,13 @@ from dataclasses import replace
 import pytest
 
 from mgpu_doctor.cli import main
-from mgpu_doctor.findings import Severity
 from mgpu_doctor.fleet.checks import FLEET_CHECKS, fleet_report
 from mgpu_doctor.fleet.compare import Fact, build_fleet
 from mgpu_doctor.fleet.facts import COMPARED_FACTS
+from mgpu_doctor.model.findings import Severity
+from mgpu_doctor.model.snapshot import Snapshot, load_snapshot
+from mgpu_doctor.model.unavailable import failed
 from mgpu_doctor.renderers import OutputFormat, RenderOptions
-from mgpu_doctor.snapshot import Snapshot, load_snapshot
-from mgpu_doctor.unavailable import failed
 from tests.scenarios import path_of
 from tests.test_renderers import assert_golden
 
@@ -191,7 +191,7 @@ def test_each_compared_fact_alike_is_no_difference(name, odd, others, key, expec
 def test_redacted_snapshots_of_one_tf_config_cluster_agree():
     """Redaction hashes only the node's own name, so each node writes the cluster differently;
     fleet compares the host names as redaction writes them (a real Slurm run showed the error)."""
-    from mgpu_doctor.redact import host_hash
+    from mgpu_doctor.model.redact import host_hash
 
     cluster = ["node1:23456", "node2:23456"]
 

@@ -11,12 +11,12 @@ from importlib import resources
 import jsonschema
 import pytest
 
-from mgpu_doctor.acks import apply_acks, parse_acks
 from mgpu_doctor.checks import CHECKS
 from mgpu_doctor.cli import main
 from mgpu_doctor.diagnose import judge_snapshot
-from mgpu_doctor.findings import Severity
-from mgpu_doctor.requirements import (
+from mgpu_doctor.environment.resolve import resolve
+from mgpu_doctor.gate.acks import apply_acks, parse_acks
+from mgpu_doctor.gate.requirements import (
     LayerOutcome,
     RequirementSyntaxError,
     check_gpus,
@@ -25,9 +25,9 @@ from mgpu_doctor.requirements import (
     parse_layers,
     parse_tensorflow_spec,
 )
-from mgpu_doctor.resolve import resolve
-from mgpu_doctor.smoke.model import SmokeRun
-from mgpu_doctor.unavailable import skipped
+from mgpu_doctor.model.findings import Severity
+from mgpu_doctor.model.smoke_runs import SmokeRun
+from mgpu_doctor.model.unavailable import skipped
 from tests.scenarios import SCENARIOS, path_of, with_env
 
 TODAY = dt.date(2026, 6, 1)
@@ -204,7 +204,7 @@ def test_apply_acks_is_pure_and_dated(scenario):
 
 
 def test_known_issue_ids_match_findings_of_the_known_issues_check():
-    from mgpu_doctor.findings import Finding
+    from mgpu_doctor.model.findings import Finding
 
     [entry] = parse_acks({"acknowledge": [{"known_issue": "tf-gru-mirrored-hang", "reason": "r",
                                            "expires": TODAY}]}, "f")
@@ -298,8 +298,10 @@ def test_schema_describes_every_dataclass_field():
     """A field added to the report or snapshot must be documented in the shipped schema."""
     import dataclasses
 
-    from mgpu_doctor import findings, library_view, report, snapshot
-    from mgpu_doctor.devices import DeviceRow
+    from mgpu_doctor.drift.model import Drift, DriftRow
+    from mgpu_doctor.environment import library_view
+    from mgpu_doctor.model import findings, pasted, report, snapshot
+    from mgpu_doctor.model.device_row import DeviceRow
     from mgpu_doctor.multiworker.model import MultiWorkerRun, WorkerOutcome
     from mgpu_doctor.smoke.checkpoint import CheckpointStep
 
@@ -316,6 +318,8 @@ def test_schema_describes_every_dataclass_field():
         "checkpoint_step": CheckpointStep,
         "device_row": DeviceRow, "libraries_view": library_view.LibrariesView,
         "library_row": library_view.LibraryRow, "library_copy_view": library_view.CopyView,
+        "pasted": pasted.PastedFacts, "pasted_part": pasted.PastedPart, "pasted_version": pasted.PastedVersion,
+        "pasted_log_line": pasted.LogLine, "drift": Drift, "drift_row": DriftRow,
     }
     for name, cls in pairs.items():
         assert {f.name for f in dataclasses.fields(cls)} <= set(defs[name]["properties"]), name

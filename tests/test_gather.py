@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from mgpu_doctor.interpreter import Interpreter
+from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.probes.gather import GatherOptions, gather_snapshot
-from mgpu_doctor.unavailable import Unavailable
+from mgpu_doctor.process.interpreter import Interpreter
 from tests.fake_nvml import FakeMachine, FakeNvml
 from tests.test_packages_probe import base_python
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mgpu_doctor.checks.interpreter import check_interpreter
-from mgpu_doctor.unavailable import failed
+from mgpu_doctor.model.unavailable import failed
 
 PY = sys.executable
 PYTHON2 = Path("/root/.pyenv/versions/2.7.18/bin/python")

@@ -17,14 +17,14 @@ from packaging.version import Version
 
 from mgpu_doctor.checks import CHECKS
 from mgpu_doctor.cli import main
-from mgpu_doctor.findings import Severity
-from mgpu_doctor.interpreter import Interpreter
 from mgpu_doctor.matrix import compat_tables
 from mgpu_doctor.matrix.compat_tables import CompatTableError, load_cuda_driver_table, load_tensorflow_table
+from mgpu_doctor.model.findings import Severity
+from mgpu_doctor.model.snapshot import LibraryCopy, load_snapshot, snapshot_from_data
+from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.probes.libraries import LibraryProbeInput, gather_libraries
 from mgpu_doctor.probes.library_loading import library_said, load_library_versions
-from mgpu_doctor.snapshot import LibraryCopy, load_snapshot, snapshot_from_data
-from mgpu_doctor.unavailable import Unavailable
+from mgpu_doctor.process.interpreter import Interpreter
 from tests.checking import judge
 from tests.scenarios import (
     AND_CUDA,

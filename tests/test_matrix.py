@@ -10,16 +10,17 @@ import pytest
 
 from mgpu_doctor.checks.known_issues import check_known_issues, make_check_function
 from mgpu_doctor.cli import main
-from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity
-from mgpu_doctor.matrix.environment import BadEnvironment, Environment, environment_from_resolved, parse_query
+from mgpu_doctor.environment.matrix_view import environment_from_resolved
+from mgpu_doctor.environment.resolve import resolve
+from mgpu_doctor.matrix.environment import BadEnvironment, Environment, parse_query
 from mgpu_doctor.matrix.known_issues import load_known_issue_files, load_matrix
 from mgpu_doctor.matrix.match import Verdict, assess, example_problems
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
-from mgpu_doctor.matrix.smoke import smoke_findings, with_known_issues
-from mgpu_doctor.resolve import resolve
-from mgpu_doctor.snapshot import Snapshot, load_snapshot
-from mgpu_doctor.unavailable import absent, skipped
-from mgpu_doctor.versions import Tri, parse_specifier, parse_version, version_in
+from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Severity
+from mgpu_doctor.model.snapshot import Snapshot, load_snapshot
+from mgpu_doctor.model.unavailable import absent, skipped
+from mgpu_doctor.model.versions import Tri, parse_specifier, parse_version, version_in
+from mgpu_doctor.smoke.known_issues import smoke_findings, with_known_issues
 from tests.checking import judge
 
 DATA = Path(__file__).parent / "data"
@@ -348,11 +349,12 @@ def test_loader_keeps_good_entries_next_to_bad_ones() -> None:
 
 def test_the_coverage_table_in_the_matrix_readme_is_current() -> None:
     """Regenerate with `python -m mgpu_doctor.matrix.coverage --write` after changing entries."""
-    from mgpu_doctor.matrix.coverage import END, START, table_for
+    from mgpu_doctor.matrix.coverage import END, START, documentation_page, table_for
 
-    readme = (bundled_matrix_dir() / "README.md").read_text(encoding="utf-8")
-    current = readme[readme.index(START):readme.index(END) + len(END)]
-    assert current == table_for(bundled_matrix_dir())
+    for page in (bundled_matrix_dir() / "README.md", documentation_page(bundled_matrix_dir())):
+        text = page.read_text(encoding="utf-8")
+        current = text[text.index(START):text.index(END) + len(END)]
+        assert current == table_for(bundled_matrix_dir()), f"{page} is stale"
 
 
 def test_every_release_is_covered_or_recorded_as_searched() -> None:
@@ -368,6 +370,17 @@ def test_every_release_is_covered_or_recorded_as_searched() -> None:
     missing = [f"tensorflow {m}" for m, n in cov.tensorflow.items() if not n and ("tensorflow", m) not in searched]
     missing += [f"keras {m}" for m, n in cov.keras3.items() if not n and ("keras", m) not in searched]
     assert missing == []
+
+
+def test_every_tensorflow_2_minor_has_a_leak_entry_or_a_recorded_search() -> None:
+    """The leaks the project is named for: every TensorFlow 2.x minor has a leak entry admitting it,
+    or a mining log records "nothing found: leak tensorflow 2.N"."""
+    from mgpu_doctor.matrix.coverage import LEAK_MINORS, coverage, searched_without_result
+
+    cov = coverage(load_matrix(bundled_matrix_dir()).issues)
+    searched = searched_without_result(bundled_matrix_dir() / "mining-log")
+    assert [m for m in LEAK_MINORS if not cov.tensorflow_leaks[m] and ("leak tensorflow", m) not in searched] == []
+    assert sum(i.symptom == "leak" for i in load_matrix(bundled_matrix_dir()).issues) >= 60
 
 
 def test_coverage_counts_what_each_range_admits() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mgpu_doctor.snapshot import NvmlFacts, load_snapshot
+from mgpu_doctor.model.snapshot import NvmlFacts, load_snapshot
 from tests.mock_nvml import MockBuilder, MockUnavailable, load_profile, profile_names
 from tests.mock_nvml.bindings import BINDINGS, Binding, BindingUnavailable, python_env
 

@@ -17,7 +17,8 @@ import jsonschema
 import pytest
 
 from mgpu_doctor.cli import main
-from mgpu_doctor.findings import CheckStatus, Severity
+from mgpu_doctor.model.findings import CheckStatus, Severity
+from mgpu_doctor.model.serde import from_jsonable
 from mgpu_doctor.multiworker.findings import multiworker_outcomes, resume_run, skipped_resumes
 from mgpu_doctor.multiworker.launcher import DIE_STEP_ENV, DIE_TASK_ENV, MultiWorkerResult
 from mgpu_doctor.multiworker.model import MultiWorkerRun, WorkerOutcome
@@ -30,7 +31,6 @@ from mgpu_doctor.multiworker.tf_config import (
     local_cluster,
     parse_tf_config,
 )
-from mgpu_doctor.serde import from_jsonable
 
 
 def config(cluster, task=None) -> str:
@@ -444,7 +444,7 @@ def test_a_job_restarted_after_a_killed_worker_resumes_from_its_backup(capsys, m
 @pytest.mark.slow
 @pytest.mark.tensorflow
 def test_a_restart_that_lost_its_backup_is_reported_as_restarted_from_scratch(monkeypatch, tmp_path):
-    from mgpu_doctor.interpreter import Interpreter
+    from mgpu_doctor.process.interpreter import Interpreter
 
     monkeypatch.delenv("TF_CONFIG", raising=False)
     monkeypatch.setenv(FORGET_ENV, "1")
@@ -546,7 +546,7 @@ def test_the_resume_test_follows_the_level_and_is_skipped_after_a_failed_trainin
 def test_a_tf_keras_run_is_not_explained_by_a_keras_3_entry():
     """The matrix lookup sees the Keras the run trained with, not this shell's `keras` package."""
     from mgpu_doctor.matrix.environment import environment_from_mapping
-    from mgpu_doctor.matrix.smoke import run_environment
+    from mgpu_doctor.smoke.known_issues import run_environment
 
     machine = environment_from_mapping({"tensorflow": "2.21.0", "keras": "3.15.1"})
     run = MultiWorkerRun("dense", "", 2, "local", "tf-keras", "resume-failed", [_worker(0)],

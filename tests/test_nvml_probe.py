@@ -5,9 +5,9 @@ import time
 
 import pytest
 
+from mgpu_doctor.model.snapshot import NvmlFacts
+from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.probes.nvml import gather_nvml
-from mgpu_doctor.snapshot import NvmlFacts
-from mgpu_doctor.unavailable import Unavailable
 from tests.fake_nvml import FakeGpu, FakeMachine, FakeNvml, bus, gpus
 
 

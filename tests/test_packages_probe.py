@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from mgpu_doctor.interpreter import CHILD_SCRIPTS, Interpreter
+from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.probes.packages import gather_python_and_packages
-from mgpu_doctor.unavailable import Unavailable
+from mgpu_doctor.process.interpreter import CHILD_SCRIPTS, Interpreter
 
 
 def base_python() -> str:

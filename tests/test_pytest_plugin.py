@@ -73,8 +73,8 @@ def test_inert_unless_asked(pytester):
 
 def test_live_quick_check_on_this_machine(pytester):
     """A real quick gather: without a GPU the GPU requirement is never passed, always skipped."""
+    from mgpu_doctor.model.unavailable import Unavailable
     from mgpu_doctor.probes.nvml import gather_nvml
-    from mgpu_doctor.unavailable import Unavailable
 
     nvml = gather_nvml()
     if not isinstance(nvml, Unavailable) and nvml.gpus:
@@ -92,7 +92,7 @@ def test_live_quick_check_on_this_machine(pytester):
 
 def test_mgpu_from_a_saved_report_verifies_layers_by_its_smoke_runs(pytester, capsys, tmp_path):
     """As `check --from`: the smoke runs a report recorded count for `layers=`."""
-    from mgpu_doctor.serde import to_jsonable
+    from mgpu_doctor.model.serde import to_jsonable
     from tests.test_diagnose import DENSE_OK, GRU_HANG, saved_report
 
     path = saved_report(capsys, tmp_path, [DENSE_OK, GRU_HANG])

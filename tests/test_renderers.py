@@ -14,7 +14,7 @@ import pytest
 
 from mgpu_doctor.checks import CHECKS
 from mgpu_doctor.diagnose import judge_snapshot
-from mgpu_doctor.findings import Section, Severity
+from mgpu_doctor.model.findings import Section, Severity
 from mgpu_doctor.renderers import OutputFormat, RenderOptions, junit
 from tests.scenarios import SCENARIOS
 
@@ -150,3 +150,65 @@ def test_sections_come_in_their_order_with_a_heading_each(scenario):
     lines = OutputFormat.HUMAN.renderer()(report, RenderOptions(unicode=False)).splitlines()
     present = [s for s in Section if any(c.section is s for c in report.checks)]
     assert [line for line in lines if line in {s.title for s in Section}] == [s.title for s in present]
+
+
+def conditional_report():
+    """A known-issues check by hand (the matrix changes; the rendering must not): one warning, three
+    entries that depend on the training (two facts), one that cannot be told; a declared profile."""
+    from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Condition, Finding
+    from mgpu_doctor.model.report import new_report
+    from mgpu_doctor.model.training import TrainingFacts, TrainingProfile
+
+    def conditional(n, condition):
+        return Finding(f"known-issue.entry-{n}", Severity.INFO, f"Known issue for these versions: entry {n}",
+                       [f"matches: tensorflow 2.21.0 is in >=2.{n}", condition.phrase], fix=f"fix {n}",
+                       links=[f"https://example.org/{n}"], condition=condition)
+
+    loop = Condition("usage", ("custom_training_loop",), "if you train with a custom loop",
+                     "--usage custom_training_loop", True)
+    saved = Condition("usage", ("save_model",), "if you save the distributed model", "--usage save_model", True)
+    gru = Condition("layers", ("gru", "lstm"), "if your model uses GRU or LSTM layers",
+                    "--model-layers gru or lstm", True)
+    numpy = Condition("numpy", (">=2",), "without the numpy version (>=2)", "", False)
+    findings = [
+        Finding("known-issue.entry-0", Severity.WARNING, "Known issue applies: entry 0",
+                ["matches: usage save_model (declared in pyproject.toml: [tool.mgpu-doctor.training] usage)"],
+                fix="fix 0"),
+        conditional(1, loop), conditional(2, gru), conditional(3, loop), conditional(4, saved),
+        conditional(5, numpy),
+    ]
+    outcome = CheckOutcome("known-issues", "Known multi-GPU issues for these versions", CheckStatus.WARNING,
+                           findings, section=Section.KNOWN_ISSUES)
+    profile = TrainingProfile(declared=TrainingFacts(strategy="mirrored"),
+                              declared_from={"strategy": "pyproject.toml: [tool.mgpu-doctor.training] strategy"},
+                              observed=TrainingFacts(layers=("dense",)),
+                              observed_from={"layers": "model: trainer.models:build"})
+    return new_report("check", "snapshot conditional.json", [outcome], tool_version="0.1.0", training=profile)
+
+
+@pytest.mark.parametrize("fmt,options,golden", [
+    (OutputFormat.HUMAN, RenderOptions(unicode=False), "conditional.ascii.txt"),
+    (OutputFormat.HUMAN, RenderOptions(unicode=False, verbose=True), "conditional.verbose.txt"),
+    (OutputFormat.MARKDOWN, RenderOptions(), "conditional.md"),
+])
+def test_conditional_findings_are_grouped_after_what_applies(fmt, options, golden):
+    assert_golden(golden, fmt.renderer()(conditional_report(), options))
+
+
+def test_the_json_report_carries_the_groups_and_the_profile():
+    data = json.loads(OutputFormat.JSON.renderer()(conditional_report(), RenderOptions()))
+    assert [(g["key"], g["wanted"], g["codes"]) for g in data["conditional"]] == [
+        ("usage", ["custom_training_loop"], ["known-issue.entry-1", "known-issue.entry-3"]),
+        ("usage", ["save_model"], ["known-issue.entry-4"]),
+        ("layers", ["gru", "lstm"], ["known-issue.entry-2"]),
+        ("numpy", [">=2"], ["known-issue.entry-5"]),
+    ]
+    assert data["training"]["unknown"] == ["usage", "gpus", "workers", "backend", "scenario"]
+    assert data["training"]["observed_from"] == {"layers": "model: trainer.models:build"}
+
+
+def test_the_html_report_has_a_block_per_group():
+    html = OutputFormat.HTML.renderer()(conditional_report(), RenderOptions())
+    assert "<summary>2 apply if you train with a custom loop: --usage custom_training_loop</summary>" in html
+    assert "<summary>1 cannot be told without the numpy version (&gt;=2)</summary>" in html
+    assert "<h2>Training</h2>" in html and "model: trainer.models:build" in html

@@ -12,9 +12,9 @@ import mgpu_doctor.probes.nvml as nvml_probe
 from mgpu_doctor.checks import CHECKS
 from mgpu_doctor.cli import main
 from mgpu_doctor.diagnose import judge_snapshot
-from mgpu_doctor.masking import mask_env_value
-from mgpu_doctor.redact import Identity, redact_snapshot
-from mgpu_doctor.snapshot import load_snapshot
+from mgpu_doctor.model.redact import Identity, redact_snapshot
+from mgpu_doctor.model.snapshot import load_snapshot
+from mgpu_doctor.process.masking import mask_env_value
 from tests.fake_nvml import FakeGpu, FakeMachine, FakeNvml, bus
 from tests.scenarios import SCENARIOS, path_of, with_env
 

@@ -15,13 +15,13 @@ import pytest
 from mgpu_doctor.checks import CHECKS
 from mgpu_doctor.cli import main
 from mgpu_doctor.diagnose import judge_snapshot
-from mgpu_doctor.findings import Severity
+from mgpu_doctor.environment.matrix_view import environment_from_resolved
+from mgpu_doctor.environment.resolve import KerasFamily, Origin, reading, resolve, resolved, same_release
 from mgpu_doctor.matrix.compat_tables import bundled_cuda_driver_table, bundled_tensorflow_table
-from mgpu_doctor.matrix.environment import environment_from_resolved
+from mgpu_doctor.model.findings import Severity
+from mgpu_doctor.model.snapshot import LibraryCopy, LibraryFacts, load_snapshot
+from mgpu_doctor.model.unavailable import skipped
 from mgpu_doctor.probes.libraries import LibraryProbeInput, gather_libraries
-from mgpu_doctor.resolve import KerasFamily, Origin, reading, resolve, resolved, same_release
-from mgpu_doctor.snapshot import LibraryCopy, LibraryFacts, load_snapshot
-from mgpu_doctor.unavailable import skipped
 from tests.scenarios import (
     HOST,
     libcuda_copy,
@@ -312,7 +312,7 @@ def test_the_and_cuda_pins_table_has_every_release_that_declares_the_extra():
 
 
 def test_the_distribution_names_of_bug_reports_are_query_terms():
-    from mgpu_doctor.query import resolve_query
+    from mgpu_doctor.environment.query import resolve_query
 
     env, given = resolve_query(["tensorflow-gpu==1.15.0", "keras-nightly==3.7.0.dev2024120303", "gpus=2"])
     assert env.tensorflow.text == "1.15.0" and env.keras.text == "3.7.0.dev2024120303"
@@ -322,7 +322,7 @@ def test_the_distribution_names_of_bug_reports_are_query_terms():
 
 
 def test_workers_term_is_multi_worker_training():
-    from mgpu_doctor.query import resolve_query
+    from mgpu_doctor.environment.query import resolve_query
 
     env, given = resolve_query(["tensorflow==2.21.0", "workers=2"])
     assert env.usage.strategy == "multi_worker_mirrored" and env.machine.workers == 2
@@ -340,7 +340,7 @@ def imported_by(*modules: str) -> set[str]:
 
 
 def test_the_report_and_the_renderers_import_no_check_and_no_probe():
-    loaded = imported_by("mgpu_doctor.report", "mgpu_doctor.renderers.human", "mgpu_doctor.renderers.json_report",
+    loaded = imported_by("mgpu_doctor.model.report", "mgpu_doctor.renderers.human", "mgpu_doctor.renderers.json_report",
                          "mgpu_doctor.renderers.markdown", "mgpu_doctor.renderers.junit",
                          "mgpu_doctor.renderers.bug_report", "mgpu_doctor.renderers.html_report")
     assert not {m for m in loaded if m.startswith(("mgpu_doctor.checks", "mgpu_doctor.probes"))}
@@ -355,16 +355,16 @@ def test_checks_import_no_probe_and_the_pipeline_no_cli():
 def test_masking_depends_on_neither_the_probes_nor_redaction():
     # The probes mask what they gather and redaction masks again: both use masking, which
     # imports neither (an import cycle between them was how this started).
-    assert imported_by("mgpu_doctor.masking") == {"mgpu_doctor", "mgpu_doctor.masking"}
-    assert not {m for m in imported_by("mgpu_doctor.redact") if m.startswith("mgpu_doctor.probes")}
-    assert "mgpu_doctor.redact" not in imported_by("mgpu_doctor.probes.envvars")
+    assert imported_by("mgpu_doctor.process.masking") == {"mgpu_doctor", "mgpu_doctor.process", "mgpu_doctor.process.masking"}
+    assert not {m for m in imported_by("mgpu_doctor.model.redact") if m.startswith("mgpu_doctor.probes")}
+    assert "mgpu_doctor.model.redact" not in imported_by("mgpu_doctor.probes.envvars")
 
 
 def test_the_tensorflow_distribution_names_live_in_one_place():
     root = Path(__file__).parents[1] / "mgpu_doctor"
     holders = [p.relative_to(root).as_posix() for p in root.rglob("*.py")
                if '"tensorflow-cpu"' in p.read_text() and "child_scripts" not in p.parts]
-    assert holders == ["distributions.py"]
+    assert holders == ["model/distributions.py"]
 
 
 def test_a_quick_snapshot_still_resolves_what_tensorflow_was_built_for():

@@ -7,12 +7,12 @@ from dataclasses import replace
 import pytest
 
 from mgpu_doctor.cli import main
-from mgpu_doctor.codes import canonical
-from mgpu_doctor.findings import CheckStatus, Severity
+from mgpu_doctor.model.codes import canonical
+from mgpu_doctor.model.findings import CheckStatus, Severity
+from mgpu_doctor.model.smoke_runs import SmokeRun
 from mgpu_doctor.renderers.charts import input_charts, loss_charts, scaling_charts
 from mgpu_doctor.renderers.smoke_table import smoke_rows
 from mgpu_doctor.smoke.input_bound import input_bound
-from mgpu_doctor.smoke.model import SmokeRun
 from mgpu_doctor.smoke.plan import LEVELS, SmokeOptions, plan_runs
 from mgpu_doctor.smoke.rules import compare_with_single, run_findings, single_twin, smoke_outcomes
 from mgpu_doctor.smoke.scaling_map import curves

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from mgpu_doctor.masking import mask_credentials
+from mgpu_doctor.process.masking import mask_credentials
 from tests.scenarios import path_of
 
 USER = "planteduser"

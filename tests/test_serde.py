@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from mgpu_doctor.serde import SchemaError, from_jsonable, to_jsonable
-from mgpu_doctor.snapshot import Snapshot, snapshot_from_data
-from mgpu_doctor.unavailable import Unavailable, absent, failed
+from mgpu_doctor.model.serde import SchemaError, from_jsonable, to_jsonable
+from mgpu_doctor.model.snapshot import Snapshot, snapshot_from_data
+from mgpu_doctor.model.unavailable import Unavailable, absent, failed
 from tests.scenarios import SCENARIOS
 
 

@@ -143,7 +143,7 @@ def test_sigkill_of_the_doctor_mid_smoke_leaves_no_process_of_the_run(tmp_path):
 PARENT = """
 import subprocess, sys, time
 sys.path.insert(0, {repo!r})
-from mgpu_doctor.childproc import run_child
+from mgpu_doctor.process.childproc import run_child
 if {lifeline!r}:
     run_child([sys.executable, {child!r}], timeout_s=600)
 else:  # a plain child: only PR_SET_PDEATHSIG can take it down with us

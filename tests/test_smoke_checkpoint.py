@@ -13,14 +13,14 @@ from dataclasses import replace
 
 import pytest
 
-from mgpu_doctor.findings import Severity
 from mgpu_doctor.matrix.known_issues import load_matrix
 from mgpu_doctor.matrix.match import Environment
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
-from mgpu_doctor.matrix.smoke import run_environment, with_known_issues
+from mgpu_doctor.model.findings import Severity
+from mgpu_doctor.model.smoke_runs import SmokeRun
 from mgpu_doctor.smoke.checkpoint import RELOAD_TOLERANCE, CheckpointStep, checkpoint_status
+from mgpu_doctor.smoke.known_issues import run_environment, with_known_issues
 from mgpu_doctor.smoke.layers import layer_names
-from mgpu_doctor.smoke.model import SmokeRun
 from mgpu_doctor.smoke.plan import LEVELS, SmokeOptions, plan_runs
 from mgpu_doctor.smoke.rules import smoke_outcomes
 from mgpu_doctor.smoke.runner import run_suite

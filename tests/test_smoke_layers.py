@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from mgpu_doctor.cli import main
+from mgpu_doctor.gate.requirements import RequirementSyntaxError
+from mgpu_doctor.gate.requirements import parse_layers as parse_required_layers
 from mgpu_doctor.matrix import vocabulary
 from mgpu_doctor.matrix.environment import Environment
-from mgpu_doctor.matrix.smoke import run_environment
+from mgpu_doctor.model.smoke_runs import SmokeRun
 from mgpu_doctor.multiworker.suite import MultiWorkerPlan
-from mgpu_doctor.requirements import RequirementSyntaxError
-from mgpu_doctor.requirements import parse_layers as parse_required_layers
+from mgpu_doctor.smoke.known_issues import run_environment
 from mgpu_doctor.smoke.layers import DATA_KINDS, SMOKE_LAYERS, SmokeLayer, layer_names, markdown_table
-from mgpu_doctor.smoke.model import SmokeRun
 from mgpu_doctor.smoke.plan import PlanError, SmokeOptions, plan_runs
 from mgpu_doctor.smoke.plan import parse_layers as parse_smoke_layers
 

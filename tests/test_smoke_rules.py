@@ -8,13 +8,13 @@ from dataclasses import replace
 import pytest
 
 from mgpu_doctor.cli import main
-from mgpu_doctor.findings import CheckStatus, Severity
+from mgpu_doctor.gate.requirements import LayerOutcome, layer_outcomes
+from mgpu_doctor.model.findings import CheckStatus, Severity
+from mgpu_doctor.model.serde import from_jsonable, to_jsonable
+from mgpu_doctor.model.smoke_runs import SCENARIOS, SmokeRun, SmokeSpec
 from mgpu_doctor.renderers import RenderOptions, junit
-from mgpu_doctor.requirements import LayerOutcome, layer_outcomes
-from mgpu_doctor.serde import from_jsonable, to_jsonable
 from mgpu_doctor.smoke.layers import SMOKE_LAYERS
 from mgpu_doctor.smoke.measure import run_from_child, slope
-from mgpu_doctor.smoke.model import SCENARIOS, SmokeRun, SmokeSpec
 from mgpu_doctor.smoke.plan import LEVELS, PlanError, SmokeOptions, parse_counts, parse_layers, plan_runs
 from mgpu_doctor.smoke.rules import compare_with_single, run_findings, smoke_outcomes
 
@@ -210,8 +210,8 @@ def test_outcomes_feed_every_renderer_and_junit_has_one_testcase_per_run():
     runs = [run(devices=1), run(status="crash", signal="SIGABRT", stderr_tail="Fatal Python error: Aborted")]
     outcomes = smoke_outcomes(compare_with_single(runs))
     assert [o.status for o in outcomes] == [CheckStatus.PASSED, CheckStatus.FAILED]
-    from mgpu_doctor.report import REPORT_KIND, REPORT_SCHEMA_VERSION, Report
-    from mgpu_doctor.snapshot import load_snapshot
+    from mgpu_doctor.model.report import REPORT_KIND, REPORT_SCHEMA_VERSION, Report
+    from mgpu_doctor.model.snapshot import load_snapshot
     from tests.scenarios import path_of
     report = Report(REPORT_SCHEMA_VERSION, REPORT_KIND, "0", "smoke", "this machine", False,
                     load_snapshot(path_of("cpu-only-tensorflow")), outcomes, smoke_runs=runs)
@@ -358,7 +358,7 @@ def test_a_run_the_diagnosed_tensorflow_cannot_do_is_skipped_with_its_reason(sce
 def _child_helpers():
     import importlib.util
 
-    from mgpu_doctor.interpreter import CHILD_SCRIPTS
+    from mgpu_doctor.process.interpreter import CHILD_SCRIPTS
 
     loaded = importlib.util.spec_from_file_location("_mgpu_child_under_test", CHILD_SCRIPTS / "_mgpu_child.py")
     module = importlib.util.module_from_spec(loaded)

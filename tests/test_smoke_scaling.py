@@ -10,8 +10,8 @@ import jsonschema
 import pytest
 
 from mgpu_doctor.cli import main
+from mgpu_doctor.model.smoke_runs import runs_from_report
 from mgpu_doctor.renderers.charts import scaling_charts
-from mgpu_doctor.smoke.model import runs_from_report
 
 pytestmark = [pytest.mark.tensorflow, pytest.mark.slow]
 SCHEMA = json.loads((files("mgpu_doctor") / "schemas" / "report.schema.json").read_text())

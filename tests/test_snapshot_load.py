@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from mgpu_doctor.snapshot import SnapshotLoadError, load_snapshot
+from mgpu_doctor.model.snapshot import SnapshotLoadError, load_snapshot
 from tests.scenarios import SCENARIOS, path_of
 
 

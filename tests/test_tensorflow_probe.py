@@ -7,11 +7,11 @@ from importlib import metadata
 
 import pytest
 
-from mgpu_doctor.interpreter import Interpreter
+from mgpu_doctor.model.snapshot import TensorFlowFacts
+from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.probes.packages import gather_python_and_packages
 from mgpu_doctor.probes.tensorflow import gather_tensorflow
-from mgpu_doctor.snapshot import TensorFlowFacts
-from mgpu_doctor.unavailable import Unavailable
+from mgpu_doctor.process.interpreter import Interpreter
 
 pytestmark = pytest.mark.tensorflow
 
@@ -89,7 +89,7 @@ def test_segfault_in_import_is_a_crash_fact(tmp_path, monkeypatch, current_packa
 
 
 def test_not_installed_needs_no_child(tmp_path):
-    from mgpu_doctor.snapshot import PackageFacts
+    from mgpu_doctor.model.snapshot import PackageFacts
 
     tf = gather_tensorflow(Interpreter("/nonexistent/python"), PackageFacts({}, {}, {}))
     assert isinstance(tf, Unavailable) and tf.reason == "absent"

@@ -8,7 +8,7 @@ import pytest
 
 from mgpu_doctor.checks import CHECKS
 from mgpu_doctor.cli import main
-from mgpu_doctor.findings import CheckStatus, Severity
+from mgpu_doctor.model.findings import CheckStatus, Severity
 from tests.checking import judge
 from tests.scenarios import with_env
 

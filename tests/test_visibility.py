@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from mgpu_doctor.visibility import visible_gpus
+from mgpu_doctor.environment.visibility import visible_gpus
 from tests.scenarios import mixed_models, sick_box
 
 

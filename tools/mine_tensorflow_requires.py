@@ -20,7 +20,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from mgpu_doctor.distributions import TF_COMPANIONS  # noqa: E402
+from mgpu_doctor.model.distributions import TF_COMPANIONS  # noqa: E402
 
 
 def rows(directory: Path) -> list[tuple[str, list[str], str]]:

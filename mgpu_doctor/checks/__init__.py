@@ -1,9 +1,11 @@
 """Every check, in the order they are reported. Adding a check: one module + one line here
 (its name, title, section and the finding codes it declares; see CONTRIBUTING.md).
 
-Checks judge a :class:`~mgpu_doctor.resolve.ResolvedEnvironment`. Rules over versions take it
+Checks judge a :class:`~mgpu_doctor.environment.resolve.ResolvedEnvironment`. Rules over versions take it
 whole (and `matrix query` runs them on the versions it names); checks of a machine's GPUs,
 files and imports take its snapshot (``on_machine``).
+
+May import: errors, process, model, matrix, environment.
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ from mgpu_doctor.checks import (
 )
 from mgpu_doctor.checks.base import Check, CheckSkipped, Scope, run_check
 from mgpu_doctor.checks.facts_access import need_machine
-from mgpu_doctor.findings import Finding, Section
-from mgpu_doctor.resolve import ResolvedEnvironment
-from mgpu_doctor.snapshot import Snapshot
+from mgpu_doctor.environment.resolve import ResolvedEnvironment
+from mgpu_doctor.model.findings import Finding, Section
+from mgpu_doctor.model.snapshot import Snapshot
 
 Rule = Callable[[ResolvedEnvironment], list[Finding]]
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.facts_access import need_machine
-from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.resolve import KerasFamily, Origin, ResolvedEnvironment, ResolvedVersion
+from mgpu_doctor.environment.resolve import KerasFamily, Origin, ResolvedEnvironment, ResolvedVersion
+from mgpu_doctor.model.findings import Finding, Severity
 
 SHADOW_HINT = ("check PYTHONPATH, the user site-packages (~/.local/lib/python*/site-packages) and "
                "`python -c 'import tensorflow, keras; print(tensorflow.__file__, keras.__file__)'`")

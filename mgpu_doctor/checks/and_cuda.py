@@ -5,10 +5,10 @@ from __future__ import annotations
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.facts_access import need_some_gpu
 from mgpu_doctor.checks.tensorflow_build import TF_PIP_DOC
-from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.resolve import ResolvedEnvironment
-from mgpu_doctor.unavailable import Unavailable
-from mgpu_doctor.versions import Tri, version_in
+from mgpu_doctor.environment.resolve import ResolvedEnvironment
+from mgpu_doctor.model.findings import Finding, Severity
+from mgpu_doctor.model.unavailable import Unavailable
+from mgpu_doctor.model.versions import Tri, version_in
 
 CODES = ("and-cuda.ok", "and-cuda.missing", "and-cuda.out-of-range")
 

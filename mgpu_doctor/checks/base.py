@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from mgpu_doctor.codes import crash_code, is_declared
-from mgpu_doctor.findings import (
+from mgpu_doctor.model.codes import crash_code, is_declared
+from mgpu_doctor.model.findings import (
     MOSTLY_SKIPPED_CHECK,
     CheckOutcome,
     CheckStatus,
@@ -49,7 +49,7 @@ class Check(Generic[S]):
     check whose facts are missing raises :class:`CheckSkipped` with the reason: never reported
     as passed. ``scope`` VERSIONS marks the rules over versions that `matrix query` applies.
     ``section`` is where the human report lists it. ``codes`` are the finding codes it can emit
-    (see :mod:`mgpu_doctor.codes`); a finding with another code makes the check a crash, so a
+    (see :mod:`mgpu_doctor.model.codes`); a finding with another code makes the check a crash, so a
     code cannot reach users without being declared, documented and aliased when renamed (every
     registered check declares its codes: a test holds that).
     """

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from mgpu_doctor.checks.facts_access import need
-from mgpu_doctor.collective_facts import CollectiveFacts, PcieFacts, PciGpu, normalise_bus_id
-from mgpu_doctor.snapshot import GpuLink, Snapshot
-from mgpu_doctor.unavailable import Unavailable
-from mgpu_doctor.visibility import visible_gpus
+from mgpu_doctor.environment.visibility import visible_gpus
+from mgpu_doctor.model.collective_facts import CollectiveFacts, PcieFacts, PciGpu, normalise_bus_id
+from mgpu_doctor.model.snapshot import GpuLink, Snapshot
+from mgpu_doctor.model.unavailable import Unavailable
 
 NCCL_TROUBLESHOOTING = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
 NCCL_ACS_DOC = NCCL_TROUBLESHOOTING + "#pci-access-control-services-acs"

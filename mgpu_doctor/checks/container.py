@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from mgpu_doctor.checks.collective_access import CONTAINER_TOOLKIT_DOC, need_collective
 from mgpu_doctor.checks.facts_access import need
-from mgpu_doctor.collective_facts import ContainerFacts
-from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.snapshot import Snapshot
-from mgpu_doctor.unavailable import Unavailable
+from mgpu_doctor.model.collective_facts import ContainerFacts
+from mgpu_doctor.model.findings import Finding, Severity
+from mgpu_doctor.model.snapshot import Snapshot
+from mgpu_doctor.model.unavailable import Unavailable
 
 NO_GPU_VALUES = ("void", "none", "")
 K8S_GPU_DOC = "https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/"

@@ -17,11 +17,11 @@ from mgpu_doctor.checks.collective_access import (
     used_gpus,
 )
 from mgpu_doctor.checks.facts_access import need
-from mgpu_doctor.collective_facts import ContainerFacts, CpuFacts, PciGpu
-from mgpu_doctor.cpulist import format_cpulist, parse_cpulist
-from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.snapshot import Snapshot
-from mgpu_doctor.unavailable import Unavailable
+from mgpu_doctor.environment.cpulist import format_cpulist, parse_cpulist
+from mgpu_doctor.model.collective_facts import ContainerFacts, CpuFacts, PciGpu
+from mgpu_doctor.model.findings import Finding, Severity
+from mgpu_doctor.model.snapshot import Snapshot
+from mgpu_doctor.model.unavailable import Unavailable
 
 CPUS_PER_GPU = 2  # a launch thread and NCCL's proxy thread per GPU, before any input pipeline
 FAR_SOCKET_THREAD = "https://github.com/NVIDIA/go-gpuallocator/issues/17"

@@ -6,10 +6,11 @@ from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.facts_access import need_libraries, need_some_gpu
 from mgpu_doctor.checks.library_evidence import in_use_text, where_found
 from mgpu_doctor.checks.tensorflow_build import TF_PIP_DOC, TF_SOURCE_DOC, BuiltFor, built_for
-from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.library_copies import MAIN_LIBRARIES, cuda_major_of
-from mgpu_doctor.resolve import ResolvedEnvironment
-from mgpu_doctor.versions import major_minor
+from mgpu_doctor.environment.library_copies import MAIN_LIBRARIES, cuda_major_of
+from mgpu_doctor.environment.resolve import ResolvedEnvironment
+from mgpu_doctor.model.findings import Finding, Severity
+from mgpu_doctor.model.unavailable import Unavailable
+from mgpu_doctor.model.versions import major_minor
 
 # CUDA libraries TensorFlow's GPU support cannot start without (it logs "Cannot dlopen some GPU
 # libraries" and registers no GPU).
@@ -33,7 +34,8 @@ def check_tensorflow_build_libraries(env: ResolvedEnvironment) -> list[Finding]:
     """The libraries in use (or named in a query) against the CUDA/cuDNN TensorFlow was built for."""
     snapshot = env.snapshot
     if snapshot is not None:
-        need_libraries(snapshot)
+        if snapshot.pasted is None:  # a paste states versions, not library files
+            need_libraries(snapshot)
         need_some_gpu(snapshot)
     built = built_for(env)
     findings: list[Finding] = []
@@ -49,8 +51,8 @@ def check_tensorflow_build_libraries(env: ResolvedEnvironment) -> list[Finding]:
                     f"({built.source})", f"in use: {in_use_text(lib, value)}"]
         findings.extend(_compare(name, expected, value.text if value.observed else "", evidence, built,
                                  wheel_hint))
-    missing = [n for n in REQUIRED if snapshot is not None and
-               (n not in env.libraries or env.libraries[n].copy is None)]
+    missing = [n for n in REQUIRED if snapshot is not None and not isinstance(snapshot.libraries, Unavailable)
+               and (n not in env.libraries or env.libraries[n].copy is None)]
     for name in MAIN_LIBRARIES:
         lib = env.libraries.get(name)
         if name in ("cuda", "cudart", "cudnn") or lib is None or lib.copy is None:

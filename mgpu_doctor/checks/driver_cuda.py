@@ -10,12 +10,12 @@ from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.facts_access import need_gpus
 from mgpu_doctor.checks.library_evidence import in_use_text
 from mgpu_doctor.checks.tensorflow_build import origin_text
-from mgpu_doctor.findings import Finding, Severity
+from mgpu_doctor.environment.resolve import ResolvedEnvironment
 from mgpu_doctor.matrix.compat_tables import bundled_cuda_driver_table
-from mgpu_doctor.resolve import ResolvedEnvironment
-from mgpu_doctor.snapshot import LibraryFacts
-from mgpu_doctor.unavailable import Unavailable
-from mgpu_doctor.versions import minor_text, parse_version
+from mgpu_doctor.model.findings import Finding, Severity
+from mgpu_doctor.model.snapshot import LibraryFacts
+from mgpu_doctor.model.unavailable import Unavailable
+from mgpu_doctor.model.versions import minor_text, parse_version
 
 CUDA_COMPAT_DOC = "https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html"
 

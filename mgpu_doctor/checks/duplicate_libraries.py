@@ -9,10 +9,10 @@ from packaging.version import Version
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.facts_access import need_libraries
 from mgpu_doctor.checks.library_evidence import where_found
-from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.library_copies import MAIN_LIBRARIES, best_version, copies_of, major_of
-from mgpu_doctor.snapshot import LibraryCopy, Snapshot
-from mgpu_doctor.versions import parse_version
+from mgpu_doctor.environment.library_copies import MAIN_LIBRARIES, best_version, copies_of, major_of
+from mgpu_doctor.model.findings import Finding, Severity
+from mgpu_doctor.model.snapshot import LibraryCopy, Snapshot
+from mgpu_doctor.model.versions import parse_version
 
 CODES = (
     "libraries.one-copy",

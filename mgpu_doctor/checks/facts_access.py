@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import TypeVar
 
 from mgpu_doctor.checks.base import CheckSkipped
-from mgpu_doctor.resolve import ResolvedEnvironment
-from mgpu_doctor.snapshot import LibraryFacts, NvmlFacts, PackageFacts, Snapshot, TensorFlowFacts
-from mgpu_doctor.unavailable import Unavailable
+from mgpu_doctor.environment.resolve import ResolvedEnvironment
+from mgpu_doctor.model.snapshot import LibraryFacts, NvmlFacts, PackageFacts, Snapshot, TensorFlowFacts
+from mgpu_doctor.model.unavailable import Unavailable
 
 T = TypeVar("T")
 
@@ -57,6 +57,12 @@ def need_gpus(snapshot: Snapshot) -> NvmlFacts:
 
 def need_tensorflow(snapshot: Snapshot) -> TensorFlowFacts:
     return need(snapshot.tensorflow, "TensorFlow")
+
+
+def need_env(snapshot: Snapshot, name: str) -> None:
+    """Skip where the environment is not known: a pasted text rarely shows it."""
+    if snapshot.pasted is not None and name not in snapshot.env:
+        raise CheckSkipped(f"{name}: not in the pasted text")
 
 
 def need_packages(snapshot: Snapshot) -> PackageFacts:

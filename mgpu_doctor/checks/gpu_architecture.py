@@ -6,9 +6,9 @@ from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.compiled_architectures import compiled_archs
 from mgpu_doctor.checks.facts_access import need, need_gpus
 from mgpu_doctor.checks.tensorflow_build import TF_SOURCE_DOC
-from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.resolve import ResolvedEnvironment
-from mgpu_doctor.versions import major_minor
+from mgpu_doctor.environment.resolve import ResolvedEnvironment
+from mgpu_doctor.model.findings import Finding, Severity
+from mgpu_doctor.model.versions import major_minor
 
 CODES = ("gpu-arch.native", "gpu-arch.ptx-jit", "gpu-arch.unsupported")
 

@@ -6,11 +6,11 @@ from collections import Counter
 from collections.abc import Callable
 
 from mgpu_doctor.checks.base import CheckSkipped
-from mgpu_doctor.checks.facts_access import gib, need, need_any, need_gpus
-from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.snapshot import GpuFacts, NvmlFacts, Snapshot
-from mgpu_doctor.unavailable import Unavailable
-from mgpu_doctor.visibility import cuda_enumeration_order
+from mgpu_doctor.checks.facts_access import gib, need, need_any, need_gpus, skip_reason
+from mgpu_doctor.environment.visibility import cuda_enumeration_order
+from mgpu_doctor.model.findings import Finding, Severity
+from mgpu_doctor.model.snapshot import GpuFacts, NvmlFacts, Snapshot
+from mgpu_doctor.model.unavailable import Unavailable
 
 MEMORY_IN_USE_FRACTION = 0.05
 SLOWDOWN_REASONS = {
@@ -27,6 +27,8 @@ PRESENT_CODES = ("gpu.found", "gpu.none", "gpu.nvml-failed", "gpu.nvml-partial")
 def check_gpus_present(snapshot: Snapshot) -> list[Finding]:
     nvml = snapshot.nvml
     if isinstance(nvml, Unavailable):
+        if nvml.cause == "not-pasted":  # a pasted text without nvidia-smi says nothing about the GPUs
+            raise CheckSkipped(skip_reason("nvidia-smi output", nvml))
         if nvml.reason == "absent":
             return [Finding(
                 "gpu.none", Severity.WARNING,

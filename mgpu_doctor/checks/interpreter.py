@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.facts_access import skip_reason
-from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.snapshot import Snapshot
-from mgpu_doctor.unavailable import Unavailable, interpreter_broken
+from mgpu_doctor.model.findings import Finding, Severity
+from mgpu_doctor.model.snapshot import Snapshot
+from mgpu_doctor.model.unavailable import Unavailable, interpreter_broken
 
 POINT_AT_IT = ("`--python` must name the Python 3 interpreter of the environment you train with, for "
                "example /path/to/venv/bin/python or $(conda run -n ENV which python).")
@@ -47,6 +47,8 @@ CODES = (
 
 def check_interpreter(snapshot: Snapshot) -> list[Finding]:
     python = snapshot.python
+    if snapshot.pasted is not None:
+        raise CheckSkipped("a pasted text: no interpreter ran here")
     if not isinstance(python, Unavailable):
         return [Finding("interpreter.runs", Severity.OK, f"Python {python.version}",
                         evidence=[f"executable: {python.executable}", f"prefix: {python.prefix}"])]

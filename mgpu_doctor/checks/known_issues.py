@@ -6,12 +6,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mgpu_doctor.checks.base import CheckSkipped
-from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.matrix.environment import Environment, environment_from_resolved
+from mgpu_doctor.environment.matrix_view import environment_from_resolved
+from mgpu_doctor.environment.resolve import ResolvedEnvironment
+from mgpu_doctor.matrix.environment import Environment
 from mgpu_doctor.matrix.known_issue_findings import known_issue_findings
 from mgpu_doctor.matrix.known_issues import Matrix, load_matrix
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
-from mgpu_doctor.resolve import ResolvedEnvironment
+from mgpu_doctor.model.findings import Finding, Severity
 
 NAME = "known-issues"
 TITLE = "Known multi-GPU issues for these versions"

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from mgpu_doctor.library_copies import best_version
-from mgpu_doctor.resolve import LibraryInUse, ResolvedVersion
-from mgpu_doctor.snapshot import LibraryCopy
+from mgpu_doctor.environment.library_copies import best_version
+from mgpu_doctor.environment.resolve import LibraryInUse, ResolvedVersion
+from mgpu_doctor.model.snapshot import LibraryCopy
 
 
 def where_found(copy: LibraryCopy, how: str) -> str:

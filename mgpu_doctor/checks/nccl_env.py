@@ -16,10 +16,10 @@ from mgpu_doctor.checks.collective_access import (
     NCCL_TROUBLESHOOTING,
     need_collective,
 )
-from mgpu_doctor.collective_facts import ContainerFacts, IbDevice, NetworkFacts
-from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.snapshot import Snapshot
-from mgpu_doctor.unavailable import Unavailable
+from mgpu_doctor.model.collective_facts import ContainerFacts, IbDevice, NetworkFacts
+from mgpu_doctor.model.findings import Finding, Severity
+from mgpu_doctor.model.snapshot import Snapshot
+from mgpu_doctor.model.unavailable import Unavailable
 
 MEMLOCK_TOO_LOW = 2**30
 MEMLOCK_THREAD = "https://github.com/NVIDIA/nccl-tests/issues/206"

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.facts_access import need_packages
-from mgpu_doctor.distributions import TF_DISTRIBUTIONS
-from mgpu_doctor.findings import Finding, Severity
+from mgpu_doctor.environment.resolve import (
+    KERAS3_FIRST_TF,
+    KERAS_PACKAGE_FIRST_TF,
+    ResolvedEnvironment,
+    ResolvedVersion,
+)
 from mgpu_doctor.matrix.compat_tables import bundled_tensorflow_table
-from mgpu_doctor.resolve import KERAS3_FIRST_TF, KERAS_PACKAGE_FIRST_TF, ResolvedEnvironment, ResolvedVersion
-from mgpu_doctor.snapshot import Snapshot
+from mgpu_doctor.model.distributions import TF_DISTRIBUTIONS
+from mgpu_doctor.model.findings import Finding, Severity
+from mgpu_doctor.model.snapshot import Snapshot
 
 LEGACY_WITHOUT_TF_KERAS = "keras.legacy-without-tf-keras"
 TF_TESTED_BUILDS = "https://www.tensorflow.org/install/source#gpu"

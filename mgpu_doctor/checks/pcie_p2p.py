@@ -19,11 +19,11 @@ from mgpu_doctor.checks.collective_access import (
     nvml_link,
     used_gpus,
 )
-from mgpu_doctor.collective_facts import IommuFacts, PciBridge
-from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.pcie_paths import Route, acs_unknown, redirecting, routes
-from mgpu_doctor.snapshot import Snapshot
-from mgpu_doctor.unavailable import Unavailable
+from mgpu_doctor.environment.pcie_paths import Route, acs_unknown, redirecting, routes
+from mgpu_doctor.model.collective_facts import IommuFacts, PciBridge
+from mgpu_doctor.model.findings import Finding, Severity
+from mgpu_doctor.model.snapshot import Snapshot
+from mgpu_doctor.model.unavailable import Unavailable
 
 ACS_HANG_THREAD = "https://github.com/NVIDIA/nccl/issues/2079"
 P2P_DISABLE_THREAD = "https://github.com/NVIDIA/nccl/issues/631"

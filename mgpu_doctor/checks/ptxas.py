@@ -5,12 +5,12 @@ from __future__ import annotations
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.facts_access import need_libraries, need_machine
 from mgpu_doctor.checks.library_evidence import where_found
-from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.library_copies import best_version
-from mgpu_doctor.resolve import ResolvedEnvironment
-from mgpu_doctor.snapshot import DirKind
-from mgpu_doctor.unavailable import Unavailable
-from mgpu_doctor.versions import major_minor
+from mgpu_doctor.environment.library_copies import best_version
+from mgpu_doctor.environment.resolve import ResolvedEnvironment
+from mgpu_doctor.model.findings import Finding, Severity
+from mgpu_doctor.model.snapshot import DirKind
+from mgpu_doctor.model.unavailable import Unavailable
+from mgpu_doctor.model.versions import major_minor
 
 CODES = ("ptxas.ok", "ptxas.missing", "ptxas.older-than-runtime", "xla.cuda-data-dir-missing")
 

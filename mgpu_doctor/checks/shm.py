@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from mgpu_doctor.checks.collective_access import NCCL_DEBUG_HINT, NCCL_SHM_DOC, need_collective
 from mgpu_doctor.checks.facts_access import need
-from mgpu_doctor.collective_facts import ContainerFacts, ShmFacts
-from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.snapshot import Snapshot
-from mgpu_doctor.unavailable import Unavailable
+from mgpu_doctor.model.collective_facts import ContainerFacts, ShmFacts
+from mgpu_doctor.model.findings import Finding, Severity
+from mgpu_doctor.model.snapshot import Snapshot
+from mgpu_doctor.model.unavailable import Unavailable
 
 MIB = 2**20
 SHM_TOO_SMALL = 256 * MIB  # below: NCCL init and worker processes fail (Docker's default is 64 MiB)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 
 from mgpu_doctor.checks.base import CheckSkipped
-from mgpu_doctor.checks.facts_access import need, need_nvml, need_tensorflow
-from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.snapshot import Snapshot
-from mgpu_doctor.unavailable import Unavailable, interpreter_broken
-from mgpu_doctor.visibility import hides_all_on_purpose, visible_gpus
+from mgpu_doctor.checks.facts_access import need, need_env, need_nvml, need_tensorflow
+from mgpu_doctor.environment.visibility import hides_all_on_purpose, visible_gpus
+from mgpu_doctor.model.findings import Finding, Severity
+from mgpu_doctor.model.snapshot import Snapshot
+from mgpu_doctor.model.unavailable import Unavailable, interpreter_broken
 
 # (pattern in the error or stderr, what it usually means, what to do)
 IMPORT_ERROR_HINTS: tuple[tuple[str, str, str], ...] = (
@@ -84,7 +84,8 @@ def check_tensorflow_import(snapshot: Snapshot) -> list[Finding]:
     who = python.executable if not isinstance(python, Unavailable) else "the diagnosed Python"
     if not isinstance(tf, Unavailable):
         return [Finding(
-            "tensorflow.imported", Severity.OK, f"version {tf.version}",
+            "tensorflow.imported", Severity.OK,
+            f"version {tf.version}" if tf.version else "its log lines are pasted (version not in them)",
             evidence=[f"import took {tf.import_seconds:.1f} s", f"module: {tf.module_path}"],
         )]
     if tf.reason == "skipped":
@@ -229,6 +230,7 @@ VISIBLE_DEVICES_CODES = (
 
 
 def check_cuda_visible_devices(snapshot: Snapshot) -> list[Finding]:
+    need_env(snapshot, "CUDA_VISIBLE_DEVICES")
     cvd = snapshot.env.get("CUDA_VISIBLE_DEVICES")
     if cvd is None:
         raise CheckSkipped("CUDA_VISIBLE_DEVICES is not set: every GPU is visible")

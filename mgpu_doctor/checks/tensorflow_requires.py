@@ -13,9 +13,9 @@ from collections import defaultdict
 from packaging.version import Version
 
 from mgpu_doctor.checks.base import CheckSkipped
-from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.resolve import ResolvedEnvironment, ResolvedVersion
-from mgpu_doctor.versions import Pin, Tri, parse_pin, version_in
+from mgpu_doctor.environment.resolve import ResolvedEnvironment, ResolvedVersion
+from mgpu_doctor.model.findings import Finding, Severity
+from mgpu_doctor.model.versions import Pin, Tri, parse_pin, version_in
 
 NAME = "tensorflow-requires"
 TITLE = "NumPy, protobuf, ml-dtypes and h5py fit TensorFlow's pins"

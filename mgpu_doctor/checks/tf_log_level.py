@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from mgpu_doctor.checks.base import CheckSkipped
-from mgpu_doctor.checks.facts_access import need_machine
-from mgpu_doctor.findings import Finding, Severity
-from mgpu_doctor.resolve import ResolvedEnvironment
+from mgpu_doctor.checks.facts_access import need_env, need_machine
+from mgpu_doctor.environment.resolve import ResolvedEnvironment
+from mgpu_doctor.model.findings import Finding, Severity
 
 VARIABLE = "TF_CPP_MIN_LOG_LEVEL"
 # TensorFlow logs a CUDA or cuDNN library it cannot load as a WARNING ("Could not load dynamic
@@ -21,6 +21,7 @@ def check_tensorflow_log_level(env: ResolvedEnvironment) -> list[Finding]:
     snapshot = need_machine(env)
     if not env.tensorflow.known:  # no TensorFlow (or no working Python) here: nothing logs
         raise CheckSkipped(f"no TensorFlow here ({env.tensorflow.describe()})")
+    need_env(snapshot, VARIABLE)
     value = snapshot.env.get(VARIABLE)
     if value is None:
         return [Finding("tensorflow.log-level-ok", Severity.OK, f"{VARIABLE} not set")]

@@ -11,7 +11,7 @@ in the collective instance 100" (https://github.com/tensorflow/tensorflow/issues
 `clear_session()` does not help.
 
 Each finished run appends one JSON line to OUT_DIR/runs.jsonl. A run that hangs stops the
-heartbeat; the parent (mgpu_doctor.childproc) then sends SIGUSR1, which the worker forwards to
+heartbeat; the parent (mgpu_doctor.process.childproc) then sends SIGUSR1, which the worker forwards to
 the running child so that faulthandler dumps *its* threads, and kills the process group.
 
 Test-only fault injection: MGPU_DOCTOR_SMOKE_FAULT="LAYER:FAULT[:DEVICES][,...]" with FAULT one of

@@ -2,6 +2,8 @@
 
 Exit codes: 0 nothing at or above --fail-on, 1 findings at or above it, 2 usage or bad input,
 3 internal error, 128 + the signal when stopped: 130 SIGINT (Ctrl-C), 143 SIGTERM, 129 SIGHUP.
+
+May import: every package (the command line is the top).
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ import os
 import sys
 from collections.abc import Sequence
 
-from mgpu_doctor import __version__, interrupts
+from mgpu_doctor import __version__
 from mgpu_doctor.cli.errors import UsageError
 from mgpu_doctor.cli.output import OutputUnwritable, guarded_streams, say, silence_stdout
 from mgpu_doctor.errors import BadInput
+from mgpu_doctor.process import interrupts
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 # Sub-command name -> its module (`mgpu_doctor.cli.<module>`), in the order `--help` lists them.

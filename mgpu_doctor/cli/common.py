@@ -8,10 +8,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
-from mgpu_doctor import interrupts
 from mgpu_doctor.cli.options import OutputOptions
 from mgpu_doctor.cli.output import out, say, write_text
-from mgpu_doctor.report import Report
+from mgpu_doctor.model.report import Report
+from mgpu_doctor.process import interrupts
 
 
 class Progress:

@@ -7,15 +7,15 @@ import json
 from typing import Any
 
 from mgpu_doctor.cli.output import out
-from mgpu_doctor.devices import device_rows
+from mgpu_doctor.environment.devices import device_rows
+from mgpu_doctor.model.serde import to_jsonable
+from mgpu_doctor.model.snapshot import KIND, SCHEMA_VERSION, Snapshot
+from mgpu_doctor.model.unavailable import Unavailable, skipped
 from mgpu_doctor.probes.envvars import gather_env
 from mgpu_doctor.probes.host import gather_host
 from mgpu_doctor.probes.nvml import gather_nvml
 from mgpu_doctor.renderers.common import DEVICE_HEADERS, device_cells
 from mgpu_doctor.renderers.tables import table
-from mgpu_doctor.serde import to_jsonable
-from mgpu_doctor.snapshot import KIND, SCHEMA_VERSION, Snapshot
-from mgpu_doctor.unavailable import Unavailable, skipped
 
 
 def add_parser(sub: Any) -> None:

@@ -13,8 +13,8 @@ from mgpu_doctor.cli.options import add_output_options, output_options
 from mgpu_doctor.fleet.checks import fleet_report
 from mgpu_doctor.fleet.compare import build_fleet
 from mgpu_doctor.fleet.facts import COMPARED_FACTS
-from mgpu_doctor.redact import mask_snapshot
-from mgpu_doctor.snapshot import Snapshot, SnapshotLoadError, load_snapshot
+from mgpu_doctor.model.redact import mask_snapshot
+from mgpu_doctor.model.snapshot import Snapshot, SnapshotLoadError, load_snapshot
 
 
 def add_parser(sub: Any) -> None:

@@ -11,7 +11,14 @@ from typing import Any
 
 from mgpu_doctor.cli.common import emit
 from mgpu_doctor.cli.errors import UsageError
-from mgpu_doctor.cli.options import add_matrix_option, add_output_options, matrix_dirs, output_options
+from mgpu_doctor.cli.options import (
+    add_matrix_option,
+    add_output_options,
+    add_training_options,
+    matrix_dirs,
+    output_options,
+    training_profile,
+)
 from mgpu_doctor.diagnose import query
 from mgpu_doctor.matrix.known_issues import (
     CONDITION_KEYS,
@@ -23,8 +30,8 @@ from mgpu_doctor.matrix.known_issues import (
 )
 from mgpu_doctor.matrix.match import example_problems
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
+from mgpu_doctor.model.serde import to_jsonable
 from mgpu_doctor.renderers.tables import table
-from mgpu_doctor.serde import to_jsonable
 
 
 def add_parser(sub: Any) -> None:
@@ -51,10 +58,11 @@ def add_parser(sub: Any) -> None:
         "`tensorflow==1.12 keras==2.2.4 cuda==9.0 cudnn==7.1 driver==384.81 gpus=2 "
         "layers=gru,lstm`. Versions: KEY==VERSION for tensorflow, keras, tf-keras, python, "
         "cuda, cudnn, nccl, cublas, driver, numpy, protobuf, ml-dtypes, h5py, nvidia-* wheels. "
-        "Conditions: gpus=N, layers=a,b, strategy=, scenario=, "
+        "Conditions: gpus=N, layers=a,b, usage=a,b, strategy=, scenario=, workers=K, backend=, "
         "compute_capability=7.5, platform=, cpu_vendor=, interconnect=. Same findings and "
-        "formats as `check`.")
+        "formats as `check`; the training profile of the working directory applies too.")
     query.add_argument("terms", nargs="+", metavar="KEY==VERSION|KEY=VALUE")
+    add_training_options(query)
     add_matrix_option(query)
     add_output_options(query)
     query.set_defaults(run=run_query)
@@ -143,7 +151,7 @@ def condition_lines(issue: KnownIssue) -> list[str]:
 
 
 def run_query(args: argparse.Namespace) -> int:
-    return emit(query(args.terms, matrix_dirs(args)), output_options(args))
+    return emit(query(args.terms, matrix_dirs(args), training_profile(args)), output_options(args))
 
 
 def run_validate(args: argparse.Namespace) -> int:

@@ -12,20 +12,23 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 
-from mgpu_doctor.acks import DEFAULT_FILE
 from mgpu_doctor.checks import UnknownCheckError, select_checks
 from mgpu_doctor.cli.errors import UsageError
 from mgpu_doctor.diagnose import DiagnoseOptions
-from mgpu_doctor.findings import Severity
-from mgpu_doctor.interpreter import Interpreter
-from mgpu_doctor.renderers import OutputFormat, RenderOptions
-from mgpu_doctor.requirements import (
+from mgpu_doctor.gate.acks import DEFAULT_FILE
+from mgpu_doctor.gate.requirements import (
     Requirements,
     RequirementSyntaxError,
     parse_gpus,
     parse_layers,
     parse_tensorflow_spec,
 )
+from mgpu_doctor.model.findings import Severity
+from mgpu_doctor.model.training import KEYS as TRAINING_KEYS
+from mgpu_doctor.model.training import OPTIONS as TRAINING_OPTIONS
+from mgpu_doctor.model.training import TrainingProfile
+from mgpu_doctor.process.interpreter import Interpreter
+from mgpu_doctor.renderers import OutputFormat, RenderOptions
 from mgpu_doctor.smoke.layers import layer_names
 from mgpu_doctor.smoke.plan import (
     DEFAULT_LEVEL,
@@ -41,6 +44,7 @@ from mgpu_doctor.smoke.plan import (
 )
 from mgpu_doctor.smoke.plan import parse_layers as parse_smoke_layers
 from mgpu_doctor.smoke.request import DEFAULT_STALL_TIMEOUT_S, SmokeRequest
+from mgpu_doctor.training.declared import PYPROJECT, PYPROJECT_TABLE, WORDS, declared_profile
 
 FAIL_ON_CHOICES = ("info", "warning", "error")
 MAX_STALL_TIMEOUT_S = 86400.0
@@ -102,6 +106,34 @@ def _sizes_help(level: str) -> str:
             + (f" for {' and '.join(layers)}" if layers else ""))
 
 
+_TRAINING_HELP = {
+    "strategy": "the distribution strategy you train with",
+    "layers": "the layer types your model uses (the whole list)",
+    "usage": "how you train (the whole list)",
+    "gpus": "the number of GPUs one worker trains on",
+    "workers": "the number of workers (processes or nodes) you train with",
+    "backend": "Keras 3's backend",
+    "scenario": "how the last batch falls on the replicas",
+}
+
+
+def add_training_options(p: argparse.ArgumentParser) -> None:
+    """The training profile: how the user trains; known issues are matched against it."""
+    group = p.add_argument_group(
+        "training profile (how you train; also "
+        f"{PYPROJECT_TABLE} in {PYPROJECT}; an option wins over the file)")
+    for key in TRAINING_KEYS:
+        words = WORDS[key]
+        metavar = "N" if words is None else ("A,B" if key in ("layers", "usage") else "NAME")
+        group.add_argument(TRAINING_OPTIONS[key], dest=f"training_{key}", metavar=metavar,
+                           help=_TRAINING_HELP[key] + (f": {', '.join(words)}" if words else ""))
+
+
+def training_profile(args: argparse.Namespace) -> TrainingProfile:
+    """The profile the project's files and the options declare (bad values: exit 2)."""
+    return declared_profile({k: getattr(args, f"training_{k}", None) for k in TRAINING_KEYS})
+
+
 def add_level_option(p: argparse.ArgumentParser, levels: tuple[str, ...]) -> None:
     p.add_argument("--level", choices=levels, default=None,
                    help="how much to run: " + "; ".join(f"{n}: {LEVELS[n].summary}" for n in levels)
@@ -144,10 +176,15 @@ def add_diagnose_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--from", dest="from_file", metavar="FILE",
                    help="check a saved snapshot or report (`mgpu-doctor snapshot -o FILE`, "
                         "`mgpu-doctor report -o FILE`) instead of this machine")
+    p.add_argument("--baseline", metavar="FILE",
+                   help="also say what changed since a known-good run: its snapshot, JSON report or bug "
+                        "report (`drift.*` findings; keep the last green report of a CI job and pass it "
+                        "here)")
     p.add_argument("--no-smoke", action="store_true",
                    help="do not run the smoke trainings (implied by --level quick and --from)")
     smoke = p.add_argument_group("smoke trainings (see `mgpu-doctor smoke --help`)")
     add_smoke_options(smoke)
+    add_training_options(p)
     add_matrix_option(p)
     add_python_option(p)
     add_gate_options(p)
@@ -275,4 +312,6 @@ def diagnose_options(args: argparse.Namespace, command: str) -> DiagnoseOptions:
         interpreter=interpreter_from(args), smoke=smoke if with_smoke else None,
         matrix_dirs=matrix_dirs(args), requirements=requirements,
         ack_file=Path(args.ack) if args.ack else None, redact=args.redact,
+        baseline=Path(args.baseline) if getattr(args, "baseline", None) else None,
+        training=training_profile(args),
     )

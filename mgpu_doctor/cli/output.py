@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from mgpu_doctor.errors import BadInput
-from mgpu_doctor.masking import mask_credentials
+from mgpu_doctor.process.masking import mask_credentials
 
 
 class OutputUnwritable(BadInput):

@@ -16,21 +16,23 @@ from mgpu_doctor.cli.options import (
     add_python_option,
     add_redact_option,
     add_smoke_options,
+    add_training_options,
     interpreter_from,
     level_from,
     matrix_dirs,
     output_options,
     smoke_request,
+    training_profile,
 )
-from mgpu_doctor.findings import CheckOutcome, CheckStatus
-from mgpu_doctor.interpreter import Interpreter
+from mgpu_doctor.environment.resolve import resolve
+from mgpu_doctor.model.findings import CheckOutcome, CheckStatus
+from mgpu_doctor.model.redact import Identity, redact_report
+from mgpu_doctor.model.report import new_report
+from mgpu_doctor.model.unavailable import interpreter_broken
 from mgpu_doctor.multiworker.model import KERAS_CHOICES
-from mgpu_doctor.redact import Identity, redact_report
-from mgpu_doctor.report import new_report
-from mgpu_doctor.resolve import resolve
+from mgpu_doctor.process.interpreter import Interpreter
 from mgpu_doctor.smoke.plan import SMOKE_LEVELS
 from mgpu_doctor.smoke.section import gather_for_smoke, open_results, run_smoke_section
-from mgpu_doctor.unavailable import interpreter_broken
 
 
 def add_multiworker_options(p: argparse.ArgumentParser) -> None:
@@ -59,6 +61,7 @@ def add_parser(sub: Any) -> None:
     add_level_option(p, SMOKE_LEVELS)
     add_smoke_options(p)
     add_multiworker_options(p)
+    add_training_options(p)
     add_matrix_option(p)
     add_python_option(p)
     add_redact_option(p)
@@ -71,6 +74,7 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
     from mgpu_doctor.cli.smoke_workers import plan_from, run_multiworker
 
     request = smoke_request(args, level_from(args))
+    training = training_profile(args)
     # TF_CONFIG is validated before anything starts; --level long adds the multi-worker resume test
     multiworker = plan_from(args, os.environ, request.options.level)
     interpreter = interpreter_from(args) or Interpreter.current()
@@ -101,7 +105,7 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
             results_file.close()
     report = new_report("smoke", "this machine", section.outcomes, tool_version=__version__,
                         snapshot=snapshot, notes=section.notes, smoke_runs=section.runs,
-                        level=request.options.level)
+                        level=request.options.level, training=training)
     if request.redact:
         report = redact_report(report, snapshot, Identity.current())
     return emit(report, output, section.interrupted)

@@ -20,9 +20,13 @@ from mgpu_doctor.checks.packages import LEGACY_WITHOUT_TF_KERAS, check_keras
 from mgpu_doctor.cli.common import Progress, emit
 from mgpu_doctor.cli.errors import UsageError
 from mgpu_doctor.cli.options import OutputOptions
-from mgpu_doctor.findings import CheckOutcome, CheckStatus
-from mgpu_doctor.inputs import InputError, read_text
-from mgpu_doctor.interpreter import Interpreter
+from mgpu_doctor.environment.resolve import resolve
+from mgpu_doctor.model.findings import CheckOutcome, CheckStatus
+from mgpu_doctor.model.redact import Identity, redact_report
+from mgpu_doctor.model.report import new_report
+from mgpu_doctor.model.serde import to_jsonable
+from mgpu_doctor.model.snapshot import Snapshot
+from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.multiworker.findings import KERAS3_CODE, multiworker_outcomes, skipped_resumes
 from mgpu_doctor.multiworker.model import MultiWorkerRun
 from mgpu_doctor.multiworker.resume import KILL_EPOCH, KILL_TASK
@@ -35,14 +39,10 @@ from mgpu_doctor.multiworker.suite import (
 )
 from mgpu_doctor.multiworker.tf_config import TfConfigError, check_addresses, parse_tf_config
 from mgpu_doctor.probes.tensorflow import tensorflow_installed
-from mgpu_doctor.redact import Identity, redact_report
-from mgpu_doctor.report import new_report
-from mgpu_doctor.resolve import resolve
-from mgpu_doctor.serde import to_jsonable
+from mgpu_doctor.process.inputs import InputError, read_text
+from mgpu_doctor.process.interpreter import Interpreter
 from mgpu_doctor.smoke.plan import DEFAULT_LEVEL, LEVELS, PlanError, parse_layers
 from mgpu_doctor.smoke.section import ResultsFile, with_matrix_verdicts
-from mgpu_doctor.snapshot import Snapshot
-from mgpu_doctor.unavailable import Unavailable
 
 MWMS_TASK_TYPES = ("chief", "worker")
 # Local multi-worker smoke: each worker is a process importing TensorFlow (about 0.6 GB each).

@@ -9,9 +9,9 @@ from typing import Any
 from mgpu_doctor.cli.common import progress_on_stderr
 from mgpu_doctor.cli.options import add_python_option, add_redact_option, interpreter_from
 from mgpu_doctor.cli.output import out, write_text
-from mgpu_doctor.interpreter import Interpreter
+from mgpu_doctor.model.redact import Identity, redact_snapshot
 from mgpu_doctor.probes.gather import GatherOptions, gather_snapshot
-from mgpu_doctor.redact import Identity, redact_snapshot
+from mgpu_doctor.process.interpreter import Interpreter
 
 
 def add_parser(sub: Any) -> None:

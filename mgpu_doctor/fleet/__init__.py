@@ -2,6 +2,8 @@
 
 :mod:`~mgpu_doctor.fleet.facts` lists what is compared, :mod:`~mgpu_doctor.fleet.compare`
 lines it up, :mod:`~mgpu_doctor.fleet.checks` turns differences into findings.
+
+May import: errors, process, model, environment, checks.
 """
 
 from __future__ import annotations

@@ -8,14 +8,14 @@ from collections import Counter
 from mgpu_doctor.checks import CHECKS
 from mgpu_doctor.checks.base import Check, CheckSkipped, run_check
 from mgpu_doctor.checks.facts_access import gib
-from mgpu_doctor.findings import Finding, Severity
+from mgpu_doctor.environment.resolve import resolve
 from mgpu_doctor.fleet.collective import MUST_MATCH, check_fleet_host_setup, check_fleet_nccl_tuning
 from mgpu_doctor.fleet.compare import FactRow, Fleet, describe, list_nodes, row_evidence
 from mgpu_doctor.fleet.facts import tf_config_of
-from mgpu_doctor.report import Report, new_report
-from mgpu_doctor.resolve import resolve
-from mgpu_doctor.unavailable import Unavailable
-from mgpu_doctor.versions import minor_text, parse_version
+from mgpu_doctor.model.findings import Finding, Severity
+from mgpu_doctor.model.report import Report, new_report
+from mgpu_doctor.model.unavailable import Unavailable
+from mgpu_doctor.model.versions import minor_text, parse_version
 
 MWMS_DOC = "https://www.tensorflow.org/api_docs/python/tf/distribute/MultiWorkerMirroredStrategy"
 NCCL_INIT_SOURCE = "https://github.com/NVIDIA/nccl/blob/master/src/init.cc"

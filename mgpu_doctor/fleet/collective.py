@@ -13,8 +13,8 @@ from typing import TypeVar
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.nccl_env import nccl_settings
 from mgpu_doctor.checks.shm import SHM_RECOMMENDED
-from mgpu_doctor.collective_facts import CollectiveFacts, NetworkFacts, ShmFacts
-from mgpu_doctor.findings import Finding, Severity
+from mgpu_doctor.environment.pcie_paths import redirecting_bridges
+from mgpu_doctor.environment.resolve import ResolvedEnvironment
 from mgpu_doctor.fleet.compare import (
     Fact,
     FactFamily,
@@ -24,9 +24,9 @@ from mgpu_doctor.fleet.compare import (
     list_nodes,
     row_evidence,
 )
-from mgpu_doctor.pcie_paths import redirecting_bridges
-from mgpu_doctor.resolve import ResolvedEnvironment
-from mgpu_doctor.unavailable import Unavailable
+from mgpu_doctor.model.collective_facts import CollectiveFacts, NetworkFacts, ShmFacts
+from mgpu_doctor.model.findings import Finding, Severity
+from mgpu_doctor.model.unavailable import Unavailable
 
 T = TypeVar("T")
 NCCL_TUNING_THREAD = "https://github.com/NVIDIA/nccl/issues/1136"

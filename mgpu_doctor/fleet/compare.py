@@ -11,9 +11,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
-from mgpu_doctor.resolve import ResolvedEnvironment, resolve
-from mgpu_doctor.snapshot import Snapshot
-from mgpu_doctor.unavailable import Unavailable
+from mgpu_doctor.environment.resolve import ResolvedEnvironment, resolve
+from mgpu_doctor.model.snapshot import Snapshot
+from mgpu_doctor.model.unavailable import Unavailable
 
 Value = str | Unavailable
 T = TypeVar("T")

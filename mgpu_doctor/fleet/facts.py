@@ -12,13 +12,13 @@ import os
 from collections.abc import Callable
 from typing import TypeVar
 
+from mgpu_doctor.environment.resolve import ResolvedEnvironment, ResolvedVersion
 from mgpu_doctor.fleet.collective import COLLECTIVE_FACTS
 from mgpu_doctor.fleet.compare import Fact, FactFamily, Value
-from mgpu_doctor.inputs import InputError, parse_json
-from mgpu_doctor.redact import host_hash
-from mgpu_doctor.resolve import ResolvedEnvironment, ResolvedVersion
-from mgpu_doctor.snapshot import NvmlFacts, Snapshot, TensorFlowFacts
-from mgpu_doctor.unavailable import Unavailable
+from mgpu_doctor.model.redact import host_hash
+from mgpu_doctor.model.snapshot import NvmlFacts, Snapshot, TensorFlowFacts
+from mgpu_doctor.model.unavailable import Unavailable
+from mgpu_doctor.process.inputs import InputError, parse_json
 
 # Environment variables that differ between the nodes of one job by design (ranks, node ids,
 # the GPUs Slurm assigned, the doctor's own plumbing). TF_CONFIG differs in its task by

@@ -17,7 +17,7 @@ from packaging.version import Version
 
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
 from mgpu_doctor.matrix.toml_files import DataFileError, read_versioned
-from mgpu_doctor.versions import parse_version
+from mgpu_doctor.model.versions import parse_version
 
 SCHEMA_VERSION = 1
 CUDA_DRIVER_FILE = "compat/cuda-driver.toml"

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mgpu_doctor.inputs import shorten
 from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.matrix.known_issues import (
     ANY_STRATEGY,
@@ -27,8 +26,8 @@ from mgpu_doctor.matrix.known_issues import (
     USAGES,
     VERSION_KEYS,
 )
-from mgpu_doctor.resolve import KerasFamily, ResolvedEnvironment
-from mgpu_doctor.versions import parse_version
+from mgpu_doctor.model.versions import parse_version
+from mgpu_doctor.process.inputs import shorten
 
 
 @dataclass(frozen=True)
@@ -53,6 +52,8 @@ class Environment:
     usage: tuple[str, ...] | None = None
     strategy: str | None = None
     scenario: str | None = None
+    # Usage words not known although `usage` is (the model observed decides only some of them).
+    usage_undecided: tuple[str, ...] = ()
     # Why a fact is missing, for the evidence of "cannot tell": key -> reason.
     missing: dict[str, str] = field(default_factory=dict)
     ranges: dict[str, str] = field(default_factory=dict)  # keras -> ">=3"
@@ -61,41 +62,6 @@ class Environment:
 
 class BadEnvironment(ValueError):
     """A `key==value` or example environment that cannot be understood (the message says why)."""
-
-
-# --- environments from a resolved environment (a machine's or a query's) ---------------------
-
-
-def environment_from_resolved(env: ResolvedEnvironment) -> Environment:
-    """What the matrix matches, from the one resolved environment (versions decided there)."""
-    versions: dict[str, str] = {}
-    ranges: dict[str, str] = {}
-    sources: dict[str, str] = {}
-    missing: dict[str, str] = dict(env.machine.missing)
-    for key, value in env.versions().items():
-        if value.known and value.chosen is not None:
-            versions[key] = value.text
-            if not value.observed:
-                sources[key] = f"{value.chosen.origin.value}" + \
-                    (f" {value.chosen.where}" if value.chosen.where else "")
-        elif value.range:
-            ranges[key] = value.range
-            sources[key] = value.range_origin
-        else:
-            missing[key] = str(value.missing) if value.missing is not None else "not known"
-    if env.tf_keras_is is not None and env.tf_keras_is.family is KerasFamily.TF_KERAS and "keras" in versions:
-        # the `keras` package is installed but tf.keras is tf-keras: a Keras 3 entry is not known
-        # to apply (only if the model imports keras directly), so it is not reported as matching
-        missing["keras"] = (f"tf.keras is {env.tf_keras_is.describe()}, not the keras package "
-                            f"{versions.pop('keras')}")
-        sources.pop("keras", None)
-    m, u = env.machine, env.usage
-    return Environment(
-        versions=versions, gpus=m.gpus, workers=m.workers, compute_capabilities=m.compute_capabilities,
-        gpu_names=m.gpu_names, platform=m.platform, cpu_vendor=m.cpu_vendor, interconnect=m.interconnect,
-        backend=m.backend, layers=u.layers, usage=u.usage, strategy=u.strategy, scenario=u.scenario,
-        missing=missing, ranges=ranges, sources=sources,
-    )
 
 
 # --- environments from text: `matrix query` arguments and entry examples --------------------

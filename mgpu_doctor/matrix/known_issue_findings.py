@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
-from mgpu_doctor.findings import Finding, Severity
+from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.matrix.environment import Environment
-from mgpu_doctor.matrix.known_issues import KnownIssue
-from mgpu_doctor.matrix.match import Assessment, Verdict, assess
+from mgpu_doctor.matrix.known_issues import ANY_STRATEGY, VERSION_KEYS, KnownIssue
+from mgpu_doctor.matrix.match import Assessment, Decider, Verdict, assess
+from mgpu_doctor.model.findings import Condition, Finding, Severity
+from mgpu_doctor.model.training import OPTIONS
+
+# The training facts an entry can wait on (the matching counts them as usage), with the option
+# that declares each; gpus and backend are the machine's unless declared.
+TRAINING_OPTIONS = {k: OPTIONS[k] for k in ("strategy", "usage", "layers", "scenario", "workers")}
+# The strategies most multi-GPU training uses: an entry that needs one of them is decided by
+# something rarer first (a usage, a layer), where it names one.
+COMMON_STRATEGIES = ("mirrored", ANY_STRATEGY)
+_FACTS = {"cpu_vendor": "CPU vendor", "gpu_name": "GPU name", "gpus": "GPU count"}
 
 
 def worth_reporting(a: Assessment) -> bool:
@@ -44,7 +54,49 @@ def finding_for(a: Assessment) -> Finding:
         evidence=evidence,
         fix=issue.workaround,
         links=[s.url for s in issue.sources if s.url],
+        condition=deciding_condition(a) if severity is Severity.INFO else None,
     )
+
+
+def deciding_condition(a: Assessment) -> Condition | None:
+    """The one fact that would decide an entry that applies only if ... (or cannot be told): for
+    "cannot tell", the first machine fact not known; else the rarest training fact not known (an
+    uncommon strategy, a usage, a layer, the scenario, the workers, then a common strategy)."""
+    if a.verdict is Verdict.CANNOT_TELL:
+        machine = [d for d in a.deciders if d.key not in TRAINING_OPTIONS]
+        if machine:
+            return _condition(machine[0])
+    training = [d for d in a.deciders if d.key in TRAINING_OPTIONS]
+    if not training:
+        return None
+    return _condition(min(training, key=lambda d: (_rank(d), a.deciders.index(d))))
+
+
+def _rank(d: Decider) -> int:
+    if d.key == "strategy":
+        return 5 if any(s in COMMON_STRATEGIES for s in d.wanted) else 0
+    return {"usage": 1, "layers": 2, "scenario": 3, "workers": 4}[d.key]
+
+
+def _condition(d: Decider) -> Condition:
+    if d.key not in TRAINING_OPTIONS:
+        what = f"{d.key} version" if d.key in VERSION_KEYS else _FACTS.get(d.key, d.key.replace("_", " "))
+        return Condition(d.key, d.wanted, f"without the {what} ({' or '.join(d.wanted)})", "", training=False)
+    option = TRAINING_OPTIONS[d.key]
+    words = [w for w in d.wanted if w != ANY_STRATEGY]
+    if d.key == "usage":
+        phrase = f"if you {vocab.usage_phrase(d.wanted[0])}"
+    elif d.key == "layers":
+        phrase = f"if your model uses {' or '.join(vocab.LAYERS.get(w, w) for w in words)} layers"
+    elif d.key == "strategy":
+        phrase = "if you train with " + (" or ".join(vocab.strategy_phrase(w) for w in words)
+                                         or "a distribution strategy")
+    elif d.key == "scenario":
+        phrase = f"if {vocab.SCENARIOS.get(d.wanted[0], d.wanted[0])}"
+    else:
+        phrase = f"if you train on {d.wanted[0]}"
+    values = " or ".join(words) or "(any)" if d.key != "workers" else "K"
+    return Condition(d.key, d.wanted, phrase, f"{option} {values}", training=True)
 
 
 def known_issue_findings(

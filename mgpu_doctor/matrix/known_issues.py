@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mgpu_doctor.distributions import TF_COMPANIONS
 from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.matrix.toml_files import DataFileError, read_versioned
-from mgpu_doctor.versions import parse_specifier
+from mgpu_doctor.model.distributions import TF_COMPANIONS
+from mgpu_doctor.model.versions import parse_specifier
 
 SCHEMA_VERSION = 1
 # wrong-result: it runs, but gives other numbers than it should (a reloaded model that predicts

@@ -17,13 +17,22 @@ from dataclasses import dataclass
 from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.matrix.environment import BadEnvironment, Environment, environment_from_mapping
 from mgpu_doctor.matrix.known_issues import ANY_STRATEGY, KnownIssue, Problem
-from mgpu_doctor.versions import Tri, parse_specifier, range_in, version_in
+from mgpu_doctor.model.versions import Tri, parse_specifier, range_in, version_in
 
 
 class Verdict(enum.Enum):
     MATCHES = "matches"
     NO_MATCH = "does not match"
     CANNOT_TELL = "cannot tell"
+
+
+@dataclass(frozen=True)
+class Decider:
+    """A fact an entry needs that is not known: its `matrix query` key (``usage``, ``layers``,
+    ``strategy``, ``numpy``, ``platform``, ...) and what the entry wants (any of ``wanted``)."""
+
+    key: str
+    wanted: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,7 @@ class Assessment:
     usage_unknown: tuple[str, ...]  # "if your model uses ..." lines
     disagrees: tuple[str, ...]
     version_agrees: bool = False  # some version the entry names is known and in its range
+    deciders: tuple[Decider, ...] = ()  # the unknown facts behind `unknown` and `usage_unknown`
 
 
 class _Recorder:
@@ -45,8 +55,12 @@ class _Recorder:
         self.unknown: list[str] = []
         self.usage: list[str] = []
         self.disagrees: list[str] = []
+        self.deciders: list[Decider] = []
 
-    def __call__(self, answer: Tri, yes: str, no: str, missing: str, is_usage: bool = False) -> None:
+    def __call__(self, answer: Tri, yes: str, no: str, missing: str, is_usage: bool = False,
+                 decider: Decider | None = None) -> None:
+        if answer is Tri.UNKNOWN and decider is not None:
+            self.deciders.append(decider)
         if answer is Tri.YES:
             self.agrees.append(yes)
         elif answer is Tri.NO:
@@ -70,7 +84,7 @@ def assess(issue: KnownIssue, env: Environment) -> Assessment:
     else:
         verdict = Verdict.MATCHES
     return Assessment(issue, verdict, tuple(record.agrees), tuple(record.unknown), tuple(record.usage),
-                      tuple(record.disagrees), version_agrees)
+                      tuple(record.disagrees), version_agrees, tuple(record.deciders))
 
 
 def _assess_versions(issue: KnownIssue, env: Environment, record: _Recorder) -> None:
@@ -82,7 +96,7 @@ def _assess_versions(issue: KnownIssue, env: Environment, record: _Recorder) -> 
             predicted = env.ranges[key]
             record(range_in(parse_specifier(predicted), spec), f"{key} {predicted}{origin} is in {text}",
                    f"{key} {predicted}{origin} is not in {text}",
-                   f"{key} {text}: only {predicted} is known{origin}")
+                   f"{key} {text}: only {predicted} is known{origin}", decider=Decider(key, (text,)))
             continue
         answer = version_in(have, spec)
         if have is None:
@@ -90,7 +104,7 @@ def _assess_versions(issue: KnownIssue, env: Environment, record: _Recorder) -> 
         else:
             missing = f"{key} {have}{origin} cannot be placed against {text}"
         record(answer, f"{key} {have}{origin} is in {text}", f"{key} {have}{origin} is not in {text}",
-               missing)
+               missing, decider=Decider(key, (text,)))
 
 
 def _assess_machine(issue: KnownIssue, env: Environment, record: _Recorder) -> None:
@@ -103,26 +117,30 @@ def _assess_machine(issue: KnownIssue, env: Environment, record: _Recorder) -> N
         key = "gpus" if unit == "GPU(s)" else "workers"
         if have is None:
             record(Tri.UNKNOWN, "", "", f"{wanted}: {unit[:-3]} count {env.missing.get(key, 'not known')}",
-                   is_usage=key == "workers")
+                   is_usage=key == "workers", decider=Decider(key, (wanted,)))
         else:
             ok = (low is None or have >= low) and (high is None or have <= high)
-            record(_tri(ok), f"{have} {unit}, {wanted}", f"{have} {unit}, needs {wanted}", "")
+            came = f" ({env.sources[key]})" if key in env.sources else ""
+            record(_tri(ok), f"{have} {unit}{came}, {wanted}", f"{have} {unit}{came}, needs {wanted}", "")
     if c.compute_capability is not None:
         spec = parse_specifier(c.compute_capability)
         if not env.compute_capabilities:
             record(Tri.UNKNOWN, "", "", f"compute capability {c.compute_capability}: "
-                   f"{env.missing.get('compute_capability', 'not known')}")
+                   f"{env.missing.get('compute_capability', 'not known')}",
+                   decider=Decider("compute_capability", (c.compute_capability,)))
         else:
             answers = [version_in(cc, spec) for cc in env.compute_capabilities]
             answer = (Tri.YES if Tri.YES in answers else Tri.UNKNOWN if Tri.UNKNOWN in answers else Tri.NO)
             shown = ", ".join(sorted(set(env.compute_capabilities)))
             record(answer, f"compute capability {shown} is in {c.compute_capability}",
                    f"compute capability {shown} is not in {c.compute_capability}",
-                   f"compute capability {shown} cannot be placed against {c.compute_capability}")
+                   f"compute capability {shown} cannot be placed against {c.compute_capability}",
+                   decider=Decider("compute_capability", (c.compute_capability,)))
     if c.gpu_names:
         wanted_names = " or ".join(c.gpu_names)
         if env.gpu_names is None:
-            record(Tri.UNKNOWN, "", "", f"GPU {wanted_names}: {env.missing.get('gpu_name', 'not known')}")
+            record(Tri.UNKNOWN, "", "", f"GPU {wanted_names}: {env.missing.get('gpu_name', 'not known')}",
+                   decider=Decider("gpu_name", tuple(c.gpu_names)))
         else:
             hit = sorted({n for n in env.gpu_names for w in c.gpu_names if w.lower() in n.lower()})
             record(_tri(bool(hit)), f"GPU {', '.join(hit)}",
@@ -135,44 +153,55 @@ def _assess_machine(issue: KnownIssue, env: Environment, record: _Recorder) -> N
             continue
         if have_value is None:
             key = name.lower().replace(" ", "_")
-            record(Tri.UNKNOWN, "", "", f"{name} {wanted_value}: {env.missing.get(key, 'not known')}")
+            record(Tri.UNKNOWN, "", "", f"{name} {wanted_value}: {env.missing.get(key, 'not known')}",
+                   decider=Decider(key, (wanted_value,)))
         else:
-            record(_tri(have_value == wanted_value), f"{name} {have_value}",
-                   f"{name} {have_value}, not {wanted_value}", "")
+            came = f" ({env.sources[name]})" if name == "backend" and name in env.sources else ""
+            record(_tri(have_value == wanted_value), f"{name} {have_value}{came}",
+                   f"{name} {have_value}{came}, not {wanted_value}", "")
 
 
 def _assess_usage(issue: KnownIssue, env: Environment, record: _Recorder) -> None:
     """How the model is trained: never known from a machine, so "if you ..." unless named."""
     c = issue.conditions
+
+    def origin(key: str) -> str:  # where a training fact came from (the profile), when known
+        return f" ({env.sources[key]})" if key in env.sources else ""
+
     if c.layers:
         wanted_layers = " or ".join(vocab.LAYERS.get(x, x) for x in c.layers)
         if env.layers is None:
-            record(Tri.UNKNOWN, "", "", f"if your model uses {wanted_layers} layers", is_usage=True)
+            record(Tri.UNKNOWN, "", "", f"if your model uses {wanted_layers} layers", is_usage=True,
+                   decider=Decider("layers", tuple(c.layers)))
         else:
             hit = sorted(set(c.layers) & set(env.layers))
-            record(_tri(bool(hit)), f"layers {', '.join(hit)}",
-                   f"layers {', '.join(env.layers) or '(none)'}, not {' or '.join(c.layers)}", "")
+            have = f"{', '.join(env.layers) or '(none)'}{origin('layers')}"
+            record(_tri(bool(hit)), f"layers {', '.join(hit)}{origin('layers')}",
+                   f"layers {have}, not {' or '.join(c.layers)}", "")
     for tag in c.usage:
-        if env.usage is None:
-            record(Tri.UNKNOWN, "", "", f"if you {vocab.usage_phrase(tag)}", is_usage=True)
+        if env.usage is None or (tag in env.usage_undecided and tag not in env.usage):
+            record(Tri.UNKNOWN, "", "", f"if you {vocab.usage_phrase(tag)}", is_usage=True,
+                   decider=Decider("usage", (tag,)))
         else:
-            record(_tri(tag in env.usage), f"usage {tag}", f"usage {', '.join(env.usage) or '(none named)'}, "
-                   f"not {tag}", "")
+            record(_tri(tag in env.usage), f"usage {tag}{origin('usage')}",
+                   f"usage {', '.join(env.usage) or '(none named)'}{origin('usage')}, not {tag}", "")
     if c.strategy:
         wanted = " or ".join(vocab.strategy_phrase(s) for s in c.strategy if s != ANY_STRATEGY) \
             or "a distribution strategy"
         if env.strategy is None:
-            record(Tri.UNKNOWN, "", "", f"if you train with {wanted}", is_usage=True)
+            record(Tri.UNKNOWN, "", "", f"if you train with {wanted}", is_usage=True,
+                   decider=Decider("strategy", tuple(c.strategy)))
         else:
             ok = env.strategy in c.strategy or ANY_STRATEGY in c.strategy
-            record(_tri(ok), f"strategy {env.strategy}",
-                   f"strategy {env.strategy}, not {' or '.join(c.strategy)}", "")
+            record(_tri(ok), f"strategy {env.strategy}{origin('strategy')}",
+                   f"strategy {env.strategy}{origin('strategy')}, not {' or '.join(c.strategy)}", "")
     if c.scenario is not None:
         if env.scenario is None:
-            record(Tri.UNKNOWN, "", "", f"if {vocab.SCENARIOS.get(c.scenario, c.scenario)}", is_usage=True)
+            record(Tri.UNKNOWN, "", "", f"if {vocab.SCENARIOS.get(c.scenario, c.scenario)}", is_usage=True,
+                   decider=Decider("scenario", (c.scenario,)))
         else:
-            record(_tri(env.scenario == c.scenario), f"scenario {env.scenario}",
-                   f"scenario {env.scenario}, not {c.scenario}", "")
+            record(_tri(env.scenario == c.scenario), f"scenario {env.scenario}{origin('scenario')}",
+                   f"scenario {env.scenario}{origin('scenario')}, not {c.scenario}", "")
 
 
 def describe_usage(name: str, value: str) -> str:

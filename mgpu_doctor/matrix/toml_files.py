@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mgpu_doctor.inputs import InputError, read_text
 from mgpu_doctor.matrix.parse_cache import cached_parse
+from mgpu_doctor.process.inputs import InputError, read_text
 
 
 class TOMLDecodeError(ValueError):
@@ -28,10 +28,10 @@ def _loads(text: str) -> dict[str, Any]:
 
 
 def load_toml(path: Path, cached: bool = False) -> dict[str, Any]:
-    """Parse one TOML file within the input limits (:mod:`mgpu_doctor.inputs`); ``cached``: a
+    """Parse one TOML file within the input limits (:mod:`mgpu_doctor.process.inputs`); ``cached``: a
     text parsed before comes from :mod:`~mgpu_doctor.matrix.parse_cache`.
 
-    Raises OSError, TOMLDecodeError, or :class:`~mgpu_doctor.inputs.InputError` (not UTF-8,
+    Raises OSError, TOMLDecodeError, or :class:`~mgpu_doctor.process.inputs.InputError` (not UTF-8,
     too large, nested too deeply, an integer too long to convert).
     """
     text = read_text(path, "a TOML file")

@@ -96,6 +96,34 @@ USAGES: dict[str, str] = {
     "gpus_inferred": "let the library count the GPUs itself (multi_gpu_model(model) without gpus=)",
     "shared_submodel": "call one sub-model or layer several times in the model (Siamese networks, "
                        "a GAN's discriminator on real and fake inputs)",
+    "predict_in_loop": "call model.predict (or predict_on_batch / evaluate) over and over in one process",
+    "fit_in_loop": "call model.fit over and over in one process (folds, trials, one model after another)",
+    "retracing": "let a tf.function trace again and again (new input shapes, Python arguments, a "
+                 "tf.function or model created inside a loop)",
+    "model_reload": "load models over and over in one process (load_model, tf.saved_model.load in a loop)",
+    "dataset_shuffle": "shuffle a tf.data pipeline (Dataset.shuffle) and iterate it epoch after epoch",
+    "py_function": "call Python code from the graph with tf.py_function (in a layer, a Dataset.map "
+                   "or eagerly)",
+    "eager_random": "call tf.random ops eagerly, outside a tf.function, over and over (with or without "
+                    "tf.random.set_seed)",
+    "summary_writer": "write TensorBoard summaries (tf.summary writers, FileWriter, the TensorBoard "
+                      "callback)",
+    "multiprocessing_workers": "feed fit from a generator, Sequence or PyDataset with workers > 1 or "
+                               "use_multiprocessing=True",
+    "model_garden": "train with the TensorFlow Model Garden's own training code (tensorflow/models: "
+                    "the Object Detection API, official/ models)",
+    "masked_sequences": "feed padded sequences with a mask to recurrent layers (Masking, "
+                        "Embedding(mask_zero=True))",
+    "cuda_malloc_async": "use CUDA's stream-ordered allocator (TF_GPU_ALLOCATOR=cuda_malloc_async)",
+    "mig_instances": "give one process several MIG instances (A100/H100 slices) as its GPUs",
+    "huge_tensors": "work with single tensors of more than 2^31 elements (large embedding tables, "
+                    "big activations)",
+    "large_batched_matmul": "multiply batched matrices or matrix-vector products with very large "
+                            "dimensions (a batch of 2^16 or more, or millions of rows)",
+    "conda_cuda": "use the CUDA toolkit and cuDNN installed with conda (cudatoolkit, cudnn) rather than "
+                  "the pip nvidia-* wheels or a system CUDA",
+    "alltoall": "call all-to-all collectives (hvd.alltoall, or all-to-all in custom layers such as "
+                "sharded embeddings)",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity, status_for
 from mgpu_doctor.matrix.known_issues import known_issue_line
+from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Severity, status_for
 from mgpu_doctor.multiworker.launcher import MultiWorkerResult
 from mgpu_doctor.multiworker.model import (
     RESUME_FAILED,

@@ -1,7 +1,7 @@
 """Start K MultiWorkerMirroredStrategy workers on this host and collect what each did.
 
 Each worker is a child (``child_scripts/multiworker_worker.py``) run through
-:func:`mgpu_doctor.childproc.run_child`: own process group, heartbeat, stall detection,
+:func:`mgpu_doctor.process.childproc.run_child`: own process group, heartbeat, stall detection,
 stacks, TERM/KILL ladder. Each worker ends in one of the smoke statuses (ok, hang, crash,
 error, nan, diverged) or ``stopped``. When one worker fails, the others would wait for it in the next
 collective until their stall timeout; the launcher stops them at once instead (their
@@ -18,10 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
-from mgpu_doctor.childproc import ChildOutcome
-from mgpu_doctor.interpreter import Interpreter
 from mgpu_doctor.multiworker.model import WorkerOutcome
 from mgpu_doctor.multiworker.tf_config import TfConfig, check_addresses, local_cluster
+from mgpu_doctor.process.childproc import ChildOutcome
+from mgpu_doctor.process.interpreter import Interpreter
 from mgpu_doctor.smoke.measure import MAX_TEXT, diverged
 
 WORKER_SCRIPT = "multiworker_worker.py"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mgpu_doctor.model.smoke_runs import variant_name
 from mgpu_doctor.smoke.checkpoint import RELOAD_TOLERANCE, SCENARIO_USAGE
-from mgpu_doctor.smoke.layers import variant_name
 
 # The single-host smoke statuses, plus "stopped": killed by the launcher after another worker failed.
 WORKER_STATUSES = ("ok", "hang", "crash", "error", "nan", "diverged", "stopped")
@@ -126,7 +126,7 @@ class MultiWorkerRun:
     def _task_index(self) -> int:
         return self.worker_outcomes[0].task_index if self.worker_outcomes else 0
 
-    # The attributes the known-issue matching reads (mgpu_doctor.matrix.smoke.SmokeRunLike).
+    # The attributes the known-issue matching reads (mgpu_doctor.smoke.known_issues.SmokeRunLike).
     @property
     def devices(self) -> int:
         replicas = [w.replicas for w in self.worker_outcomes if w.replicas]

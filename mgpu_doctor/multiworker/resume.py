@@ -23,8 +23,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from mgpu_doctor.interpreter import Interpreter
 from mgpu_doctor.multiworker.launcher import STALL_TIMEOUT_S, TIMEOUT_S, MultiWorkerResult, run_local_workers
+from mgpu_doctor.process.interpreter import Interpreter
 
 KILL_TASK = 1  # not the chief (task 0), which writes the backup every worker restores from
 KILL_EPOCH = 1  # 0-based: killed in the second epoch, after the first one was backed up

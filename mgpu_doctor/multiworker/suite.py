@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from mgpu_doctor.interpreter import Interpreter
 from mgpu_doctor.multiworker.findings import multiworker_run, resume_run, training_failed
 from mgpu_doctor.multiworker.launcher import TIMEOUT_S, run_local_workers, run_workers
 from mgpu_doctor.multiworker.model import MultiWorkerRun
 from mgpu_doctor.multiworker.resume import run_local_resume
 from mgpu_doctor.multiworker.tf_config import TfConfig
+from mgpu_doctor.process.interpreter import Interpreter
 from mgpu_doctor.smoke.layers import variants
 from mgpu_doctor.smoke.plan import EVERY_LAYER, LEVELS
 

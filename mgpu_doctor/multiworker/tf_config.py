@@ -14,8 +14,8 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mgpu_doctor.inputs import InputError, parse_json, shorten
-from mgpu_doctor.masking import mask_credentials
+from mgpu_doctor.process.inputs import InputError, parse_json, shorten
+from mgpu_doctor.process.masking import mask_credentials
 
 # The task types TFConfigClusterResolver / MultiWorkerMirroredStrategy know.
 TASK_TYPES = ("chief", "worker", "evaluator", "ps")

@@ -1,1 +1,4 @@
-"""Probes gather facts. They are the only code with side effects."""
+"""Probes gather facts. They are the only code with side effects.
+
+May import: errors, process, model, environment.
+"""

@@ -13,11 +13,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
-from mgpu_doctor.collective_facts import CollectiveFacts, IommuFacts, PcieFacts
+from mgpu_doctor.model.collective_facts import CollectiveFacts, IommuFacts, PcieFacts
+from mgpu_doctor.model.unavailable import Unavailable, failed, skipped
 from mgpu_doctor.probes.commands import Runner, run_command
 from mgpu_doctor.probes.hostsetup import Statvfs, gather_container, gather_cpus, gather_network, gather_shm
 from mgpu_doctor.probes.pcie import find_gpus, gather_iommu, gather_pcie
-from mgpu_doctor.unavailable import Unavailable, failed, skipped
 
 T = TypeVar("T")
 

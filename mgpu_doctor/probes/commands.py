@@ -1,6 +1,6 @@
 """Run a short system command (``lspci``) with a timeout; probes take the runner as a parameter.
 
-The command goes through the doctor's one supervised runner (:func:`mgpu_doctor.childproc.run_tool`):
+The command goes through the doctor's one supervised runner (:func:`mgpu_doctor.process.childproc.run_tool`):
 its own session, stdin closed, output to a file (never a pipe), at most ``MAX_OUTPUT_BYTES`` of it
 read, and on a timeout the whole process group killed with the ladder.
 """
@@ -12,7 +12,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from mgpu_doctor.childproc import run_tool
+from mgpu_doctor.process.childproc import run_tool
 
 MAX_OUTPUT_BYTES = 8 * 2**20
 

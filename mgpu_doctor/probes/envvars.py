@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from mgpu_doctor.masking import is_allowed, mask_env_value
+from mgpu_doctor.process.masking import is_allowed, mask_env_value
 
 
 def gather_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:

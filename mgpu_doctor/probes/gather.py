@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from mgpu_doctor import __version__
-from mgpu_doctor.interpreter import Interpreter
+from mgpu_doctor.model.snapshot import KIND, SCHEMA_VERSION, Snapshot
+from mgpu_doctor.model.unavailable import Unavailable, failed, interpreter_broken, skipped
 from mgpu_doctor.probes.collective import gather_collective
 from mgpu_doctor.probes.envvars import gather_env
 from mgpu_doctor.probes.host import gather_host
@@ -17,8 +18,7 @@ from mgpu_doctor.probes.libraries import LibraryProbeInput, gather_libraries
 from mgpu_doctor.probes.nvml import gather_nvml
 from mgpu_doctor.probes.packages import gather_python_and_packages
 from mgpu_doctor.probes.tensorflow import gather_tensorflow, tensorflow_installed
-from mgpu_doctor.snapshot import KIND, SCHEMA_VERSION, Snapshot
-from mgpu_doctor.unavailable import Unavailable, failed, interpreter_broken, skipped
+from mgpu_doctor.process.interpreter import Interpreter
 
 
 @dataclass(frozen=True)

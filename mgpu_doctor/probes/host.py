@@ -8,8 +8,8 @@ import socket
 from collections.abc import Mapping
 from pathlib import Path
 
-from mgpu_doctor.snapshot import HostFacts
-from mgpu_doctor.unavailable import Unavailable, absent, failed
+from mgpu_doctor.model.snapshot import HostFacts
+from mgpu_doctor.model.unavailable import Unavailable, absent, failed
 
 
 def gather_host(root: Path = Path("/"), environ: Mapping[str, str] | None = None) -> HostFacts:

@@ -14,10 +14,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from mgpu_doctor.collective_facts import ContainerFacts, CpuFacts, IbDevice, NetworkFacts, ShmFacts
-from mgpu_doctor.masking import mask_env_value
+from mgpu_doctor.model.collective_facts import ContainerFacts, CpuFacts, IbDevice, NetworkFacts, ShmFacts
+from mgpu_doctor.model.unavailable import Unavailable, absent, failed
 from mgpu_doctor.probes.host import container_hints
-from mgpu_doctor.unavailable import Unavailable, absent, failed
+from mgpu_doctor.process.masking import mask_env_value
 
 MAX_SHM_ENTRIES = 10000
 Statvfs = Callable[[str], Any]

@@ -24,9 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mgpu_doctor.childproc import run_tool
-from mgpu_doctor.interpreter import Interpreter
-from mgpu_doctor.library_copies import LIBRARY_FILE, TOOLS
+from mgpu_doctor.environment.library_copies import LIBRARY_FILE, TOOLS
+from mgpu_doctor.model.snapshot import XLA_DATA_DIR_LABEL, CudaToolkit, LibraryCopy, LibraryFacts, SearchDir
+from mgpu_doctor.model.unavailable import absent
 from mgpu_doctor.probes.library_loading import load_library_versions
 from mgpu_doctor.probes.library_version_sources import (
     DIST_INFO_NAMES,
@@ -38,8 +38,8 @@ from mgpu_doctor.probes.library_version_sources import (
     version_json,
     wheel_of,
 )
-from mgpu_doctor.snapshot import XLA_DATA_DIR_LABEL, CudaToolkit, LibraryCopy, LibraryFacts, SearchDir
-from mgpu_doctor.unavailable import absent
+from mgpu_doctor.process.childproc import run_tool
+from mgpu_doctor.process.interpreter import Interpreter
 
 LDCONFIG_KEEP_BYTES = 16 * 1024 * 1024  # `ldconfig -p` lists every library: keep all of a large cache
 XLA_DATA_DIR = XLA_DATA_DIR_LABEL

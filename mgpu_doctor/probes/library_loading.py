@@ -9,8 +9,8 @@ import os
 import tempfile
 from dataclasses import replace
 
-from mgpu_doctor.interpreter import Interpreter
-from mgpu_doctor.snapshot import LibraryCopy
+from mgpu_doctor.model.snapshot import LibraryCopy
+from mgpu_doctor.process.interpreter import Interpreter
 
 LOAD_TIMEOUT_S = 20.0
 LOAD_STALL_S = 10.0

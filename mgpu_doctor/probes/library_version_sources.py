@@ -10,8 +10,8 @@ import os
 import re
 from pathlib import Path
 
-from mgpu_doctor.childproc import run_tool
-from mgpu_doctor.inputs import parse_json, read_text
+from mgpu_doctor.process.childproc import run_tool
+from mgpu_doctor.process.inputs import parse_json, read_text
 
 TOOL_TIMEOUT_S = 5.0
 # How a toolkit's version.json / dist-info names each library's component.

@@ -18,8 +18,8 @@ from itertools import combinations
 from types import SimpleNamespace
 from typing import Any, TypeVar
 
-from mgpu_doctor.snapshot import GpuFacts, GpuLink, GpuProcess, MigDevice, NvmlFacts
-from mgpu_doctor.unavailable import Unavailable, absent, failed
+from mgpu_doctor.model.snapshot import GpuFacts, GpuLink, GpuProcess, MigDevice, NvmlFacts
+from mgpu_doctor.model.unavailable import Unavailable, absent, failed
 
 T = TypeVar("T")
 

@@ -7,11 +7,11 @@ import os
 import sys
 from typing import Any
 
-from mgpu_doctor.childproc import ChildOutcome, run_tool
 from mgpu_doctor.errors import BadInput
-from mgpu_doctor.interpreter import CHILD_SCRIPTS, Interpreter
-from mgpu_doctor.snapshot import PackageFacts, PythonFacts
-from mgpu_doctor.unavailable import Unavailable, failed
+from mgpu_doctor.model.snapshot import PackageFacts, PythonFacts
+from mgpu_doctor.model.unavailable import Unavailable, failed
+from mgpu_doctor.process.childproc import ChildOutcome, run_tool
+from mgpu_doctor.process.interpreter import CHILD_SCRIPTS, Interpreter
 
 PACKAGES_TIMEOUT_S = 30.0
 TIMEOUT_ENV = "MGPU_DOCTOR_PYTHON_TIMEOUT"  # seconds the diagnosed Python has to answer

@@ -13,9 +13,9 @@ import re
 import struct
 from pathlib import Path
 
-from mgpu_doctor.collective_facts import ACS_CONTROLS, IommuFacts, PciBridge, PcieFacts, PciGpu
+from mgpu_doctor.model.collective_facts import ACS_CONTROLS, IommuFacts, PciBridge, PcieFacts, PciGpu
+from mgpu_doctor.model.unavailable import Unavailable, absent, failed
 from mgpu_doctor.probes.commands import Runner
-from mgpu_doctor.unavailable import Unavailable, absent, failed
 
 NVIDIA_VENDOR = "0x10de"
 GPU_CLASSES = ("0x0300", "0x0302")  # VGA controller, 3D controller (NVSwitches are 0x0680)

@@ -6,11 +6,11 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from mgpu_doctor.childproc import ChildOutcome
-from mgpu_doctor.distributions import TF_DISTRIBUTIONS
-from mgpu_doctor.interpreter import Interpreter
-from mgpu_doctor.snapshot import PackageFacts, TensorFlowFacts, TfDevice
-from mgpu_doctor.unavailable import Unavailable, absent, failed, interpreter_broken
+from mgpu_doctor.model.distributions import TF_DISTRIBUTIONS
+from mgpu_doctor.model.snapshot import PackageFacts, TensorFlowFacts, TfDevice
+from mgpu_doctor.model.unavailable import Unavailable, absent, failed, interpreter_broken
+from mgpu_doctor.process.childproc import ChildOutcome
+from mgpu_doctor.process.interpreter import Interpreter
 
 TF_PROBE_TIMEOUT_S = 120.0
 MAX_DETAIL_LINES = 12

@@ -1,4 +1,7 @@
-"""Reporters turn the one Report object into text. Only `human` knows about glyphs and colour."""
+"""Reporters turn the one Report object into text. Only `human` knows about glyphs and colour.
+
+May import: errors, model, fleet (a fleet's rows).
+"""
 
 from __future__ import annotations
 
@@ -6,8 +9,8 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mgpu_doctor.findings import Severity
-from mgpu_doctor.report import Report
+from mgpu_doctor.model.findings import Severity
+from mgpu_doctor.model.report import Report
 
 
 @dataclass(frozen=True)

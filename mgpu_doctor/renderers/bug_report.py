@@ -8,21 +8,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from mgpu_doctor.findings import Severity
-from mgpu_doctor.markdown_json_block import MARKER, json_block
+from mgpu_doctor.model.findings import Severity
+from mgpu_doctor.model.markdown_json_block import MARKER, json_block
+from mgpu_doctor.model.report import Report
+from mgpu_doctor.model.serde import to_jsonable
+from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.renderers import RenderOptions
 from mgpu_doctor.renderers.common import (
     DEVICE_HEADERS,
     device_table_rows,
     summary_line,
 )
-from mgpu_doctor.renderers.markdown import STATUS_WORDS, finding_lines
+from mgpu_doctor.renderers.markdown import (
+    STATUS_WORDS,
+    check_details,
+    conditional_markdown,
+    drift_markdown,
+    finding_lines,
+    training_markdown,
+)
 from mgpu_doctor.renderers.mermaid import pictures_markdown
 from mgpu_doctor.renderers.smoke_table import SIMULATED_LINE, SMOKE_HEADERS, smoke_rows
 from mgpu_doctor.renderers.tables import table
-from mgpu_doctor.report import Report
-from mgpu_doctor.serde import to_jsonable
-from mgpu_doctor.unavailable import Unavailable
 
 KNOWN_ISSUES_CHECK = "known-issues"
 # GitHub refuses issue bodies over 65536 characters.
@@ -41,13 +48,15 @@ def render(report: Report, options: RenderOptions, *, redacted: bool = True) -> 
             + (" (quick: TensorFlow not imported)" if report.quick else "")
             + ("; hostname, user, home directory and GPU UUIDs redacted" if redacted
                else "; NOT redacted"), "", f"**{summary_line(report)}**", ""]
+    out += drift_markdown(report)
+    out += training_markdown(report)
     out += _findings(report, options)
     out += smoke_section(report)
     out += pictures_markdown(report.smoke_runs, "###")
     out += _known_issues(report)
     out += _environment(report)
     out += ["## Checks", "", _table([[f"`{c.name}`", c.title, STATUS_WORDS[c.status],
-                                       c.skip_reason or "; ".join(f.title for f in c.findings)]
+                                       c.skip_reason or check_details(c)]
                                       for c in report.checks], ["Check", "What", "Status", "Details"]), ""]
     data = to_jsonable(report)
     out += json_block(data)
@@ -98,12 +107,13 @@ def _known_issues(report: Report) -> list[str]:
         return out + ["_The known-issues check did not run._", ""]
     if outcome.skip_reason:
         return out + [f"_Not checked: {outcome.skip_reason}_", ""]
-    matched = [f for f in outcome.findings if f.severity > Severity.OK]
-    if not matched:
+    matched = [f for f in outcome.findings if f.severity > Severity.OK and f.condition is None]
+    conditional = conditional_markdown(outcome.findings, verbose=False, heading="###")
+    if not matched and not conditional:
         return out + ["No known issue matches this environment.", ""]
     for f in matched:
         out += finding_lines(f)
-    return out
+    return out + conditional
 
 
 def _environment(report: Report) -> list[str]:

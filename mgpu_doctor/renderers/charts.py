@@ -9,9 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from mgpu_doctor.smoke.input_bound import headroom
-from mgpu_doctor.smoke.model import SmokeRun
-from mgpu_doctor.smoke.scaling_map import MapPoint, map_points
+from mgpu_doctor.model.smoke_runs import MapPoint, SmokeRun, map_points
 
 # Colours of the series, in order (Tableau 10): named, so a Markdown legend can say which is which
 # where the renderer draws none (Mermaid's xychart has no legend before Mermaid 12).
@@ -192,12 +190,12 @@ def input_charts(runs: Iterable[SmokeRun]) -> list[Chart]:
     """The input-bound probe: the share of each step the devices would wait for their input, per
     probed run (0 where the pipeline alone delivers at least what they consume from memory); the
     category says the pipeline's headroom (its samples/s over theirs)."""
-    probed = [r for r in runs if headroom(r) is not None]
+    probed = [r for r in runs if r.input_headroom is not None]
     if not probed:
         return []
     probed.sort(key=lambda r: (r.devices, r.layer_variant))
     several = len({r.devices for r in probed}) > 1
-    ratios = [headroom(r) or 0.0 for r in probed]
+    ratios = [r.input_headroom or 0.0 for r in probed]
     categories = tuple(f"{_series_name(r.layer_variant, r.devices, several)}: pipeline {ratio:.2g}x"
                        for r, ratio in zip(probed, ratios, strict=True))
     waiting = tuple(round(max(0.0, 1.0 - ratio) * 100, 1) for ratio in ratios)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from mgpu_doctor.devices import DeviceRow
-from mgpu_doctor.findings import MOSTLY_SKIPPED_CHECK, CheckStatus, Finding, Severity
-from mgpu_doctor.report import Report
-from mgpu_doctor.unavailable import Unavailable
+from mgpu_doctor.model.device_row import DeviceRow
+from mgpu_doctor.model.findings import MOSTLY_SKIPPED_CHECK, CheckStatus, ConditionGroup, Finding, Severity
+from mgpu_doctor.model.report import Report
+from mgpu_doctor.model.training import TrainingProfile, shown
+from mgpu_doctor.model.unavailable import Unavailable
 
 DEVICE_HEADERS = {
     "nvml": "NVML", "cuda": "CUDA", "tensorflow": "TensorFlow", "name": "GPU",
@@ -15,6 +16,26 @@ DEVICE_HEADERS = {
 
 def summary_counts(report: Report) -> dict[str, int]:
     return {status.value: report.count(status) for status in CheckStatus}
+
+
+DRIFT_HEADERS = ["Severity", "Code", "What", "Then", "Now"]
+
+
+def drift_heading(report: Report) -> str:
+    assert report.drift is not None
+    changes = len(report.drift.rows)
+    return (f"{changes} change(s) since the baseline {report.drift.baseline} "
+            f"(written {report.drift.baseline_created})"
+            if changes else f"Nothing changed since the baseline {report.drift.baseline} "
+            f"({report.drift.compared} facts, GPUs, checks and smoke runs compared)")
+
+
+def drift_rows(report: Report) -> list[list[str]]:
+    """The drift table, most severe first (Markdown and HTML show it before anything else)."""
+    if report.drift is None:
+        return []
+    rows = sorted(report.drift.rows, key=lambda r: r.severity, reverse=True)
+    return [[r.severity.value, r.code, r.label, r.then, r.now] for r in rows]
 
 
 def summary_line(report: Report) -> str:
@@ -113,3 +134,67 @@ def fleet_heading(report: Report) -> str:
         return f"All {len(fleet.nodes)} nodes agree on the {compared} facts compared."
     return (f"{len(fleet.differences)} of {compared} facts compared differ or are unknown on some "
             f"of the {len(fleet.nodes)} nodes:")
+
+
+# --- the training profile and the conditional findings grouped by what would decide them -----
+
+# What a group of conditional known issues depends on, by the key of their deciding fact.
+CONDITION_TOPICS = {"strategy": "your strategy", "usage": "how you train", "layers": "your layers",
+                    "scenario": "the last batch", "workers": "the workers"}
+# Machine facts in words, where the key does not read as one.
+FACT_NAMES = {"cpu_vendor": "CPU vendor", "gpu_name": "GPU name", "compute_capability": "compute capability",
+              "gpus": "GPU count"}
+
+
+def training_parts(profile: TrainingProfile | None) -> tuple[list[str], list[str], list[str]]:
+    """The declared facts ("usage save_model (pyproject.toml: ...)"), the observed ones, and the
+    unknown keys."""
+    profile = profile or TrainingProfile()
+    declared = [f"{k} {shown(k, getattr(profile.declared, k))} ({profile.declared_from.get(k, 'declared')})"
+                for k in profile.declared.known()]
+    observed = [f"{k} {shown(k, getattr(profile.observed, k))} ({profile.observed_from.get(k, 'observed')})"
+                for k in profile.observed.known()]
+    return declared, observed, list(profile.unknown())
+
+
+def training_line(profile: TrainingProfile | None) -> str:
+    """One line: what the training profile declares, observes, and leaves unknown."""
+    declared, observed, unknown = training_parts(profile)
+    return (f"Training: declared: {'; '.join(declared) or 'nothing'}; observed: "
+            f"{'; '.join(observed) or 'nothing'}; unknown: {', '.join(unknown) or 'nothing'}")
+
+
+def condition_keys(groups: list[ConditionGroup]) -> list[tuple[str, list[ConditionGroup]]]:
+    """The groups merged by the key of their fact (training facts by key, machine facts as one
+    "" key), in the order of their first group."""
+    merged: dict[str, list[ConditionGroup]] = {}
+    for g in groups:
+        merged.setdefault(g.condition.key if g.condition.training else "", []).append(g)
+    return list(merged.items())
+
+
+def condition_head(key: str, groups: list[ConditionGroup], more: bool) -> tuple[str, list[str]]:
+    """A key's line before its values ("3 more apply depending on how you train: --usage") and the
+    values with their counts ("save_model (2)", "several_models")."""
+    n = sum(len(g.findings) for g in groups)
+    more_word = " more" if more else ""
+    if not key:
+        facts: dict[str, int] = {}
+        for g in groups:
+            facts[g.condition.key] = facts.get(g.condition.key, 0) + len(g.findings)
+        return (f"{n}{more_word} cannot be told without:",
+                [FACT_NAMES.get(k, k) + (f" ({c})" if c > 1 else "") for k, c in facts.items()])
+    verb = "applies" if n == 1 else "apply"
+    option = groups[0].condition.hint.split(" ", 1)[0]
+    values = [g.condition.hint.partition(" ")[2] + (f" ({len(g.findings)})" if len(g.findings) > 1 else "")
+              for g in groups]
+    return f"{n}{more_word} {verb} depending on {CONDITION_TOPICS.get(key, key)}: {option}", values
+
+
+def group_line(g: ConditionGroup) -> str:
+    """One group: "2 apply if you save the distributed model (...): --usage save_model"."""
+    n = len(g.findings)
+    if not g.condition.training:
+        return f"{n} cannot be told {g.condition.phrase}"
+    return f"{n} {'applies' if n == 1 else 'apply'} {g.condition.phrase}" + \
+        (f": {g.condition.hint}" if g.condition.hint else "")

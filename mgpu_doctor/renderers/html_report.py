@@ -10,23 +10,28 @@ from __future__ import annotations
 import json
 from html import escape
 
-from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity
+from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Severity, condition_groups
+from mgpu_doctor.model.report import Report
+from mgpu_doctor.model.serde import to_jsonable
 from mgpu_doctor.renderers import RenderOptions
 from mgpu_doctor.renderers.charts import GROUPS, all_charts
 from mgpu_doctor.renderers.common import (
     DEVICE_HEADERS,
+    DRIFT_HEADERS,
     FLEET_HEADERS,
     acknowledgement_line,
     device_table_rows,
+    drift_heading,
+    drift_rows,
     fleet_difference_rows,
     fleet_heading,
+    group_line,
     summary_line,
+    training_parts,
 )
 from mgpu_doctor.renderers.human import libraries_lines
 from mgpu_doctor.renderers.smoke_table import SIMULATED_LINE, SMOKE_HEADERS, smoke_rows
 from mgpu_doctor.renderers.svg import render_svg
-from mgpu_doctor.report import Report
-from mgpu_doctor.serde import to_jsonable
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #1d1d1d;
@@ -55,8 +60,14 @@ def render(report: Report, options: RenderOptions, *, title: str = "") -> str:
            '<meta name="viewport" content="width=device-width, initial-scale=1">',
            f"<title>{escape(heading)}</title>", f"<style>{CSS}</style>", "</head>", "<body>",
            f"<h1>{escape(heading)}</h1>", f'<p class="summary">{escape(summary_line(report))}</p>']
+    if report.drift is not None:  # what changed comes first: the reason a gate that passed now fails
+        out += ["<h2>Changes since the baseline</h2>", f"<p>{escape(drift_heading(report))}</p>"]
+        if report.drift.rows:
+            out.append(table(DRIFT_HEADERS, drift_rows(report)))
     out += [f'<p class="note">{escape(note)}</p>' for note in report.notes]
+    out += _training(report)
     out += _findings(report, options)
+    out += _conditional(report, options)
     out += _smoke(report)
     out += _checks(report)
     out += _tables(report)
@@ -69,13 +80,45 @@ def render(report: Report, options: RenderOptions, *, title: str = "") -> str:
 
 def _findings(report: Report, options: RenderOptions) -> list[str]:
     floor = Severity.INFO if options.verbose else Severity.WARNING
-    problems = sorted((f for f in report.findings if f.severity >= floor),
+    problems = sorted((f for f in report.findings if f.severity >= floor and f.condition is None),
                       key=lambda f: f.severity, reverse=True)
     out = ["<h2>Findings</h2>"]
     if not problems:
         return out + [f"<p>No {'findings' if options.verbose else 'warnings or errors'}.</p>"]
     for f in problems:
         out += finding_html(f)
+    return out
+
+
+def _training(report: Report) -> list[str]:
+    """The training profile: declared and observed facts with where each came from, the unknown."""
+    if report.training is None:
+        return []
+    declared, observed, unknown = training_parts(report.training)
+    rows = [["declared", d] for d in declared] + [["observed", o] for o in observed]
+    out = ["<h2>Training</h2>"]
+    out.append(table(["", "Fact (where it came from)"], rows) if rows else
+               "<p>Nothing declared or observed: declare how you train in <code>pyproject.toml</code> "
+               "<code>[tool.mgpu-doctor.training]</code> or with <code>--strategy</code>, "
+               "<code>--usage</code>, ...</p>")
+    return out + [f"<p>Unknown: {escape(', '.join(unknown) or 'nothing')}</p>"]
+
+
+def _conditional(report: Report, options: RenderOptions) -> list[str]:
+    """The conditional findings grouped by the fact that would decide them, one collapsed block
+    per group (open with -v)."""
+    groups = condition_groups(report.findings)
+    if not groups:
+        return []
+    out = ["<h2>Conditional known issues</h2>",
+           "<p>Grouped by the one fact that would decide them: declared, each becomes a warning or is "
+           "ruled out.</p>"]
+    opened = " open" if options.verbose else ""
+    for g in groups:
+        out.append(f"<details{opened}><summary>{escape(group_line(g))}</summary>")
+        for f in g.findings:
+            out += finding_html(f)
+        out.append("</details>")
     return out
 
 

@@ -6,23 +6,27 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING
 
-from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Section, Severity
+from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Section, Severity, condition_groups
+from mgpu_doctor.model.report import Report
+from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.renderers import RenderOptions
 from mgpu_doctor.renderers.common import (
     DEVICE_HEADERS,
     FLEET_HEADERS,
     acknowledgement_line,
+    condition_head,
+    condition_keys,
     device_table_rows,
     fleet_difference_rows,
     fleet_heading,
+    group_line,
     summary_line,
+    training_line,
 )
 from mgpu_doctor.renderers.tables import table
-from mgpu_doctor.report import Report
-from mgpu_doctor.unavailable import Unavailable
 
 if TYPE_CHECKING:
-    from mgpu_doctor.library_view import LibrariesView
+    from mgpu_doctor.environment.library_view import LibrariesView
 
 GLYPHS = {
     CheckStatus.PASSED: ("✓", "+"), CheckStatus.INFO: ("i", "i"),
@@ -41,7 +45,10 @@ WIDTH = 100
 
 
 def render(report: Report, options: RenderOptions) -> str:
-    out = [_header(report), ""]
+    out = [_header(report)]
+    if report.training is not None and (options.verbose or not report.training.empty):
+        out += _wrap(training_line(report.training), 0, hanging=4)
+    out.append("")
     if report.libraries is not None:
         out += libraries_lines(report.libraries, report.source) + [""]
     out += _sections(report.checks, options)
@@ -63,7 +70,12 @@ def render(report: Report, options: RenderOptions) -> str:
     for note in report.notes:
         out.append(note)
     if not options.verbose and any(f.severity is Severity.INFO for f in report.findings):
-        out.append("Run with -v for the informational details.")
+        conditional = sum(1 for f in report.findings if f.condition is not None and f.condition.training)
+        if conditional and report.training is not None and report.training.empty:
+            out.append(f"Run with -v for the details. Training undeclared: --strategy, --usage, ... decide "
+                       f"{conditional} known issues.")
+        else:
+            out.append("Run with -v for the informational details.")
     text = "\n".join(out) + "\n"
     return text if options.unicode else to_ascii(text)
 
@@ -179,6 +191,8 @@ def _check_lines(outcome: CheckOutcome, options: RenderOptions) -> list[str]:
         headline += f": {ok_titles[0]}"
     lines = [f"[{glyph}] {headline}"]
     for finding in outcome.findings:
+        if finding.condition is not None:
+            continue  # grouped below, by the fact that would decide it
         if finding.severity is Severity.OK:
             if options.verbose:
                 lines += _indent(finding.evidence, 4)
@@ -187,7 +201,37 @@ def _check_lines(outcome: CheckOutcome, options: RenderOptions) -> list[str]:
             lines += _wrap(f"{_sev_glyph(finding, options)} {finding.title}", 4)
             continue
         lines.extend(_finding_lines(finding, options))
+    return lines + _condition_lines(outcome, options)
+
+
+def _condition_lines(outcome: CheckOutcome, options: RenderOptions) -> list[str]:
+    """The conditional findings: one line per fact that would decide them (the values it takes
+    cut to the width), and with -v each value's line followed by its findings in full."""
+    groups = condition_groups(outcome.findings)
+    more = any(f.condition is None and f.severity > Severity.OK for f in outcome.findings)
+    lines: list[str] = []
+    glyph = SEVERITY_GLYPHS[Severity.INFO][0 if options.unicode else 1]
+    for key, members in condition_keys(groups):
+        head, values = condition_head(key, members, more)
+        if options.verbose:
+            lines += _wrap(f"{glyph} {head} {', '.join(values)}", 4)
+            for g in members:
+                lines += _wrap(group_line(g), 6)
+                for finding in g.findings:
+                    lines.extend("    " + line for line in _finding_lines(finding, options))
+            continue
+        lines.append(_fitted(f"    {glyph} {head}", values))
     return lines
+
+
+def _fitted(head: str, values: list[str]) -> str:
+    """``head`` and as many of ``values`` as fit in the width, then how many more (-v shows all)."""
+    for shown in range(len(values), 0, -1):
+        rest = len(values) - shown
+        line = f"{head} {', '.join(values[:shown])}" + (f", +{rest} more (-v)" if rest else "")
+        if len(line) <= WIDTH or shown == 1:
+            return line
+    return head
 
 
 def _finding_lines(finding: Finding, options: RenderOptions) -> list[str]:

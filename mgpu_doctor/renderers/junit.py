@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from mgpu_doctor.findings import CheckStatus, Finding, Severity
+from mgpu_doctor.model.findings import CheckStatus, Finding, Severity
+from mgpu_doctor.model.report import Report
 from mgpu_doctor.renderers import RenderOptions
 from mgpu_doctor.renderers.common import acknowledgement_line
-from mgpu_doctor.report import Report
 
 
 def render(report: Report, options: RenderOptions) -> str:

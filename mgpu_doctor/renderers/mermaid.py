@@ -12,8 +12,8 @@ import math
 import unicodedata
 from decimal import Decimal
 
+from mgpu_doctor.model.smoke_runs import SmokeRun
 from mgpu_doctor.renderers.charts import GROUPS, Chart, Series, all_charts, colour
-from mgpu_doctor.smoke.model import SmokeRun
 
 _SAFE_PUNCTUATION = set(" _.,:()/+'-=")
 MAX_TEXT = 100  # a title or a label inside a chart

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mgpu_doctor.smoke.model import SmokeRun
+from mgpu_doctor.model.smoke_runs import SmokeRun
 
 SMOKE_HEADERS = ["Layer", "Devices", "Scenario", "Global batch", "Status", "Loss per epoch", "Step (ms)",
                  "Speedup", "Keras"]

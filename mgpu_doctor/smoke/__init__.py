@@ -1,5 +1,7 @@
 """Smoke trainings: tiny Keras models per layer type on 1 and N devices, run in child processes.
 
-``model`` holds the data (``SmokeSpec`` planned, ``SmokeRun`` measured), ``plan`` decides what
-runs, ``runner`` supervises the worker child, ``rules`` turns runs into findings.
+``mgpu_doctor.model.smoke_runs`` holds the data (``SmokeSpec`` planned, ``SmokeRun`` measured),
+``plan`` decides what runs, ``runner`` supervises the worker child, ``rules`` turns runs into findings.
+
+May import: errors, process, model, matrix, environment, probes.
 """

@@ -11,25 +11,18 @@ findings (pure).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from mgpu_doctor.findings import Finding, Severity
+from mgpu_doctor.model.findings import Finding, Severity
+from mgpu_doctor.model.smoke_runs import (  # noqa: F401 (the checkpoint records live in the model)
+    CHECKPOINT_STATUSES,
+    RELOAD_TOLERANCE,
+    SCENARIO_USAGE,
+    CheckpointStep,
+)
 from mgpu_doctor.smoke.layers import SMOKE_LAYERS
 
 CHECKPOINT_SCENARIOS = ("checkpoint", "resume")
-# Statuses of a checkpoint run besides the training's own (error, crash, hang, oom).
-CHECKPOINT_STATUSES = ("save-failed", "load-failed", "reload-differs", "resume-failed")
-# Predictions after a reload, and final weights after a resume, may differ from the original by
-# this much relative to the largest value (absolute below 1): the same weights on other devices
-# give the same float32 sums up to reordering, far below this; a weight that was not restored is
-# off by the learning rate's steps, far above it.
-RELOAD_TOLERANCE = 1e-5
-# The ways of training the matrix's entries name for each scenario (`usage` in known issues).
-SCENARIO_USAGE: dict[str, tuple[str, ...]] = {
-    "checkpoint": ("save_model", "load_weights", "checkpoint"),
-    "resume": ("checkpoint",),
-}
 SCENARIO_TITLES = {"checkpoint": "saved and reloaded on 1 and N devices",
                    "resume": "killed in epoch 2 and resumed with BackupAndRestore"}
 FORMAT_LABELS = {
@@ -46,33 +39,6 @@ BACKUP_GUIDE = "https://www.tensorflow.org/api_docs/python/tf/keras/callbacks/Ba
 # Saved model differs from the one trained with BatchNormalization on several GPUs (the matrix
 # entry tf-46488-batchnorm-replica-statistics-saved).
 REPLICA_STATISTICS_ISSUE = "https://github.com/tensorflow/tensorflow/issues/46488"
-
-
-@dataclass(frozen=True)
-class CheckpointStep:
-    """One save, load or resume of a checkpoint run, as the child did it."""
-
-    format: str  # keras, weights, tf_checkpoint, savedmodel, h5, backup_and_restore
-    stage: str  # save, load, resume (reference: the uninterrupted training failed)
-    load_devices: int = 0  # devices the model was loaded (or resumed) on; 0 for a save
-    ok: bool = False  # the step itself ran; its comparison is judged apart
-    max_abs_diff: float | None = None  # predictions (load) or final weights (resume) vs the original
-    max_abs_reference: float | None = None
-    resumed_at_epoch: int | None = None  # 0-based first epoch after the restart (resume)
-    killed_in_epoch: int | None = None  # 1-based
-    error: str = ""
-
-    @property
-    def tolerance(self) -> float:
-        return RELOAD_TOLERANCE * max(1.0, self.max_abs_reference or 0.0)
-
-    @property
-    def differs(self) -> bool:
-        return self.ok and (self.max_abs_diff is None or self.max_abs_diff > self.tolerance)
-
-    @property
-    def restarted_from_scratch(self) -> bool:
-        return self.stage == "resume" and self.ok and self.resumed_at_epoch != (self.killed_in_epoch or 0) - 1
 
 
 def steps_from_child(data: Any) -> list[CheckpointStep]:

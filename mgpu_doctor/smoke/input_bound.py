@@ -9,9 +9,9 @@ faster than the CPU, so a pipeline too slow for the simulation is too slow for t
 
 from __future__ import annotations
 
-from mgpu_doctor.findings import Finding, Severity
+from mgpu_doctor.model.findings import Finding, Severity
+from mgpu_doctor.model.smoke_runs import SmokeRun
 from mgpu_doctor.smoke.guides import INPUT_GUIDE
-from mgpu_doctor.smoke.model import SmokeRun
 
 # The pipeline must deliver at least what the devices consume; below, the devices idle.
 FEEDS = 1.0
@@ -27,8 +27,7 @@ INPUT_FIX = (
 
 def headroom(run: SmokeRun) -> float | None:
     """How many times over the pipeline alone could feed the devices (below 1: they wait)."""
-    supply, demand = run.input_samples_per_s, run.compute_samples_per_s
-    return supply / demand if supply is not None and demand else None
+    return run.input_headroom
 
 
 def input_bound(run: SmokeRun) -> bool:

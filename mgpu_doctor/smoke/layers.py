@@ -67,11 +67,6 @@ def layer_names() -> tuple[str, ...]:
     return tuple(SMOKE_LAYERS)
 
 
-def variant_name(layer: str, variant: str) -> str:
-    """A layer and its variant as one word of run names and labels: "lstm-cudnn", "dense"."""
-    return f"{layer}-{variant}" if variant else layer
-
-
 def variants(layer: str) -> tuple[str, ...]:
     return SMOKE_LAYERS[layer].variants
 

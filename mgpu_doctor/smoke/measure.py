@@ -7,8 +7,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from mgpu_doctor.model.smoke_runs import STATUSES, SmokeRun, SmokeSpec
 from mgpu_doctor.smoke.checkpoint import CHECKPOINT_SCENARIOS, checkpoint_status, steps_from_child
-from mgpu_doctor.smoke.model import STATUSES, SmokeRun, SmokeSpec
 
 DIVERGE_FACTOR = 10.0  # final loss this many times the first one: the training blew up
 MAX_TEXT = 6000

@@ -7,10 +7,10 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from mgpu_doctor.inputs import shorten
+from mgpu_doctor.model.smoke_runs import SCENARIOS, SmokeSpec
+from mgpu_doctor.process.inputs import shorten
 from mgpu_doctor.smoke.checkpoint import CHECKPOINT_SCENARIOS
 from mgpu_doctor.smoke.layers import SMOKE_LAYERS, layer_names, same_on_one_device, same_without_cudnn
-from mgpu_doctor.smoke.model import SCENARIOS, SmokeSpec
 
 DEFAULT_GLOBAL_BATCH = 64
 DEFAULT_VIRTUAL_DEVICES = 2

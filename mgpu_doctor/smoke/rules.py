@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from mgpu_doctor.findings import CheckOutcome, CheckStatus, Finding, Severity, status_for
 from mgpu_doctor.matrix.known_issues import known_issue_line
+from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Severity, status_for
+from mgpu_doctor.model.smoke_runs import SmokeRun
 from mgpu_doctor.smoke.checkpoint import CHECKPOINT_STATUSES, SCENARIO_TITLES, checkpoint_findings
 from mgpu_doctor.smoke.guides import DISTRIBUTE_GUIDE, INPUT_GUIDE
 from mgpu_doctor.smoke.input_bound import input_bound_findings, input_rates
 from mgpu_doctor.smoke.layers import SMOKE_LAYERS, same_on_one_device, same_without_cudnn
-from mgpu_doctor.smoke.model import SmokeRun
 from mgpu_doctor.smoke.plan import BatchSplit
 from mgpu_doctor.smoke.scaling_map import on_a_curve, scaling_map_outcome
 

@@ -16,10 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from mgpu_doctor.childproc import ChildOutcome, run_child
-from mgpu_doctor.interpreter import CHILD_SCRIPTS
+from mgpu_doctor.model.smoke_runs import SmokeRun, SmokeSpec
+from mgpu_doctor.process.childproc import ChildOutcome, run_child
+from mgpu_doctor.process.interpreter import CHILD_SCRIPTS
 from mgpu_doctor.smoke.measure import failed_run, run_from_child
-from mgpu_doctor.smoke.model import SmokeRun, SmokeSpec
 from mgpu_doctor.smoke.request import DEFAULT_STALL_TIMEOUT_S
 
 WORKER_SCRIPT = CHILD_SCRIPTS / "smoke_worker.py"

@@ -12,27 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from mgpu_doctor.findings import CheckOutcome, Finding, Severity, status_for
+from mgpu_doctor.model.findings import CheckOutcome, Finding, Severity, status_for
+from mgpu_doctor.model.smoke_runs import MapPoint, SmokeRun, map_points
 from mgpu_doctor.smoke.guides import DISTRIBUTE_GUIDE, INPUT_GUIDE
-from mgpu_doctor.smoke.model import SmokeRun
 
 PAYS_OFF = 1.0  # N devices at least as fast as 1: beyond this the extra devices pay for themselves
 SIMULATED = "simulated on CPU: says nothing about GPUs"
-
-
-@dataclass(frozen=True)
-class MapPoint:
-    """One cell of the map: an N-device run with the even split, against its 1-device twin."""
-
-    layer: str  # "lstm"
-    label: str  # the layer and its variant, "lstm-cudnn"
-    devices: int
-    global_batch: int
-    model_size: int
-    parameters: int | None
-    speedup: float | None  # None: the run or its 1-device twin failed
-    efficiency: float | None  # speedup / devices
-    simulated: bool
 
 
 @dataclass(frozen=True)
@@ -81,14 +66,6 @@ class Curve:
 
     def best(self) -> MapPoint | None:
         return max(self.measured, key=lambda p: p.speedup or 0.0, default=None)
-
-
-def map_points(runs: Iterable[SmokeRun]) -> list[MapPoint]:
-    """The cells of the map: every N-device run with the even split (the speedup is None where
-    it or its 1-device twin failed, which leaves a gap)."""
-    return [MapPoint(r.layer, r.layer_variant, r.devices, r.global_batch, r.model_size, r.parameters,
-                     r.speedup, r.scaling_efficiency, r.simulated)
-            for r in runs if r.devices > 1 and r.scenario == "even"]
 
 
 def curves(runs: Iterable[SmokeRun]) -> list[Curve]:

@@ -12,21 +12,23 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, TextIO
 
+from mgpu_doctor.environment.matrix_view import environment_from_resolved
+from mgpu_doctor.environment.resolve import resolve
 from mgpu_doctor.errors import BadInput
-from mgpu_doctor.findings import CheckOutcome, CheckStatus
-from mgpu_doctor.inputs import shorten
-from mgpu_doctor.interpreter import Interpreter
-from mgpu_doctor.masking import mask_credentials
-from mgpu_doctor.matrix.environment import environment_from_resolved
 from mgpu_doctor.matrix.known_issues import load_matrix
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
-from mgpu_doctor.matrix.smoke import SmokeRunLike, with_known_issues
+from mgpu_doctor.model.findings import CheckOutcome, CheckStatus
+from mgpu_doctor.model.redact import Identity, Redactor, redactor_for
+from mgpu_doctor.model.serde import to_jsonable
+from mgpu_doctor.model.smoke_runs import SmokeRun, SmokeSpec
+from mgpu_doctor.model.snapshot import Snapshot
+from mgpu_doctor.model.unavailable import Unavailable, interpreter_broken
 from mgpu_doctor.probes.gather import GatherOptions, Progress, gather_snapshot
 from mgpu_doctor.probes.tensorflow import gather_tensorflow, tensorflow_installed
-from mgpu_doctor.redact import Identity, Redactor, redactor_for
-from mgpu_doctor.resolve import resolve
-from mgpu_doctor.serde import to_jsonable
-from mgpu_doctor.smoke.model import SmokeRun, SmokeSpec
+from mgpu_doctor.process.inputs import shorten
+from mgpu_doctor.process.interpreter import Interpreter
+from mgpu_doctor.process.masking import mask_credentials
+from mgpu_doctor.smoke.known_issues import SmokeRunLike, with_known_issues
 from mgpu_doctor.smoke.plan import (
     LEVELS,
     Level,
@@ -39,8 +41,6 @@ from mgpu_doctor.smoke.plan import (
 from mgpu_doctor.smoke.request import SmokeRequest
 from mgpu_doctor.smoke.rules import batch_split_outcomes, compare_with_single, smoke_outcomes
 from mgpu_doctor.smoke.runner import run_suite
-from mgpu_doctor.snapshot import Snapshot
-from mgpu_doctor.unavailable import Unavailable, interpreter_broken
 
 
 @dataclass

@@ -1,19 +1,18 @@
-"""The README's Slurm recipes, as the tests run them: taken from README.md, never copied."""
+"""The documented Slurm recipes, as the tests run them: taken from docs/cluster.md, never copied."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-README = Path(__file__).parents[2] / "README.md"
+README = Path(__file__).parents[2] / "docs" / "cluster.md"
 ALTERNATIVE = "# or, equivalently: "
 
 
 def section(heading: str) -> str:
     text = README.read_text(encoding="utf-8")
-    start = text.index(f"\n## {heading}\n")
-    end = text.find("\n## ", start + 1)
-    return text[start:end if end > 0 else len(text)]
+    assert text.startswith(f"# {heading}\n"), f"{README.name} is not the page {heading!r}"
+    return text
 
 
 def bash_block(heading: str, containing: str) -> str:

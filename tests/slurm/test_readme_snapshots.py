@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from mgpu_doctor.redact import stable_hash
-from mgpu_doctor.snapshot import load_snapshot
+from mgpu_doctor.model.redact import stable_hash
+from mgpu_doctor.model.snapshot import load_snapshot
 from tests.slurm.conftest import NODES
 from tests.slurm.readme import snapshot_recipe
 

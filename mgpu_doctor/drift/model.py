@@ -1,0 +1,30 @@
+"""The drift section of a report: one row per change since the baseline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mgpu_doctor.model.findings import Severity
+
+
+@dataclass(frozen=True)
+class DriftRow:
+    """One change: what (``label``), its value then and now, the finding code and severity it
+    makes, and the checks whose verdict decided that severity (empty: the change alone)."""
+
+    code: str
+    label: str
+    then: str
+    now: str
+    severity: Severity
+    judged_by: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Drift:
+    """Everything that changed since ``baseline`` (a snapshot or report, written ``baseline_created``)."""
+
+    baseline: str
+    baseline_created: str
+    rows: list[DriftRow]
+    compared: int = 0  # how many facts, GPUs, checks and smoke runs were compared

@@ -1,0 +1,66 @@
+"""`matrix query` terms -> the same resolved environment a machine's snapshot gives.
+
+``tensorflow==2.12.0 cudnn==8.1.0 driver==418.40.04 gpus=2 strategy=mirrored``: versions as
+``KEY==VERSION`` (the matrix's version keys, and ``nvidia-*`` wheels such as
+``nvidia-cudnn-cu12==9.1.0.70`` for the ``tensorflow[and-cuda]`` pins), conditions as ``KEY=VALUE``.
+The distribution names a bug report uses (``tensorflow-gpu``, ``tf-nightly``, ``keras-nightly``)
+stand for their package.
+"""
+
+from __future__ import annotations
+
+from mgpu_doctor.environment.resolve import MachineFacts, ResolvedEnvironment, UsageFacts, resolve_terms
+from mgpu_doctor.matrix.environment import BadEnvironment, Environment, parse_query
+from mgpu_doctor.model.distributions import TF_DISTRIBUTIONS
+from mgpu_doctor.model.versions import parse_version
+from mgpu_doctor.process.inputs import shorten
+
+NOT_NAMED = "not named in the query"
+# What bug reports name, as the matrix's version keys: every TensorFlow distribution is
+# `tensorflow` (its package is), the nightlies are their package, `_` spellings are `-`.
+KEY_ALIASES = {**{name: "tensorflow" for name in TF_DISTRIBUTIONS}, "keras-nightly": "keras",
+               "tf_keras": "tf-keras", "tf-keras-nightly": "tf-keras", "tf_keras-nightly": "tf-keras",
+               "nvidia-driver": "driver", "cuda-toolkit": "cuda"}
+
+
+def canonical_term(term: str) -> str:
+    """``tensorflow-gpu==1.15.0`` -> ``tensorflow==1.15.0``; other terms unchanged."""
+    key, sep, value = term.partition("==")
+    name = key.strip().lower()
+    return f"{KEY_ALIASES[name]}=={value}" if sep and name in KEY_ALIASES else term
+
+
+def resolve_query(terms: list[str]) -> tuple[ResolvedEnvironment, dict[str, str]]:
+    """The resolved environment and the terms as given; BadEnvironment names a bad term."""
+    wheels: dict[str, str] = {}
+    rest = []
+    for term in map(canonical_term, terms):
+        key, sep, value = term.partition("==")
+        name = key.strip().lower()
+        if sep and name.startswith("nvidia-"):
+            if parse_version(value) is None:
+                raise BadEnvironment(f"{term!r}: {shorten(value.strip())} is not a version")
+            if name in wheels:
+                raise BadEnvironment(f"{term!r}: {name} given twice")
+            wheels[name] = value.strip()
+        else:
+            rest.append(term)
+    env, given = parse_query(rest)
+    given.update(wheels)
+    return resolve_terms(env.versions, wheels, machine_of(env), usage_of(env)), given
+
+
+def machine_of(env: Environment) -> MachineFacts:
+    facts = {"gpus": env.gpus, "workers": env.workers, "compute_capability": env.compute_capabilities,
+             "gpu_name": env.gpu_names, "platform": env.platform, "cpu_vendor": env.cpu_vendor,
+             "interconnect": env.interconnect, "backend": env.backend}
+    return MachineFacts(
+        gpus=env.gpus, workers=env.workers, compute_capabilities=env.compute_capabilities,
+        gpu_names=env.gpu_names, platform=env.platform, cpu_vendor=env.cpu_vendor,
+        interconnect=env.interconnect, backend=env.backend,
+        missing={key: NOT_NAMED for key, value in facts.items() if value is None},
+    )
+
+
+def usage_of(env: Environment) -> UsageFacts:
+    return UsageFacts(layers=env.layers, usage=env.usage, strategy=env.strategy, scenario=env.scenario)

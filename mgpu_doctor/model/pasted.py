@@ -1,0 +1,61 @@
+"""What a pasted text said, as snapshot data: the parts recognised, where each fact came from,
+the log lines that prove something by themselves, and what could not be read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class PastedPart:
+    """One recognised output in the paste (``kind``: "nvidia-smi -q", "pip list", ...), its
+    lines (1-based, inclusive), the facts read from it and its lines that could not be read."""
+
+    kind: str
+    first_line: int
+    last_line: int
+    facts: list[str] = field(default_factory=list)
+    unread: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PastedVersion:
+    """A version the paste states, and where: "pasted: TensorFlow log, line 12"."""
+
+    text: str
+    source: str
+    others: list[str] = field(default_factory=list)  # what other parts state: "8.0 (pasted: ..., line 5)"
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """A TensorFlow (or NCCL) log line that proves something by itself.
+
+    ``kind``: ``loaded`` (a library opened), ``not-loaded`` (a library that did not load),
+    ``runtime-mismatch`` (a library other than the one TensorFlow was built with), ``device``
+    (a device TensorFlow created), ``found-device`` (a GPU it found), ``nccl-version``,
+    ``cuinit-failed``, ``no-gpu`` (TensorFlow says it will not use a GPU).
+    """
+
+    line: int
+    kind: str
+    text: str
+    library: str = ""
+    loaded: str = ""
+    compiled: str = ""
+    repeated: int = 0  # how many more times the paste says the same (once per GPU, per process)
+
+
+@dataclass(frozen=True)
+class PastedFacts:
+    """Everything the snapshot of a paste knows about the paste itself."""
+
+    file: str
+    parts: list[PastedPart]
+    # tensorflow, keras, python, cuda, cudnn, nccl, driver, built_cuda, built_cudnn: the best
+    # statement of each (a log line beats nvidia-smi, which beats a line typed in a template).
+    versions: dict[str, PastedVersion]
+    # snapshot field -> where its value was pasted ("nvml": "pasted: nvidia-smi -q, lines 3-80").
+    provenance: dict[str, str]
+    log: list[LogLine] = field(default_factory=list)
+    other_lines: int = 0  # non-blank lines outside every recognised part (prose, code, tracebacks)

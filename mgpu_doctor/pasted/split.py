@@ -1,0 +1,207 @@
+"""A paste split into the parts the format readers recognise, and the snapshot they make together.
+
+Nothing in the paste is executed; each fact carries the part (and lines) it was read from, every
+fact no part states is unavailable "not in the pasted text".
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Callable
+
+from mgpu_doctor import __version__
+from mgpu_doctor.model.pasted import PastedFacts, PastedPart, PastedVersion
+from mgpu_doctor.model.snapshot import (
+    KIND,
+    SCHEMA_VERSION,
+    GpuFacts,
+    HostFacts,
+    NvmlFacts,
+    PackageFacts,
+    PythonFacts,
+    Snapshot,
+    TensorFlowFacts,
+)
+from mgpu_doctor.model.unavailable import Unavailable
+from mgpu_doctor.pasted.build_info import find_build_info
+from mgpu_doctor.pasted.nvidia_smi import NOT_PASTED, bus_key, find_query, find_table, find_xml, not_pasted
+from mgpu_doctor.pasted.packages import find_packages
+from mgpu_doctor.pasted.system_info import find_system_info
+from mgpu_doctor.pasted.text import RANK_TEMPLATE, Found, paste_lines
+from mgpu_doctor.pasted.tf_log import find_log
+from mgpu_doctor.pasted.tools import find_collect_env, find_tf_env
+
+READERS: tuple[Callable[[list[str]], list[Found]], ...] = (
+    find_system_info, find_xml, find_query, find_table, find_packages, find_build_info, find_collect_env,
+    find_tf_env, find_log,
+)
+# How a table of GPUs is preferred: the fullest output first.
+_SMI_ORDER = ("nvidia-smi -q -x", "nvidia-smi -q", "nvidia-smi")
+VERSION_KEYS = ("tensorflow", "keras", "python", "cuda", "cudnn", "nccl", "driver", "built_cuda",
+                "built_cudnn")
+UNREAD_SHOWN = 20
+MAX_PASTE_CHARS = 8 * 2**20  # an issue body is at most 64 KiB; a long log a few MiB
+UNREAD_CHARS = 120
+
+
+class NothingRecognised(ValueError):
+    """The text holds none of the outputs the doctor reads."""
+
+
+def split_paste(text: str) -> tuple[list[str], list[Found]]:
+    """The paste's lines and every part found, in the order they appear."""
+    lines = paste_lines(text)
+    found = [part for reader in READERS for part in reader(lines)]
+    found = [f for f in found if f.facts or f.gpus or f.packages or f.log or f.versions]
+    # A typed-template reader also sees "Key: value" lines inside tool output (collect_env, nvidia-smi -q):
+    # the tool's own reader is the one to trust there.
+    found = [f for f in found if not (f.rank == RANK_TEMPLATE and any(
+        o is not f and o.rank != RANK_TEMPLATE and o.first <= f.first and f.last <= o.last for o in found))]
+    found.sort(key=lambda f: (f.first, f.kind))
+    return lines, found
+
+
+def snapshot_from_paste(text: str, source: str, now: _dt.datetime | None = None) -> Snapshot:
+    """The snapshot a paste describes. Raises :class:`NothingRecognised`."""
+    lines, found = split_paste(text)
+    if not found:
+        raise NothingRecognised(source)
+    where = {id(f): _where(f) for f in found}
+    versions: dict[str, PastedVersion] = {}
+    for key in VERSION_KEYS:
+        stating = [f for f in found if f.versions.get(key)]
+        if stating:
+            best = max(stating, key=lambda f: f.rank)  # max keeps the first of equal ranks
+            versions[key] = PastedVersion(
+                best.versions[key], _stated_where(best, key, where),
+                [f"{f.versions[key]} ({_stated_where(f, key, where)})" for f in stating if f is not best])
+    provenance: dict[str, str] = {f"versions.{k}": v.source for k, v in versions.items()}
+    nvml = _nvml(found, where, provenance)
+    tensorflow = _tensorflow(found, versions, where, provenance)
+    packages = _packages(found, where, provenance)
+    python: PythonFacts | Unavailable = not_pasted()
+    if "python" in versions:
+        python = PythonFacts(versions["python"].text, versions["python"].source, "", "", [], False)
+        provenance["python"] = versions["python"].source
+    os_part = next((f for f in sorted(found, key=lambda f: -f.rank) if f.os_release), None)
+    os_release = os_part.os_release if os_part is not None else ""
+    if os_part is not None:
+        provenance["host.os_release"] = where[id(os_part)]
+    covered = {i for f in found for i in f.lines()}
+    parts = [PastedPart(f.kind, f.first + 1, f.last + 1, list(f.facts),
+                        [f"line {i + 1}: {_cut(lines[i])}" for i in f.unread[:UNREAD_SHOWN]]) for f in found]
+    pasted = PastedFacts(
+        file=source, parts=parts, versions=versions, provenance=provenance,
+        log=[entry for f in found for entry in f.log],
+        other_lines=sum(1 for i, line in enumerate(lines) if line.strip() and i not in covered),
+    )
+    created = (now or _dt.datetime.now(_dt.timezone.utc)).replace(microsecond=0).isoformat()
+    return Snapshot(
+        schema_version=SCHEMA_VERSION, kind=KIND, tool_version=__version__, created=created,
+        host=HostFacts(hostname="", os_name=_os_name(os_release), os_release=os_release or not_pasted(),
+                       kernel="", machine="", libc=not_pasted(), cpu_count=0,
+                       memory_total_bytes=not_pasted()),
+        python=python, packages=packages, env={}, nvml=nvml, tensorflow=tensorflow,
+        libraries=not_pasted(), collective=not_pasted(), pasted=pasted,
+    )
+
+
+def _where(found: Found) -> str:
+    first, last = found.first + 1, found.last + 1
+    lines = f"line {first}" if first == last else f"lines {first}-{last}"
+    return f"pasted: {found.kind}, {lines}"
+
+
+def _stated_where(found: Found, key: str, where: dict[int, str]) -> str:
+    """Where a part states a version: its line when known, else the part's lines."""
+    line = found.version_lines.get(key)
+    if line is None:
+        library = {"cudnn": "cudnn", "built_cudnn": "cudnn", "nccl": "nccl"}.get(key)
+        line = next((e.line - 1 for e in found.log if library and e.library == library
+                     and e.kind != "not-loaded"), None)
+    return f"pasted: {found.kind}, line {line + 1}" if line is not None else where[id(found)]
+
+
+def _cut(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= UNREAD_CHARS else text[:UNREAD_CHARS - 1] + "…"
+
+
+def _os_name(release: str) -> str:
+    low = release.lower()
+    if "windows" in low or "win10" in low or "win11" in low:
+        return "Windows"
+    if any(word in low for word in ("mac", "darwin", "osx")):
+        return "Darwin"
+    if any(word in low for word in ("linux", "ubuntu", "debian", "centos", "rhel", "red hat", "fedora",
+                                    "suse", "arch", "rocky", "alma", "amazon", "wsl")):
+        return "Linux"
+    return ""
+
+
+def _nvml(found: list[Found], where: dict[int, str], provenance: dict[str, str]) -> NvmlFacts | Unavailable:
+    # A header line alone ("NVIDIA-SMI 470.161.03 Driver Version: ...") names the driver, not the GPUs:
+    # its version is read from the pasted versions, and the GPUs stay unknown.
+    smi = [f for f in found if f.kind in _SMI_ORDER and f.driver and f.gpus]
+    if not smi:
+        return not_pasted()
+    best = min(smi, key=lambda f: (_SMI_ORDER.index(f.kind), -len(f.gpus)))
+    provenance["nvml"] = where[id(best)]
+    devices = [d for f in found for d in f.devices]
+    gpus = [_with_capability(g, devices) for g in best.gpus]
+    return NvmlFacts(best.driver, best.cuda_driver or not_pasted(), not_pasted(), gpus, [])
+
+
+def _with_capability(gpu: GpuFacts, devices: list) -> GpuFacts:
+    """nvidia-smi does not print compute capabilities; TensorFlow's "Created device" line does."""
+    import dataclasses
+
+    for device in devices:
+        bus = device.details.get("pci_bus_id", "")
+        cc = device.details.get("compute_capability", "")
+        if bus and cc and bus_key(bus) == bus_key(gpu.pci_bus_id):
+            major, minor = cc.strip("()").split(",")
+            return dataclasses.replace(gpu, compute_capability=f"{major.strip()}.{minor.strip()}")
+    return gpu
+
+
+def _tensorflow(found: list[Found], versions: dict[str, PastedVersion], where: dict[int, str],
+                provenance: dict[str, str]) -> TensorFlowFacts | Unavailable:
+    ran = [f for f in found if f.tensorflow_ran]
+    if not ran:
+        return Unavailable("skipped", f"{NOT_PASTED} (no TensorFlow log lines or build info)", "not-pasted")
+    provenance["tensorflow"] = "; ".join(where[id(f)] for f in ran)
+    build_info: dict[str, str] = {}
+    for f in ran:
+        build_info.update(f.build_info)
+    devices = [d for f in ran for d in f.devices]
+    loaded = [name for f in ran for name in f.loaded]
+    cuda_build = build_info.get("is_cuda_build")
+    built_with_cuda: bool | Unavailable = (
+        cuda_build == "True" if cuda_build in ("True", "False")
+        else True if devices or any("cud" in name for name in loaded) or "built_cudnn" in versions
+        else not_pasted())
+    # The version TensorFlow itself printed (tf_env_collect.sh), not one typed next to its log.
+    version = next((f.versions["tensorflow"] for f in ran if f.versions.get("tensorflow")), "")
+    return TensorFlowFacts(
+        version=version, module_path=provenance["tensorflow"], keras_module=not_pasted(),
+        keras_version=not_pasted(),
+        build_info=build_info, built_with_cuda=built_with_cuda,
+        physical_devices=devices if devices else not_pasted(), loaded_libraries=loaded, import_seconds=0.0,
+    )
+
+
+def _packages(found: list[Found], where: dict[int, str], provenance: dict[str, str]
+              ) -> PackageFacts | Unavailable:
+    lists = [f for f in found if f.packages]
+    if not lists:
+        return not_pasted()
+    versions: dict[str, str] = {}
+    locations: dict[str, str] = {}
+    for f in lists:
+        for name, version in f.packages.items():
+            if name not in versions:
+                versions[name] = version
+                locations[name] = where[id(f)]
+    provenance["packages"] = "; ".join(where[id(f)] for f in lists)
+    return PackageFacts(versions, locations, {})

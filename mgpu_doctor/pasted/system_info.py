@@ -1,0 +1,212 @@
+"""The "System information" block of the TensorFlow and Keras issue templates (the 1.x template's
+bold keys, the 2.x template's plain ones, the issue forms' headings) and Horovod's "Environment"."""
+
+from __future__ import annotations
+
+import re
+
+from mgpu_doctor.pasted.text import RANK_TEMPLATE, Found, first_version, stated
+
+# A key of the templates (matched at the start of the key, case-insensitive) -> what it states.
+KEYS = (
+    ("tensorflow version", "tensorflow"), ("tensorflow-gpu version", "tensorflow"),
+    ("tf version", "tensorflow"), ("keras version", "keras"), ("python version", "python"),
+    ("cuda/cudnn version", "cuda/cudnn"), ("cuda / cudnn version", "cuda/cudnn"), ("cuda version", "cuda"),
+    ("cudnn version", "cudnn"), ("nccl version", "nccl"), ("gpu model and memory", "gpu"),
+    ("gpu model", "gpu"), ("os platform and distribution", "os"), ("os and version", "os"),
+    ("os", "os"), ("tensorflow installed from", "installed-from"), ("framework version", "framework-version"),
+    ("framework", "framework"), ("horovod version", "horovod"), ("mpi version", "mpi"),
+    ("bazel version", "bazel"), ("gcc/compiler version", "compiler"), ("gcc version", "compiler"),
+    ("have i written custom code", "custom-code"), ("mobile device", "mobile"),
+    ("custom code", "custom-code"),
+    ("source", "installed-from"), ("current behavior", None), ("exact command to reproduce", None),
+    ("cmake version", None), ("spark / pyspark version", None), ("ray version", None),
+    ("nvidia driver version", "driver"), ("driver version", "driver"),
+    # The short forms people type instead of the template ("Python: 3.9.0", "CUDA: 11.2").
+    ("tensorflow", "tensorflow"), ("tensorflow-gpu", "tensorflow"), ("tf", "tensorflow"), ("keras", "keras"),
+    ("python", "python"), ("cuda", "cuda"), ("cudnn", "cudnn"), ("nccl", "nccl"), ("horovod", "horovod"),
+    ("gpu", "gpu"), ("driver", "driver"), ("nvidia driver", "driver"), ("nvidia-smi", "driver"),
+)
+# What the Horovod template prints as the question itself (answered on the next line, or not at all).
+_HINTS = ("(tensorflow, keras, pytorch, mxnet)",)
+_LINE = re.compile(r"^\s*(?:[-*+]|\d+\.)?\s*(?:\*\*|__)?(?P<key>[A-Za-z][^:*_]{1,160}?)\s*(?:\*\*|__)?\s*:"
+                   r"\s*(?:\*\*|__)?\s*(?P<value>.*)$")
+_HEADING = re.compile(r"^\s*#{2,4}\s*(?P<key>[A-Za-z][^#]{1,80}?)\s*#*\s*$")
+_BLOCK_TITLE = re.compile(r"^\s*(?:#+\s*)?(?:\*\*)?\s*(system information|environment)\b", re.IGNORECASE)
+_PACKAGE_ROW = re.compile(r"^\s*[-*]\s+(?:tensorflow|tensorflow-gpu|tf-nightly)\s+(?P<version>\d+\.\d+[\w.]*)"
+                          r"(\s+\S+)*\s*$")
+_NEVER_A_KEY = re.compile(r"^\s*(?:$|\d+(?!\.\s)|[|+=<\[]|[IWEF]\d{4})")
+_BULLET = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+\S")
+_VERSION_KEYS = ("tensorflow", "keras", "python", "cuda", "cudnn", "nccl", "driver")
+
+
+def _key(text: str) -> str | None | bool:
+    """What a template key states; None for a template key without a fact; False: not a key."""
+    text = re.sub(r"\s+", " ", text.strip().strip("*_` ").lower())
+    text = re.sub(r"\s*\(.*$", "", text)  # "(use command below)", "(e.g., Linux Ubuntu 16.04)"
+    for key, what in KEYS:
+        if text == key or (len(key) > 6 and text.startswith(key)):
+            return what
+    return False
+
+
+def find_system_info(lines: list[str]) -> list[Found]:
+    found: list[Found] = []
+    i = 0
+    while i < len(lines):
+        block = _read_block(lines, i)
+        if block is None:
+            i += 1
+            continue
+        found.append(block)
+        i = block.last + 1
+    return found
+
+
+def _read_block(lines: list[str], start: int) -> Found | None:
+    """The template block that starts at ``start`` (a title line or its first key), if any."""
+    if _NEVER_A_KEY.match(lines[start]):  # a log line, a table row: the common case in a long paste
+        return None
+    values: dict[str, tuple[str, int]] = {}
+    style = ""
+    i = start
+    first = start
+    titled = bool(_BLOCK_TITLE.match(lines[i]) and _key(lines[i].split(":")[0]) is False)
+    if titled:
+        i += 1
+    last = start
+    gap = loose = 0
+    while i < len(lines) and gap <= 2:
+        line = lines[i]
+        heading = _HEADING.match(line)
+        match = _LINE.match(line)
+        what = _key(heading.group("key")) if heading else _key(match.group("key")) if match else False
+        if what is False:
+            if not line.strip():
+                gap += 1 if style != "form" else 0
+                i += 1
+                continue
+            if style == "form" and values and not _HEADING.match(line):
+                gap += 1
+                i += 1
+                continue
+            row = _PACKAGE_ROW.match(line)
+            if (style or titled) and row:  # "- tensorflow-gpu   1.4.1   pypi_0   pypi": a conda row
+                values.setdefault("tensorflow", (row.group("version"), i))
+                last = i
+                i += 1
+                continue
+            if (match or _BULLET.match(line)) and (values or titled):  # a question the doctor does not read
+                last = i
+                i += 1
+                continue
+            if style and values and loose < 2:  # an answer that runs over a second line
+                loose += 1
+                i += 1
+                continue
+            break
+        gap = loose = 0
+        if heading:
+            if style and style != "form":
+                break
+            style = "form"
+            value, j = _form_value(lines, i + 1)
+            if isinstance(what, str) and stated(value):
+                values.setdefault(what, (value, i))
+            last = max(i, j - 1 if j > i + 1 else i)
+            i = j
+            continue
+        assert match is not None
+        if style == "form":
+            break
+        if not style:
+            bold = "**" in line.split(":")[0]
+            style = "1.x" if bold else "2.x" if _BULLET.match(line) or titled else "typed"
+        value = match.group("value")
+        if value.strip().lower() in _HINTS:
+            value = ""
+        following = lines[i + 1] if i + 1 < len(lines) else ""
+        next_key = _LINE.match(following)
+        answer = (following.strip() and not _HEADING.match(following) and not _BULLET.match(following)
+                  and not following.lstrip().startswith(("|", "+", "`", "=", "<"))
+                  and (next_key is None or _key(next_key.group("key")) is False))
+        if not value.strip() and answer:
+            value = lines[i + 1]  # Horovod's template answered on the next line
+            i += 1
+        if isinstance(what, str) and stated(value):
+            values.setdefault(what, (value.strip().strip("*` "), i))
+        last = i
+        i += 1
+    telling = {"tensorflow", "python", "cuda/cudnn", "cuda", "cudnn", "gpu", "keras", "horovod",
+               "framework-version"}
+    if len(values) < 2 and not (values.keys() & {"tensorflow", "cuda/cudnn"}) or not (set(values) & telling):
+        return None
+    framework = values.get("framework", ("", 0))[0].lower()
+    kind = {"1.x": "System information (TensorFlow 1.x template)",
+            "2.x": "System information (TensorFlow 2.x template)",
+            "form": "System information (issue form)", "typed": "Versions as typed"}[style]
+    if "horovod" in values:
+        kind = "Environment (Horovod template)"
+    elif "keras" in values and "tensorflow" not in values:
+        kind = kind.replace("TensorFlow", "Keras")
+    out = Found(kind, first, last, RANK_TEMPLATE)
+    for what, (value, at) in values.items():
+        out.facts.append(f"{what}: {value}")
+        for key in {"cuda/cudnn": ("cuda", "cudnn"), "framework-version": ("tensorflow",)}.get(what, (what,)):
+            out.version_lines[key] = at
+        if what in _VERSION_KEYS:
+            version = first_version(value)
+            if version and (what != "python" or "." in version):  # "Python 3" says too little
+                out.versions[what] = version
+        elif what == "cuda/cudnn":
+            cuda, cudnn = split_cuda_cudnn(value)
+            if cuda:
+                out.versions.setdefault("cuda", cuda)
+            if cudnn:
+                out.versions.setdefault("cudnn", cudnn)
+        elif what == "framework-version":
+            version = first_version(value)
+            if ("tensorflow" in framework or "keras" in framework or not framework) and version.startswith(
+                    ("1.", "2.")):
+                out.versions.setdefault("tensorflow", version)
+            else:
+                continue  # another framework's version: nothing to read, nothing unread
+        elif what == "os":
+            out.os_release = value
+        if what in _VERSION_KEYS + ("cuda/cudnn", "framework-version") and not out.versions.keys() & (
+                {what} | ({"cuda", "cudnn"} if what == "cuda/cudnn" else set())
+                | ({"tensorflow"} if what == "framework-version" else set())):
+            out.unread.append(at)
+    return out
+
+
+def _form_value(lines: list[str], start: int) -> tuple[str, int]:
+    """An issue form's answer: the lines after its heading, up to the next heading."""
+    parts: list[str] = []
+    i = start
+    while i < len(lines) and not _HEADING.match(lines[i]):
+        if lines[i].strip() and len(parts) < 3:
+            parts.append(lines[i].strip())
+        i += 1
+        if len(parts) >= 3 and i - start > 6:
+            break
+    return " ".join(parts), i
+
+
+def split_cuda_cudnn(value: str) -> tuple[str, str]:
+    """"11.2/8.1", "CUDA 8.0, cuDNN 5.1", "cuda 10.1 cudnn 7.6.5" -> ("11.2", "8.1")."""
+    low = value.lower()
+    if "cudnn" in low:
+        at = low.index("cudnn")
+        before, after = value[:at], value[at + 5:]
+        # cudnn-11.2-windows-x64-v8.1.0.77 (the file's own version), "cuDNN 7", "cudnn=8.1.0.77"
+        named = re.search(r"-v(\d+\.\d+[\d.]*)", after)
+        right = re.match(r"[\s:=_-]*(?:version\s*:?\s*)?v?(\d+(?:\.\d+)*)", after)
+        cudnn = named.group(1) if named else right.group(1) if right else ""
+        return first_version(before) if stated(before) else "", cudnn
+    if "cuda" in low:  # "CUDA 12.4", "CUDA: 12.9 (cannot install < 12.8 ...)": the CUDA version alone
+        return first_version(value), ""
+    pieces = re.split(r"\s*[/,;|]\s*|\s+and\s+|\s+", value.strip(), maxsplit=1)
+    cuda = first_version(pieces[0]) if pieces and stated(pieces[0]) else ""
+    cudnn = first_version(pieces[1]) if len(pieces) > 1 and stated(pieces[1]) else ""
+    return cuda, cudnn

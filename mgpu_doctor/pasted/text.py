@@ -1,0 +1,88 @@
+"""A paste as lines, the way it was copied: Markdown fences and ``>`` quoting taken off (line
+numbers kept), and the small helpers every format reader shares."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from mgpu_doctor.model.pasted import LogLine
+from mgpu_doctor.model.snapshot import GpuFacts, TfDevice
+
+_FENCE = re.compile(r"^\s*(```+|~~~+)")
+_HTML = re.compile(r"^\s*(</?(details|summary|pre|code|br)\b[^>]*>|<!--.*-->)\s*$", re.IGNORECASE)
+VERSION = r"\d+(?:\.\d+)+(?:(?:-?rc|a|b|[.-]?dev|\.post)\d*)?(?:\+[\w.]+)?"
+_VERSION_WORD = re.compile(rf"(?<![\w.-])v?({VERSION})(?![\w.]*\d)")
+_GIT_DESCRIBE = re.compile(r"\bv\d+\.\d+\.\d+(?:-rc\d+)?-\d+-g[0-9a-f]+|\bb'v[^']*'"
+                           r"|\bv\d+\.\d+\.\d+-rc\d+-\S+")
+EMPTY_VALUES = frozenset({"", "n/a", "na", "none", "-", "no", "unknown", "?", "not applicable", "nil",
+                          "null", "no gpu", "cpu", "no response"})
+
+
+def paste_lines(text: str) -> list[str]:
+    """The paste's lines (index 0 is line 1), unquoted, fences and HTML wrappers blanked."""
+    out = []
+    for raw in text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+        line = raw
+        stripped = line.lstrip()
+        while stripped.startswith(">") and not stripped.startswith(">>>"):
+            line = stripped[1:]
+            line = line[1:] if line.startswith(" ") else line
+            stripped = line.lstrip()
+        if _FENCE.match(line) or _HTML.match(line):
+            line = ""
+        out.append(line.rstrip())
+    return out
+
+
+def first_version(value: str) -> str:
+    """The first version in a typed value: "v2.4.0-49-g85c8b2a 2.4.1" -> "2.4.1", "CUDA 11.2" -> "11.2"."""
+    value = _GIT_DESCRIBE.sub(" ", value)
+    tuple_form = re.search(r"(?<![\w.])(\d+),\s*(\d+),\s*(\d+)(?![\w.])", value)  # torch.cuda.nccl.version()
+    if tuple_form and not _VERSION_WORD.search(value):
+        return ".".join(tuple_form.groups())
+    match = _VERSION_WORD.search(value)
+    if match:
+        return match.group(1)
+    bare = re.fullmatch(r"\s*(?:[A-Za-z]+\s*)?v?(\d+)\s*", value)  # "7", "cuDNN 7", "v8"
+    return bare.group(1) if bare else ""
+
+
+def stated(value: str) -> bool:
+    return value.strip().strip("*`_ ").lower() not in EMPTY_VALUES
+
+
+def canonical_name(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@dataclass
+class Found:
+    """What one format reader found in the paste (lines are 0-based indices here)."""
+
+    kind: str
+    first: int
+    last: int
+    rank: int  # which statement of a version wins: higher beats lower
+    versions: dict[str, str] = field(default_factory=dict)
+    version_lines: dict[str, int] = field(default_factory=dict)  # the line a version was stated on
+    facts: list[str] = field(default_factory=list)
+    unread: list[int] = field(default_factory=list)
+    packages: dict[str, str] = field(default_factory=dict)
+    gpus: list[GpuFacts] = field(default_factory=list)
+    driver: str = ""
+    cuda_driver: str = ""
+    build_info: dict[str, str] = field(default_factory=dict)
+    devices: list[TfDevice] = field(default_factory=list)
+    found: list[TfDevice] = field(default_factory=list)  # "Found device" lines (before any is created)
+    loaded: list[str] = field(default_factory=list)
+    log: list[LogLine] = field(default_factory=list)
+    os_release: str = ""
+    tensorflow_ran: bool = False
+
+    def lines(self) -> range:
+        return range(self.first, self.last + 1)
+
+
+# How much one statement is worth against another, by the reader that found it.
+RANK_TEMPLATE, RANK_PACKAGES, RANK_TOOL, RANK_SMI, RANK_BUILD, RANK_LOG = 1, 2, 3, 4, 5, 6

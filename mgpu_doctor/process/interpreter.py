@@ -1,0 +1,53 @@
+"""The Python being diagnosed (``--python``), and running the child scripts under it.
+
+Not a probe: probes, the smoke trainings and the multi-worker suite all run their children here.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from mgpu_doctor.process.childproc import ChildOutcome, ProgressCallback, run_child
+
+CHILD_SCRIPTS = Path(__file__).resolve().parent.parent / "child_scripts"
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    """The Python whose environment is diagnosed; by default the doctor's own."""
+
+    executable: str
+
+    @classmethod
+    def current(cls) -> Interpreter:
+        return cls(sys.executable)
+
+    def problem(self) -> str:
+        """Why this interpreter cannot be used, or "" when it can."""
+        path = Path(self.executable)
+        if not path.exists():
+            return f"{self.executable}: no such file"
+        if path.is_dir():
+            return f"{self.executable}: is a directory, not a Python interpreter"
+        if not os.access(path, os.X_OK):
+            return f"{self.executable}: not executable"
+        return ""
+
+    def run_script(
+        self,
+        name: str,
+        *args: str,
+        timeout_s: float,
+        stall_timeout_s: float | None = None,
+        env: Mapping[str, str] | None = None,
+        on_tick: ProgressCallback | None = None,
+    ) -> ChildOutcome:
+        script = CHILD_SCRIPTS / name
+        return run_child(
+            [self.executable, str(script), *args],
+            timeout_s=timeout_s, stall_timeout_s=stall_timeout_s, env=env, on_tick=on_tick,
+        )

@@ -1,0 +1,485 @@
+"""`check --from` on pasted text: real blocks from public issue threads (tests/data/pastes, each with
+its source URL in its first line), read part by part into a snapshot, judged by every rule."""
+
+from __future__ import annotations
+
+import json
+import time
+from importlib import resources
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from mgpu_doctor.cli import main
+from mgpu_doctor.environment.resolve import resolve
+from mgpu_doctor.model.unavailable import Unavailable
+from mgpu_doctor.pasted.split import NothingRecognised, snapshot_from_paste
+
+PASTES = Path(__file__).parent / "data" / "pastes"
+PROJECTS = ("tf-", "keras-", "hvd-", "nccl-")  # TensorFlow, Keras, Horovod and NCCL threads
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def report_of(capsys, name: str) -> dict:
+    code, out, err = run(capsys, "check", "--from", str(PASTES / name), "--format", "json")
+    assert code in (0, 1), err
+    return json.loads(out)
+
+
+def problems(report: dict) -> set[tuple[str, str]]:
+    return {(f["code"], f["severity"]) for c in report["checks"] for f in c["findings"]
+            if f["severity"] in ("warning", "error", "crash")}
+
+
+# file -> (the parts recognised, the versions the paste states, the warnings and errors it gets)
+EXPECTED: dict[str, tuple[list[str], dict[str, str], set[tuple[str, str]]]] = {
+    "tf-22399-template-1x-next-line.md": (  # the answers on the lines after the questions
+        ["System information (TensorFlow 1.x template)"], {"tensorflow": "1.11.0-rc0", "python": "3.5.2"}, set()),
+    "tf-14364-template-1x.md": (
+        ["System information (TensorFlow 1.x template)"],
+        {"tensorflow": "1.4", "python": "2.7", "cuda": "8.0", "cudnn": "6.0"}, set()),
+    "tf-10827-template-1x-log.md": (
+        ["System information (TensorFlow 1.x template)", "TensorFlow log"],
+        {"tensorflow": "1.2.0", "cuda": "8.0", "cudnn": "5.1"}, set()),
+    "tf-26395-template-2x-windows.md": (
+        ["System information (TensorFlow 2.x template)"],
+        {"tensorflow": "1.12.0", "python": "3.6", "cuda": "9.0", "cudnn": "7.0.5"}, set()),
+    "tf-38982-template-2x.md": (
+        ["System information (TensorFlow 2.x template)"],
+        {"tensorflow": "2.1.0", "python": "3.6.9", "cuda": "10.1"}, set()),
+    "tf-41213-template-smi-440.md": (
+        ["System information (TensorFlow 2.x template)", "pip list", "nvidia-smi"],
+        {"tensorflow": "2.4.0-dev20200701", "python": "3.7", "driver": "440.33.01"},
+        # tf-nightly 2.4 is built for CUDA 11.0, which driver 440 (CUDA 10.2) cannot run
+        {("driver.too-old", "error"), ("gpu.memory-in-use", "warning")}),
+    "tf-53362-template-partial.md": (
+        ["System information (TensorFlow 2.x template)"],
+        {"tensorflow": "2.7.0", "python": "3.9.7", "cuda": "11.5"}, set()),
+    "tf-38134-template-smi-440-gv100.md": (
+        ["System information (TensorFlow 1.x template)", "nvidia-smi"],
+        {"python": "3.6", "cuda": "10.5", "driver": "440.33.01"}, {("gpu.mixed", "warning")}),
+    "tf-62032-smi-450.md": (["nvidia-smi"], {"driver": "450.203.08"}, set()),
+    "tf-43718-smi-455.md": (["nvidia-smi", "TensorFlow log"], {"driver": "455.23.05"}, set()),
+    "tf-29362-smi-384.md": (["nvidia-smi"], {"driver": "384.130"}, {("gpu.mixed", "warning")}),
+    "tf-28171-smi-410.md": (["nvidia-smi"], {"driver": "410.78"}, set()),
+    "tf-26072-smi-q-410.md": (["nvidia-smi -q"], {"driver": "410.78"}, set()),
+    "tf-94650-log-2.19.md": (["TensorFlow log"], {"cudnn": "9.10.1"}, set()),
+    "tf-29948-log-2.0beta.md": (["TensorFlow log"], {}, set()),
+    "tf-49730-log-2.4.md": (["TensorFlow log"], {}, set()),
+    "tf-22525-log-cuinit-1x.md": (["TensorFlow log"], {}, {("pasted.cuinit-failed", "error")}),
+    "tf-13804-log-creating-device-1x.md": (["TensorFlow log"], {}, set()),
+    "tf-50217-cudnn-older-windows.md": (
+        ["Versions as typed", "tf.sysconfig.get_build_info()", "TensorFlow log"],
+        {"tensorflow": "2.5.0", "python": "3.9.1", "cuda": "11.3", "cudnn": "8.0.5", "built_cuda": "11.2",
+         "built_cudnn": "8.1.0"},
+        {("pasted.runtime-older-than-build", "error"), ("libraries.older-minor", "error")}),
+    "tf-60913-cudnn-9-older.md": (
+        ["TensorFlow log"], {"cudnn": "9.1.0", "built_cudnn": "9.3.0"},
+        {("pasted.runtime-older-than-build", "error")}),
+    "tf-37606-cudnn-older-1.15.md": (
+        ["TensorFlow log"], {"cudnn": "7.5.0", "built_cudnn": "7.6.3"},
+        {("pasted.runtime-older-than-build", "error")}),
+    "tf-3225-cudnn-old-format.md": (  # "5005 (compatibility version 5000)": cuDNN 5.0.5
+        ["TensorFlow log"], {"cudnn": "5.0.5", "built_cudnn": "5.1.3"},
+        {("pasted.runtime-older-than-build", "error")}),
+    "tf-56690-form-2.9.md": (
+        ["System information (issue form)"],
+        {"tensorflow": "2.9.1", "python": "3.9.13", "cuda": "11.2.2", "cudnn": "8.1.0.77"}, set()),
+    "tf-64881-form-2.16.md": (
+        ["System information (issue form)"], {"tensorflow": "2.16.1", "python": "3.10.13", "cuda": "12.4"}, set()),
+    "tf-70845-form-2.14.md": (
+        ["System information (issue form)"],
+        {"tensorflow": "2.14.0", "python": "3.11", "cuda": "11.8", "cudnn": "8.7.0.0"}, set()),
+    "tf-88122-form-no-driver.md": (
+        ["System information (issue form)", "TensorFlow log"],
+        {"tensorflow": "2.13", "python": "3.8", "cuda": "12.8", "cudnn": "9.7.1"},
+        # TensorFlow 2.13 is built for CUDA 11.8 and cuDNN 8.6
+        {("libraries.major-mismatch", "error"), ("pasted.no-gpu", "warning")}),
+    "tf-99592-form-2.20.md": (
+        ["System information (issue form)"], {"tensorflow": "2.20", "python": "3.12.3", "cuda": "12.9"}, set()),
+    "tf-62080-form-windows-2.14.md": (
+        ["System information (issue form)"],
+        {"tensorflow": "2.14.0", "python": "3.10.10", "cuda": "11.2", "cudnn": "8.1.0.77"},
+        {("libraries.older-minor", "error"), ("libraries.older-minor", "warning")}),
+    "tf-52981-conda-list.md": (["conda list"], {}, set()),
+    "tf-44012-log-not-loaded.md": (["TensorFlow log"], {}, {("pasted.library-not-loaded", "error")}),
+    "tf-45258-log-windows-dll.md": (["TensorFlow log"], {}, set()),
+    "tf-44040-versions-log-2.3.md": (  # TensorFlow 2.3 is built for cuDNN 7.6
+        ["System information (TensorFlow 2.x template)", "TensorFlow log"],
+        {"tensorflow": "2.3.1", "python": "3.7.4", "cuda": "10.1.243", "cudnn": "8.0.4", "driver": "450.80.02"},
+        {("libraries.major-mismatch", "error")}),
+    "tf-52378-conda-row-cuinit-1.4.md": (
+        ["System information (TensorFlow 2.x template)", "TensorFlow log"],
+        {"tensorflow": "1.4.1", "python": "2.7.15", "cuda": "8.0.61", "cudnn": "6.0.21"},
+        {("pasted.cuinit-failed", "error")}),
+    "keras-14831-versions-2.5.md": (
+        ["Versions as typed"], {"tensorflow": "2.5.0", "python": "3.9.0", "cuda": "11.2"}, set()),
+    "hvd-1603-template-tf-1.15.md": (
+        ["Environment (Horovod template)"], {"tensorflow": "1.15", "cuda": "10.1"}, set()),
+    "hvd-4039-template-tf-2.12.md": (
+        ["Environment (Horovod template)"], {"tensorflow": "2.12.0", "python": "3.10"}, set()),
+    "hvd-1453-template-pytorch.md": (  # PyTorch 1.1: no TensorFlow version in it
+        ["Environment (Horovod template)"], {"python": "3.6.6", "cuda": "10.1", "nccl": "2.3"}, set()),
+    "hvd-3372-template-cuinit.md": (
+        ["Environment (Horovod template)", "TensorFlow log"],
+        {"tensorflow": "2.6.0", "python": "3.9.5", "cuda": "11.3.1", "nccl": "2.10.3"},
+        {("pasted.cuinit-failed", "error")}),
+    "hvd-4051-template-pytorch-nccl.md": (  # torch.cuda.nccl.version() as "2, 14, 3"
+        ["Environment (Horovod template)"], {"python": "3.9", "cuda": "11.7", "nccl": "2.14.3"}, set()),
+    "nccl-1936-log-2.27.md": (["NCCL log"], {"nccl": "2.27.5"}, set()),
+    "nccl-857-log-2.10.md": (["NCCL log"], {"nccl": "2.10.3"}, set()),
+    "nccl-340-tf-log-2.5.7.md": (["TensorFlow log"], {"nccl": "2.5.7"}, set()),
+    "nccl-788-smi-oneline-470.md": (["nvidia-smi"], {"driver": "470.161.03"}, set()),
+    # Formats no TensorFlow/Keras/Horovod/NCCL thread had whole: from other projects' threads.
+    "other-sionna-1044-smi-580-log.md": (["nvidia-smi", "TensorFlow log"], {"driver": "580.95.05"}, set()),
+    "other-wyoming-20-smi-550.md": (["nvidia-smi"], {"driver": "550.135"}, {("gpu.memory-in-use", "warning")}),
+    "other-jaxwin-35-smi-552-wddm.md": (["nvidia-smi"], {"driver": "552.86"}, {("gpu.memory-in-use", "warning")}),
+    "other-netdata-15755-smi-xml-535.md": (["nvidia-smi -q -x"], {"driver": "535.86.05"}, set()),
+    "other-a0s-1-smi-xml-418.md": (["nvidia-smi -q -x"], {"driver": "418.56"}, set()),
+    "other-pytorch-150852-collect-env.md": (
+        ["PyTorch collect_env"], {"python": "3.10.16", "cuda": "12.6.85", "driver": "535.154.05"}, set()),
+    "other-condaforge-157-build-info.md": (
+        ["tf.sysconfig.get_build_info()"], {"built_cuda": "11.2", "built_cudnn": "8"}, set()),
+}
+
+
+def test_every_paste_has_its_source_and_an_expectation():
+    files = sorted(p.name for p in PASTES.glob("*.md"))
+    assert files == sorted(EXPECTED)
+    for name in files:
+        first = (PASTES / name).read_text(encoding="utf-8").splitlines()[0]
+        assert first.startswith("<!-- source: https://github.com/") and first.endswith("-->"), name
+    assert sum(name.startswith(PROJECTS) for name in files) >= 25
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_a_real_paste_gives_its_facts(name):
+    kinds, versions, _ = EXPECTED[name]
+    snapshot = snapshot_from_paste((PASTES / name).read_text(encoding="utf-8"), name)
+    assert snapshot.pasted is not None
+    assert [p.kind for p in snapshot.pasted.parts] == kinds
+    assert {k: v.text for k, v in snapshot.pasted.versions.items()} == versions
+    for key, value in snapshot.pasted.versions.items():
+        assert value.source.startswith("pasted: "), (key, value)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_a_real_paste_gets_its_verdicts(capsys, name):
+    # Known issues are left out: the matrix grows, and each entry tests its own matches.
+    found = {p for p in problems(report_of(capsys, name)) if not p[0].startswith("known-issue.")}
+    assert found == EXPECTED[name][2]
+
+
+def test_the_known_issues_run_on_a_pasted_version(capsys):
+    report = report_of(capsys, "tf-53362-template-partial.md")
+    known = next(c for c in report["checks"] if c["name"] == "known-issues")
+    assert known["status"] != "skipped"
+    assert any("tensorflow 2.7.0" in line for f in known["findings"] for line in f["evidence"])
+
+
+def test_nvidia_smi_gpus_carry_what_the_table_and_the_log_say():
+    # The table: every GPU row, its memory, the bus id; "Found device" adds the compute capability.
+    snap = snapshot_from_paste((PASTES / "tf-43718-smi-455.md").read_text(encoding="utf-8"), "x")
+    gpu = snap.nvml.gpus[0]
+    assert (gpu.name, gpu.memory_total_bytes, gpu.memory_used_bytes, gpu.pci_bus_id) == (
+        "GeForce RTX 3090", 24265 * 2**20, 590 * 2**20, "00000000:0D:00.0")
+    assert gpu.compute_capability == "8.6" and gpu.persistence_mode is True
+    assert snap.nvml.cuda_driver_version == "11.1"
+    assert isinstance(gpu.pcie_gen_max, Unavailable) and gpu.pcie_gen_max.detail == "not in the pasted text"
+    smi = snapshot_from_paste((PASTES / "tf-62032-smi-450.md").read_text(encoding="utf-8"), "x")
+    assert [(g.index, g.name, g.ecc_uncorrected_volatile, g.mig_mode) for g in smi.nvml.gpus] == [
+        (0, "Tesla K80", 0, Unavailable("skipped", "not in the pasted text", "not-pasted")),
+        (1, "Tesla K80", 0, Unavailable("skipped", "not in the pasted text", "not-pasted"))]
+
+
+def test_nvidia_smi_q_and_xml_give_the_uuid():
+    q = snapshot_from_paste((PASTES / "tf-26072-smi-q-410.md").read_text(encoding="utf-8"), "x")
+    assert (q.nvml.gpus[0].name, q.nvml.gpus[0].uuid, q.nvml.gpus[0].persistence_mode) == (
+        "Quadro M1200", "GPU-d9093d17-7927-a053-9104-426e68b1d4ac", True)
+    xml = snapshot_from_paste((PASTES / "other-a0s-1-smi-xml-418.md").read_text(encoding="utf-8"), "x")
+    assert (xml.nvml.gpus[0].name, xml.nvml.gpus[0].uuid, xml.nvml.cuda_driver_version) == (
+        "Quadro P2000", "GPU-1ffe36ef-ac55-60ad-f9cf-623871e7736d", "10.1")
+    assert "cut off" in " ".join(xml.pasted.parts[0].facts)
+
+
+def test_a_header_line_alone_names_the_driver_not_the_gpus():
+    snap = snapshot_from_paste((PASTES / "nccl-788-smi-oneline-470.md").read_text(encoding="utf-8"), "x")
+    assert isinstance(snap.nvml, Unavailable)  # no GPU rows: the GPUs stay unknown, never "none"
+    assert resolve(snap).driver.text == "470.161.03"
+
+
+def test_the_log_devices_become_tensorflows_devices():
+    snap = snapshot_from_paste((PASTES / "tf-94650-log-2.19.md").read_text(encoding="utf-8"), "x")
+    devices = snap.tensorflow.physical_devices
+    assert [(d.name, d.details["device_name"], d.details["compute_capability"]) for d in devices] == [
+        ("/physical_device:GPU:0", "NVIDIA A16", "(8, 6)"), ("/physical_device:GPU:1", "NVIDIA A16", "(8, 6)")]
+
+
+def test_system_information_and_the_cudnn_line_make_one_error_naming_both_lines(capsys):
+    report = report_of(capsys, "tf-50217-cudnn-older-windows.md")
+    finding = next(f for c in report["checks"] for f in c["findings"]
+                   if f["code"] == "pasted.runtime-older-than-build")
+    assert finding["severity"] == "error"
+    assert "cuDNN 8.0.5 was loaded, older than the 8.1.0" in finding["title"]
+    evidence = "\n".join(finding["evidence"])
+    assert "line 18 (TensorFlow log): " in evidence and "Loaded runtime CuDNN library: 8.0.5" in evidence
+    assert "also stated: 8.2.0 (pasted: Versions as typed, line 6)" in evidence
+    code, out, _ = run(capsys, "check", "--from", str(PASTES / "tf-50217-cudnn-older-windows.md"))
+    assert code == 1 and "cuDNN 8.0.5 was loaded" in out
+
+
+def test_a_browser_copy_with_quotes_fences_and_wrapped_lines(tmp_path, capsys):
+    paste = tmp_path / "issue.txt"
+    paste.write_text(
+        "> **System information**\n"
+        "> - TensorFlow version (use command below): v2.5.0-rc3-213-ga4dfb8d1a71 2.5.0\n"
+        "> - CUDA/cuDNN version: 11.2/8.0.5\n"
+        ">\n"
+        "> ```\n"
+        "> 2021-11-24 04:51:47.954507: E tensorflow/stream_executor/cuda/cuda_dnn.cc:362] Loaded runtime CuDNN "
+        "library:\n"
+        "> 8.0.5 but source was compiled with: 8.1.0.  CuDNN library needs to have matching major version\n"
+        "> ```\n", encoding="utf-8")
+    code, out, _ = run(capsys, "check", "--from", str(paste), "--format", "json")
+    report = json.loads(out)
+    assert code == 1
+    assert ("pasted.runtime-older-than-build", "error") in problems(report)
+    pasted = report["snapshot"]["pasted"]
+    assert [p["kind"] for p in pasted["parts"]] == ["System information (TensorFlow 2.x template)", "TensorFlow log"]
+    assert pasted["versions"]["cudnn"]["source"] == "pasted: TensorFlow log, line 6"
+    assert pasted["provenance"]["versions.tensorflow"] == "pasted: System information (TensorFlow 2.x template), line 2"
+
+
+def test_the_report_lists_the_parts_and_the_lines_it_could_not_read(tmp_path, capsys):
+    paste = tmp_path / "issue.md"
+    paste.write_text("**System information**\n- TensorFlow version (use command below): 2.4.1\n"
+                     "- CUDA/cuDNN version: see below\n- Python version: 3.8\n\nIt hangs.\n", encoding="utf-8")
+    code, out, _ = run(capsys, "check", "--from", str(paste))
+    assert code == 0
+    assert "Pasted System information (TensorFlow 2.x template) (lines 1-4): tensorflow: 2.4.1" in out
+    assert "could not read line 3: - CUDA/cuDNN version: see below" in out
+    assert "1 other non-blank line(s) are not an output mgpu-doctor reads" in out
+
+
+def test_facts_the_paste_does_not_state_are_not_in_the_pasted_text(tmp_path, capsys):
+    paste = tmp_path / "issue.md"
+    paste.write_text("- TensorFlow version: 2.15.0\n- Python version: 3.11\n", encoding="utf-8")
+    report = report_of(capsys, str(paste))
+    snap = report["snapshot"]
+    assert snap["nvml"] == {"unavailable": "skipped", "detail": "not in the pasted text", "cause": "not-pasted"}
+    assert snap["packages"]["detail"] == "not in the pasted text"
+    skipped = {c["name"]: c["skip_reason"] for c in report["checks"] if c["status"] == "skipped"}
+    assert skipped["gpus"] == "nvidia-smi output skipped: not in the pasted text"
+    assert "not in the pasted text" in skipped["cuda-visible-devices"]
+
+
+def test_a_paste_report_fits_the_schema(capsys):
+    report = report_of(capsys, "tf-50217-cudnn-older-windows.md")
+    schema = json.loads(resources.files("mgpu_doctor").joinpath("schemas/report.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(report)
+    report["snapshot"]["pasted"]["parts"][0]["first_line"] = "one"
+    assert not jsonschema.Draft202012Validator(schema).is_valid(report)
+
+
+def test_nothing_recognisable_is_one_line_and_exit_2(tmp_path, capsys):
+    paste = tmp_path / "prose.txt"
+    paste.write_text("My model does not train on two GPUs.\nPlease help!\n", encoding="utf-8")
+    with pytest.raises(NothingRecognised):
+        snapshot_from_paste(paste.read_text(), str(paste))
+    code, out, err = run(capsys, "check", "--from", str(paste))
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "not a paste with anything mgpu-doctor reads" in err
+
+
+def test_a_100_mb_paste_is_refused_quickly(tmp_path, capsys):
+    paste = tmp_path / "huge.log"
+    paste.write_bytes(b"2021-01-01 00:00:00.000000: I tensorflow/x.cc:1] Successfully opened dynamic library "
+                      b"libcudart.so.11.0\n" * (100 * 2**20 // 110))
+    started = time.monotonic()
+    code, out, err = run(capsys, "check", "--from", str(paste))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "larger than" in err
+    assert time.monotonic() - started < 10  # a bound, not a benchmark: reading stops at the limit
+
+
+def test_a_paste_over_the_paste_limit_is_refused(tmp_path, capsys, monkeypatch):
+    from mgpu_doctor.pasted import split
+
+    monkeypatch.setattr(split, "MAX_PASTE_CHARS", 1000)
+    paste = tmp_path / "long.log"
+    paste.write_text("- TensorFlow version: 2.15.0\n" * 100, encoding="utf-8")
+    code, _, err = run(capsys, "check", "--from", str(paste))
+    assert code == 2 and "larger than the 0 MiB a pasted text may be" in err
+
+
+def test_a_paste_is_redacted_like_every_input(tmp_path, capsys):
+    paste = tmp_path / "issue.md"
+    paste.write_text("- TensorFlow version: 2.15.0\n- Python version: 3.11\n"
+                     "- OS Platform and Distribution: Ubuntu 22.04 token=ghp_abcdefghijklmnopqrstuvwxyz0123456789\n",
+                     encoding="utf-8")
+    code, out, _ = run(capsys, "check", "--from", str(paste), "--format", "json", "--no-redact")
+    assert "ghp_abcdefghijklmnopqrstuvwxyz0123456789" not in out
+    assert json.loads(out)["snapshot"]["host"]["os_release"].startswith("Ubuntu 22.04")
+
+
+def test_a_json_snapshot_that_is_broken_is_still_a_json_error(tmp_path, capsys):
+    broken = tmp_path / "snap.json"
+    broken.write_text('{"schema_version": 1, "kind": ', encoding="utf-8")
+    code, _, err = run(capsys, "check", "--from", str(broken))
+    assert code == 2 and "not valid JSON" in err
+
+
+# Formats no stored thread had: built from what the tools print (not a user's paste).
+
+TF_ENV_COLLECT = """Collecting system information...
+
+== check python ===================================================
+python version: 3.6.9
+python branch:
+python build version: ('default', 'Nov  7 2019 10:44:02')
+python compiler version: GCC 8.3.0
+python implementation: CPython
+
+== check os platform ===============================================
+os: Linux
+== are we in docker =============================================
+No
+
+== check pips ===================================================
+numpy                  1.18.1
+protobuf               3.11.3
+tensorflow-gpu         1.15.2
+
+== tensorflow import ============================================
+tf.version.VERSION = 1.15.2
+tf.version.GIT_VERSION = v1.15.0-92-g5d80e1e
+tf.version.COMPILER_VERSION = 7.3.1 20180303
+
+== cuda libs  ===================================================
+/usr/local/cuda-10.0/lib64/libcudart.so.10.0.130
+
+== python version  ==============================================
+(major, minor, micro, releaselevel, serial)
+(3, 6, 9, 'final', 0)
+"""
+
+
+def test_tf_env_collect_output_as_the_script_prints_it():
+    """Section headers and lines as tools/tf_env_collect.sh writes them (its echo and print calls)."""
+    snap = snapshot_from_paste(TF_ENV_COLLECT, "tf_env.txt")
+    kinds = [p.kind for p in snap.pasted.parts]
+    assert "tf_env_collect.sh" in kinds and "pip list" in kinds
+    versions = {k: v.text for k, v in snap.pasted.versions.items()}
+    assert versions["tensorflow"] == "1.15.2" and versions["python"] == "3.6.9" and versions["cuda"] == "10.0.130"
+    assert snap.packages.versions["tensorflow-gpu"] == "1.15.2"
+    assert snap.tensorflow.version == "1.15.2"  # TensorFlow printed it itself
+    assert resolve(snap).tensorflow.text == "1.15.2"
+
+
+def test_pip_freeze_and_pip_list_with_its_header():
+    freeze = snapshot_from_paste("absl-py==1.4.0\nkeras==2.12.0\ntensorflow==2.12.0\nnumpy==1.23.5\n", "x")
+    assert [p.kind for p in freeze.pasted.parts] == ["pip freeze"]
+    assert freeze.packages.versions["tensorflow"] == "2.12.0"
+    assert freeze.packages.locations["tensorflow"] == "pasted: pip freeze, lines 1-4"
+    env = resolve(freeze)
+    assert (env.tensorflow.text, env.keras.text) == ("2.12.0", "2.12.0")
+    listed = snapshot_from_paste("Package    Version\n---------- -------\nkeras      3.3.3\ntensorflow 2.16.1\n", "x")
+    assert [p.kind for p in listed.pasted.parts] == ["pip list"]
+    assert listed.packages.versions == {"keras": "3.3.3", "tensorflow": "2.16.1"}
+
+
+def test_two_lines_of_prose_that_look_like_a_package_row_are_not_a_list():
+    with pytest.raises(NothingRecognised):
+        snapshot_from_paste("Epoch 1\nStep 2\n", "x")
+
+
+def test_a_line_the_log_repeats_is_one_fact_with_its_count():
+    snap = snapshot_from_paste((PASTES / "tf-60913-cudnn-9-older.md").read_text(encoding="utf-8"), "x")
+    assert [(e.kind, e.loaded, e.compiled, e.repeated) for e in snap.pasted.log] == [
+        ("runtime-mismatch", "9.1.0", "9.3.0", 1)]
+    lines = "2021-05-26 11:50:43.607718: I dso_loader.cc:49] Successfully opened dynamic library libcudnn.so.8\n"
+    long_log = snapshot_from_paste(lines * 5000, "x")
+    assert len(long_log.pasted.log) == 1 and long_log.pasted.log[0].repeated == 4999
+    assert long_log.tensorflow.loaded_libraries == ["libcudnn.so.8"]
+
+
+# nvidia-smi -q laid out as the driver prints it (field names of `nvidia-smi -q`; drivers from 530 say
+# "Clocks Event Reasons" and split ECC into SRAM/DRAM): built for the GPU checks, not a user's paste.
+SMI_Q = """==============NVSMI LOG==============
+
+Timestamp                                 : Mon Jan  1 00:00:00 2024
+Driver Version                            : 535.104.05
+CUDA Version                              : 12.2
+
+Attached GPUs                             : 2
+GPU 00000000:07:00.0
+    Product Name                          : NVIDIA A100-SXM4-80GB
+    Persistence Mode                      : Enabled
+    MIG Mode
+        Current                           : Disabled
+        Pending                           : Disabled
+    GPU UUID                              : GPU-11111111-2222-3333-4444-555555555555
+    Minor Number                          : 0
+    PCI
+        Bus Id                            : 00000000:07:00.0
+        GPU Link Info
+            PCIe Generation
+                Max                       : 4
+                Current                   : 4
+            Link Width
+                Max                       : 16x
+                Current                   : 8x
+    Clocks Event Reasons
+        Idle                              : Not Active
+        HW Slowdown                       : Active
+    FB Memory Usage
+        Total                             : 81920 MiB
+        Reserved                          : 565 MiB
+        Used                              : 4 MiB
+        Free                              : 81350 MiB
+    Compute Mode                          : Default
+    Ecc Mode
+        Current                           : Enabled
+        Pending                           : Enabled
+    ECC Errors
+        Volatile
+            SRAM Correctable              : 0
+            SRAM Uncorrectable            : 0
+            DRAM Correctable              : 0
+            DRAM Uncorrectable            : 2
+    Temperature
+        GPU Current Temp                  : 34 C
+    Processes                             : None
+
+GPU 00000000:0F:00.0
+    Product Name                          : NVIDIA A100-SXM4-80GB
+    Persistence Mode                      : Enabled
+    GPU UUID                              : GPU-66666666-7777-8888-9999-000000000000
+    Minor Number                          : 1
+    PCI
+        Bus Id                            : 00000000:0F:00.0
+    FB Memory Usage
+        Total                             : 81920 MiB
+        Used                              : 4 MiB
+    Compute Mode                          : Default
+    Processes                             : None
+"""
+
+
+def test_the_gpu_checks_run_on_what_nvidia_smi_q_says(tmp_path, capsys):
+    snap = snapshot_from_paste(SMI_Q, "x")
+    first, second = snap.nvml.gpus
+    assert (first.uuid, first.pcie_width_current, first.pcie_width_max, first.ecc_uncorrected_volatile) == (
+        "GPU-11111111-2222-3333-4444-555555555555", 8, 16, 2)
+    assert first.throttle_reasons == ["hw_slowdown"] and first.mig_mode is False and first.processes == []
+    assert (second.index, second.memory_total_bytes) == (1, 81920 * 2**20)
+    assert snap.pasted.provenance["nvml"] == "pasted: nvidia-smi -q, lines 1-58"
+    paste = tmp_path / "smi.txt"
+    paste.write_text(SMI_Q, encoding="utf-8")
+    found = problems(report_of(capsys, str(paste)))
+    assert {"gpu.ecc-uncorrected", "gpu.pcie-width-degraded"} <= {code for code, _ in found}
