@@ -162,7 +162,7 @@ def test_a_healthy_environment_ends_without_an_error_and_only_expected_warnings(
 
 @pytest.mark.parametrize("name", NAMES)
 def test_what_a_release_cannot_train_is_skipped_with_its_reason_as_the_support_table_says(name):
-    """README's support table (mgpu_doctor/smoke/support.py) and the child's decisions agree: a run is
+    """The docs' support table (mgpu_doctor/smoke/support.py) and the child's decisions agree: a run is
     skipped exactly where a row says the release lacks it, and the checkpoint round trip saves
     exactly the formats the rows give that release."""
     _, report, _ = diagnosed(name)

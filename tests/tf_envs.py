@@ -39,7 +39,7 @@ OLD_PROTOBUF = ("protobuf<3.20", "protobuf 4 breaks `import tensorflow` before 2
 class TfEnv:
     """One TensorFlow release as a user installs it: ``pip install <requirements>`` on ``python``."""
 
-    name: str  # "2.15": how the tests and the README call it
+    name: str  # "2.15": how the tests and the docs call it
     python: str  # "3.11": the interpreter's major.minor
     requirements: tuple[str, ...]
     pins: tuple[tuple[str, str], ...] = ()  # (requirement, why a fresh install needs it)
@@ -188,7 +188,7 @@ ENVS = (
 MULTI_WORKER = ("1.15", "2.15")
 
 def release(env: TfEnv) -> Release:
-    """The release ``env`` installs, as README's support table names it, with the rows
+    """The release ``env`` installs, as the docs' support table names it, with the rows
     tests/test_tf_versions.py runs on it (`check --python` at the standard level on its layers)."""
     layers = env.layers or layer_names()
     covered = {("probes",)} | {row(("smoke", layer, variant)).key for layer in layers for variant in variants(layer)
@@ -202,7 +202,7 @@ def release(env: TfEnv) -> Release:
     return Release.of(env.name.split("-")[0], tf_keras="tf-keras" in env.name, covered=frozenset(covered))
 
 
-TESTED = tuple(release(e) for e in ENVS)  # the columns of README's support table
+TESTED = tuple(release(e) for e in ENVS)  # the columns of the docs' support table
 
 
 if __name__ == "__main__":  # warm the cache: python -m tests.tf_envs

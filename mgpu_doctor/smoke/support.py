@@ -1,4 +1,4 @@
-"""Which TensorFlow releases each part of the doctor runs on: README's support table.
+"""Which TensorFlow releases each part of the doctor runs on: the support table of docs/smoke.md.
 
 The child decides at run time from the TensorFlow it imported (`child_scripts/_tf_api.py`); this
 table says the same for people, and tests/test_tf_versions.py holds the two equal on real
@@ -34,7 +34,7 @@ class Support:
     """One part and the releases it runs on: from TensorFlow ``since``, with Keras 2 only where
     ``keras2_only`` (what Keras 3 dropped)."""
 
-    part: str  # what the README calls it
+    part: str  # what the docs call it
     key: tuple[str, ...]  # ("smoke", layer, variant) or ("checkpoint", format): what the test compares
     since: str
     keras2_only: bool = False
@@ -95,7 +95,7 @@ def supported(key: tuple[str, ...], release: Release) -> bool:
 
 
 def markdown_table(tested: tuple[Release, ...]) -> str:
-    """README's table: a row per part, a column per TensorFlow release the test suite runs it on."""
+    """docs/smoke.md's table: a row per part, a column per TensorFlow release the test suite runs it on."""
     head = "| part | " + " | ".join(r.label for r in tested) + " | how |"
     rows = [head, "|---|" + "---|" * len(tested) + "---|"]
     for s in SUPPORT:
