@@ -92,3 +92,9 @@ def _describes_declared(pattern: str, declared: tuple[str, ...]) -> bool:
 def test_the_smoke_layer_table_is_the_table():
     from mgpu_doctor.smoke.layers import markdown_table
     check_block("smoke-layers", markdown_table(), page=DOCS / "smoke.md")
+
+
+def test_the_tensorflow_support_table_is_the_table():
+    from mgpu_doctor.smoke.support import markdown_table
+    from tests.tf_envs import TESTED
+    check_block("tf-versions", markdown_table(TESTED), page=DOCS / "smoke.md")

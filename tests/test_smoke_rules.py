@@ -337,6 +337,25 @@ def test_an_oom_run_is_not_looked_up_as_a_layer_issue(scenario):
     assert [f.code for f in outcome.findings] == ["smoke.dense.out-of-memory"]
 
 
+def test_a_run_the_diagnosed_tensorflow_cannot_do_is_skipped_with_its_reason(scenario):
+    """A skipped run (the child's "skipped" with a reason) is a skipped check: no error, no
+    known-issue lookup, no "not in the matrix"; its N-device twin is not compared with it."""
+    from mgpu_doctor.smoke.section import judged_outcomes
+
+    why = "MultiHeadAttention needs TensorFlow 2.4 (this is TensorFlow 2.3.4)"
+    skipped = run_from_child(spec(layer="attention", devices=1), {"status": "skipped", "skip_reason": why})
+    assert skipped.status == "skipped" and skipped.skip_reason == why
+    other = run(layer="attention")
+    runs = compare_with_single([skipped, other])
+    [first, second] = judged_outcomes(runs, scenario("mixed-models"))
+    assert first.status is CheckStatus.SKIPPED and first.skip_reason == why and first.findings == []
+    assert second.status is CheckStatus.PASSED and runs[1].speedup is None
+    assert from_jsonable(SmokeRun, json.loads(json.dumps(to_jsonable(skipped)))) == skipped
+    # a status the child made up is still an error, and a reason without the status is dropped
+    assert run_from_child(spec(), {"status": "unsupported"}).status == "error"
+    assert run_from_child(spec(), {"status": "ok", "skip_reason": why}).skip_reason == ""
+
+
 def _child_helpers():
     import importlib.util
 

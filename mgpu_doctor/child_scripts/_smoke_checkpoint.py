@@ -26,7 +26,7 @@ import threading
 import time
 
 import _mgpu_child
-from _smoke_models import build_model, finite_or_none, keras_flavor, make_data, replica_difference
+from _smoke_models import build_model, finite_or_none, make_data, replica_difference
 
 FAULT_ENV = "MGPU_DOCTOR_CHECKPOINT_FAULT"
 PROBE_SAMPLES = 8  # the fixed inputs every reload predicts
@@ -39,13 +39,6 @@ def parse_fault(layer):
         if len(parts) >= 2 and parts[0] == layer:
             return parts[1]
     return ""
-
-
-def formats_for(flavor):
-    """The formats users save with: Keras 3 dropped SavedModel and HDF5 from model.save."""
-    if flavor == "keras":
-        return ("keras", "weights", "tf_checkpoint")
-    return ("keras", "weights", "tf_checkpoint", "savedmodel", "h5")
 
 
 def _paths(directory, flavor):
@@ -77,48 +70,49 @@ def _beat(keras, fault=""):
     return Beat()
 
 
-def _strategy(tf, configure_devices, spec, devices):
+def _strategy(api, configure_devices, spec, devices):
     spec = dict(spec, devices=devices)
-    names = configure_devices(tf, spec)
+    names = configure_devices(api, spec)
     if devices > 1:
-        return tf.distribute.MirroredStrategy(names)
-    return tf.distribute.OneDeviceStrategy(names[0])
+        return api.tf.distribute.MirroredStrategy(names)
+    return api.tf.distribute.OneDeviceStrategy(names[0])
 
 
-def _compiled(keras, flavor, spec):
-    model = build_model(keras, flavor, spec["layer"], spec["variant"], spec.get("model_size", 1))
-    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05), loss="mse")
+def _compiled(api, spec):
+    model = build_model(api, spec["layer"], spec["variant"], spec.get("model_size", 1))
+    model.compile(optimizer=api.keras.optimizers.SGD(learning_rate=0.05), loss="mse")
     return model
 
 
-def _training(tf, np, configure_devices, spec):
+def _training(api, np, configure_devices, spec):
     """The model built under the N-device strategy, seeded, and its data: what save and resume
     both train."""
-    keras, flavor, _ = keras_flavor(tf)
-    strategy = _strategy(tf, configure_devices, spec, int(spec["devices"]))
-    keras.utils.set_random_seed(int(spec.get("seed", 7)))
+    strategy = _strategy(api, configure_devices, spec, int(spec["devices"]))
+    api.set_seed(int(spec.get("seed", 7)))
     x, y = make_data(np, spec["layer"], int(spec["samples"]))
     with strategy.scope():
-        model = _compiled(keras, flavor, spec)
-    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(int(spec["global_batch"]))
-    return keras, flavor, model, x, dataset, strategy
+        model = _compiled(api, spec)
+        api.same_start(model, int(spec.get("seed", 7)))
+    dataset = api.tf.data.Dataset.from_tensor_slices((x, y)).batch(int(spec["global_batch"]))
+    return model, x, dataset, strategy
 
 
-def save_stage(tf, configure_devices, spec, directory):
+def save_stage(api, configure_devices, spec, directory):
     import numpy as np
 
-    keras, flavor, model, x, dataset, strategy = _training(tf, np, configure_devices, spec)
-    model.fit(dataset, epochs=int(spec["epochs"]), verbose=0, callbacks=[_beat(keras, parse_fault(spec["layer"]))])
+    model, x, dataset, strategy = _training(api, np, configure_devices, spec)
+    model.fit(dataset, epochs=int(spec["epochs"]), verbose=0,
+              callbacks=[_beat(api.keras, parse_fault(spec["layer"]))])
     _mgpu_child.heartbeat("trained")
     probe = x[:PROBE_SAMPLES]
     # Variables the replicas keep apart (BatchNormalization's moving statistics): the model in
     # training predicts with each replica's copy, a save keeps one version.
-    state = finite_or_none(replica_difference(np, strategy, model.non_trainable_weights))
+    state = finite_or_none(replica_difference(np, api, strategy, model.non_trainable_weights))
     out = {"predictions": np.asarray(model.predict(probe, batch_size=PROBE_SAMPLES, verbose=0)).tolist(),
            "steps": [], "replica_state_max_abs_diff": state}
-    paths = _paths(directory, flavor)
+    paths = _paths(directory, api.flavor)
     fault = parse_fault(spec["layer"])
-    for fmt in formats_for(flavor):
+    for fmt in api.checkpoint_formats():
         step = {"format": fmt, "stage": "save", "load_devices": 0, "ok": False}
         try:
             if fmt == "keras":
@@ -128,7 +122,7 @@ def save_stage(tf, configure_devices, spec, directory):
             elif fmt == "weights":
                 model.save_weights(paths[fmt])
             elif fmt == "tf_checkpoint":
-                tf.train.Checkpoint(model=model).write(paths[fmt])
+                api.tf_checkpoint(model, paths[fmt], write=True)
             elif fmt == "savedmodel":
                 model.save(paths[fmt], save_format="tf")
             else:
@@ -141,15 +135,14 @@ def save_stage(tf, configure_devices, spec, directory):
     return out
 
 
-def load_stage(tf, configure_devices, spec, directory, devices, formats, reference):
+def load_stage(api, configure_devices, spec, directory, devices, formats, reference):
     import numpy as np
 
-    keras, flavor, _ = keras_flavor(tf)
-    strategy = _strategy(tf, configure_devices, spec, devices)
+    strategy = _strategy(api, configure_devices, spec, devices)
     x, _ = make_data(np, spec["layer"], int(spec["samples"]))
     probe = x[:PROBE_SAMPLES]
     reference = np.asarray(reference, dtype="float64")
-    paths = _paths(directory, flavor)
+    paths = _paths(directory, api.flavor)
     drift = parse_fault(spec["layer"]) == "drift"
     steps = []
     for fmt in formats:
@@ -157,13 +150,13 @@ def load_stage(tf, configure_devices, spec, directory, devices, formats, referen
         try:
             with strategy.scope():
                 if fmt in ("keras", "savedmodel", "h5"):
-                    model = keras.models.load_model(paths[fmt])
+                    model = api.load_model(paths[fmt])
                 else:
-                    model = _compiled(keras, flavor, spec)
+                    model = _compiled(api, spec)
                     if fmt == "weights":
                         model.load_weights(paths[fmt])
                     else:
-                        tf.train.Checkpoint(model=model).read(paths[fmt]).expect_partial()
+                        api.tf_checkpoint(model, paths[fmt], write=False)
             if drift:
                 model.set_weights([w + 0.01 for w in model.get_weights()])
             got = np.asarray(model.predict(probe, batch_size=PROBE_SAMPLES, verbose=0), dtype="float64")
@@ -182,10 +175,11 @@ def load_stage(tf, configure_devices, spec, directory, devices, formats, referen
     return {"steps": steps}
 
 
-def resume_stage(tf, configure_devices, spec, backup_dir, weights_path, kill):
+def resume_stage(api, configure_devices, spec, backup_dir, weights_path, kill):
     import numpy as np
 
-    keras, flavor, model, x, dataset, _ = _training(tf, np, configure_devices, spec)
+    keras = api.keras
+    model, x, dataset, _ = _training(api, np, configure_devices, spec)
     begun = []
 
     class Track(keras.callbacks.Callback):
@@ -199,7 +193,7 @@ def resume_stage(tf, configure_devices, spec, backup_dir, weights_path, kill):
         def on_train_batch_end(self, batch, logs=None):
             _mgpu_child.heartbeat("step")
 
-    backup = keras.callbacks.BackupAndRestore(backup_dir)
+    backup = api.backup_and_restore()(backup_dir)
     model.fit(dataset, epochs=int(spec["epochs"]), verbose=0, callbacks=[backup, Track()])
     np.savez(weights_path, *[np.asarray(w) for w in model.get_weights()])
     return {"epochs_begun": begun}
@@ -264,13 +258,14 @@ def _failure(step, how):
         "died by %s" % how if how.startswith("SIG") else "ended with %s" % how))
 
 
-def run_checkpoint(tf, configure_devices, spec, result, workdir):
-    _, flavor, version = keras_flavor(tf)
-    result["framework"] = "%s %s" % (flavor, version)
+def run_checkpoint(api, configure_devices, spec, result, workdir):
+    result["framework"] = api.framework
+    if _skip_unsupported(api, spec, result):
+        return
     directory = os.path.join(workdir, "saved")
     os.makedirs(directory)
     start = time.time()
-    saved, how = in_fresh_process(lambda: save_stage(tf, configure_devices, spec, directory),
+    saved, how = in_fresh_process(lambda: save_stage(api, configure_devices, spec, directory),
                                   os.path.join(workdir, "save.json"))
     if saved is None or "error" in saved:
         error = saved["error"] if saved else None
@@ -285,7 +280,7 @@ def run_checkpoint(tf, configure_devices, spec, result, workdir):
     for devices in sorted({1, int(spec["devices"])}):
         begin = time.time()
         loaded, how = in_fresh_process(
-            lambda: load_stage(tf, configure_devices, spec, directory, devices, formats, saved["predictions"]),
+            lambda: load_stage(api, configure_devices, spec, directory, devices, formats, saved["predictions"]),
             os.path.join(workdir, "load-%d.json" % devices))
         timings["load_%d_s" % devices] = time.time() - begin
         if loaded is None or "error" in loaded:
@@ -300,11 +295,23 @@ def run_checkpoint(tf, configure_devices, spec, result, workdir):
     result["status"] = "ok"  # the parent judges the steps
 
 
-def run_resume(tf, configure_devices, spec, result, workdir):
+def _skip_unsupported(api, spec, result):
+    """A scenario this TensorFlow cannot run (for its layer, or without BackupAndRestore for a
+    resume): skipped with the reason; whether it was."""
+    reason = api.unsupported(spec["layer"], spec["variant"], spec["device_kind"])
+    if not reason and spec["scenario"] == "resume" and api.backup_and_restore() is None:
+        reason = "BackupAndRestore needs TensorFlow 2.3 (this is %s)" % api.label
+    if reason:
+        result.update(status="skipped", skip_reason=reason)
+    return bool(reason)
+
+
+def run_resume(api, configure_devices, spec, result, workdir):
     import numpy as np
 
-    _, flavor, version = keras_flavor(tf)
-    result["framework"] = "%s %s" % (flavor, version)
+    result["framework"] = api.framework
+    if _skip_unsupported(api, spec, result):
+        return
     forget = parse_fault(spec["layer"]) == "forget"
     reference_w = os.path.join(workdir, "reference.npz")
     resumed_w = os.path.join(workdir, "resumed.npz")
@@ -312,14 +319,14 @@ def run_resume(tf, configure_devices, spec, result, workdir):
     step = {"format": "backup_and_restore", "stage": "resume", "load_devices": int(spec["devices"]),
             "ok": False}
     ref, how = in_fresh_process(
-        lambda: resume_stage(tf, configure_devices, spec, os.path.join(workdir, "backup-ref"), reference_w, False),
+        lambda: resume_stage(api, configure_devices, spec, os.path.join(workdir, "backup-ref"), reference_w, False),
         os.path.join(workdir, "reference.json"))
     if ref is None or "error" in ref:
         result.update(checkpoint=[dict(step, stage="reference", error=(ref or {}).get("error") or
                                        _failure({}, how)["error"])], status="resume-failed")
         return
     killed, how = in_fresh_process(
-        lambda: resume_stage(tf, configure_devices, spec, backup, resumed_w, True),
+        lambda: resume_stage(api, configure_devices, spec, backup, resumed_w, True),
         os.path.join(workdir, "killed.json"))
     if killed is not None:
         result.update(checkpoint=[dict(step, error="the training was not killed in epoch %d as planned"
@@ -329,7 +336,7 @@ def run_resume(tf, configure_devices, spec, result, workdir):
     if forget:
         shutil.rmtree(backup, ignore_errors=True)
     again, how = in_fresh_process(
-        lambda: resume_stage(tf, configure_devices, spec, backup, resumed_w, False),
+        lambda: resume_stage(api, configure_devices, spec, backup, resumed_w, False),
         os.path.join(workdir, "restarted.json"))
     if again is None or "error" in again:
         result.update(checkpoint=[dict(step, error=(again or {}).get("error") or _failure({}, how)["error"])],

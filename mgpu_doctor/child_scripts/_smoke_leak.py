@@ -27,7 +27,8 @@ import os
 import time
 
 import _mgpu_child
-from _smoke_models import build_model, keras_flavor, make_data
+from _smoke_models import build_model, make_data
+from _tf_api import Api
 
 SCENARIO = "leak_probe"
 PHASES = ("fit", "predict", "evaluate")
@@ -68,20 +69,22 @@ def run_leak_probe(tf, configure_devices, spec, result, fault=""):
     """Fill ``result`` with ``leak_cycles``: one record per call, phase by phase."""
     import numpy as np
 
-    keras, flavor, version = keras_flavor(tf)
-    result["framework"] = "%s %s" % (flavor, version)
+    api = Api(tf)
+    keras = api.keras
+    result["framework"] = api.framework
     devices = int(spec["devices"])
-    names = configure_devices(tf, spec)
+    names = configure_devices(api, spec)
     _mgpu_child.heartbeat("devices ready")
     if devices > 1:
         strategy = tf.distribute.MirroredStrategy(names)
     else:
         strategy = tf.distribute.OneDeviceStrategy(names[0])
-    keras.utils.set_random_seed(int(spec.get("seed", 7)))
+    api.set_seed(int(spec.get("seed", 7)))
     x, y = make_data(np, spec["layer"], int(spec["samples"]))
     with strategy.scope():
-        model = build_model(keras, flavor, spec["layer"], spec["variant"], spec.get("model_size", 1))
+        model = build_model(api, spec["layer"], spec["variant"], spec.get("model_size", 1))
         model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05), loss="mse")
+        api.same_start(model, int(spec.get("seed", 7)))
     result["parameters"] = int(model.count_params())
     batch = int(spec["global_batch"])
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch)

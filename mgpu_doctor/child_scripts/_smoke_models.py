@@ -1,71 +1,47 @@
 """The smoke trainings' tiny models and data, and the comparison of the replicas' copies of their
 variables, shared by smoke_worker.py (1 and N devices in one process), _smoke_checkpoint.py and
 multiworker_worker.py (MultiWorkerMirroredStrategy). Python 3.6+, standard library,
-NumPy and TensorFlow/Keras only (passed in: importing this module imports nothing heavy).
+NumPy and TensorFlow/Keras only (passed in: importing this module imports nothing heavy). How a
+variant is spelled in the TensorFlow at hand is asked of `_tf_api.Api`.
 """
 
 
-def keras_flavor(tf):
-    """tf.keras, and which Keras it is: Keras 3 ("keras") or the legacy tf_keras."""
-    keras = tf.keras
-    name = (getattr(keras, "__name__", "") or "").split(".")[0]
-    version = getattr(keras, "__version__", None)
-    if name == "keras":
-        return keras, "keras", str(version)
-    if version is None:
-        try:
-            import tf_keras
-            version = tf_keras.__version__
-        except Exception:
-            version = "unknown"
-    return keras, name or "tf_keras", str(version)
-
-
-def recurrent(keras, flavor, kind, variant, units):
-    cls = keras.layers.LSTM if kind == "lstm" else keras.layers.GRU
-    if flavor == "keras":
-        # Keras 3: use_cudnn="auto" takes the cuDNN kernel when eligible (on a GPU);
-        # False forces the generic implementation. True would fail outright without a GPU.
-        return cls(units, use_cudnn=("auto" if variant == "cudnn" else False))
-    if variant == "cudnn":
-        return cls(units)  # tf.keras picks the cuDNN kernel itself when the arguments allow it
-    cell = keras.layers.LSTMCell(units) if kind == "lstm" else keras.layers.GRUCell(units)
-    return keras.layers.RNN(cell)  # the plain RNN wrapper never uses cuDNN
-
-
-# Each smoke layer's model body: (keras, flavor, variant, input tensor, width) -> features, with
+# Each smoke layer's model body: (api, variant, input tensor, width) -> features, with
 # ``width`` the model size (a multiplier of the layer's units, filters or dimensions). The parent's
 # table (mgpu_doctor/smoke/layers.py, SMOKE_LAYERS) lists the same layers with the same data kind;
 # a test holds the two equal, since this module cannot import the package.
-def _dense(keras, flavor, variant, inp, width):
-    return keras.layers.Dense(32 * width, activation="relu")(inp)
+def _dense(api, variant, inp, width):
+    return api.keras.layers.Dense(32 * width, activation="relu")(inp)
 
 
-def _conv2d(keras, flavor, variant, inp, width):
-    return keras.layers.Flatten()(keras.layers.Conv2D(4 * width, 3, activation="relu")(inp))
+def _conv2d(api, variant, inp, width):
+    layers = api.keras.layers
+    return layers.Flatten()(layers.Conv2D(4 * width, 3, activation="relu")(inp))
 
 
-def _lstm(keras, flavor, variant, inp, width):
-    return recurrent(keras, flavor, "lstm", variant, 8 * width)(inp)
+def _lstm(api, variant, inp, width):
+    return api.recurrent("lstm", variant, 8 * width)(inp)
 
 
-def _gru(keras, flavor, variant, inp, width):
-    return recurrent(keras, flavor, "gru", variant, 8 * width)(inp)
+def _gru(api, variant, inp, width):
+    return api.recurrent("gru", variant, 8 * width)(inp)
 
 
-def _batchnorm(keras, flavor, variant, inp, width):
-    L = keras.layers
-    x = L.BatchNormalization(synchronized=(variant == "sync"))(L.Dense(16 * width)(inp))
-    return L.Activation("relu")(x)
+def _batchnorm(api, variant, inp, width):
+    layers = api.keras.layers
+    x = api.batch_normalization(variant)(layers.Dense(16 * width)(inp))
+    return layers.Activation("relu")(x)
 
 
-def _embedding(keras, flavor, variant, inp, width):
-    return keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(50, 8 * width)(inp))
+def _embedding(api, variant, inp, width):
+    layers = api.keras.layers
+    return layers.GlobalAveragePooling1D()(layers.Embedding(50, 8 * width)(inp))
 
 
-def _attention(keras, flavor, variant, inp, width):
-    x = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4 * width)(inp, inp)
-    return keras.layers.GlobalAveragePooling1D()(x)
+def _attention(api, variant, inp, width):
+    layers = api.keras.layers
+    x = layers.MultiHeadAttention(num_heads=2, key_dim=4 * width)(inp, inp)
+    return layers.GlobalAveragePooling1D()(x)
 
 
 # layer -> (data kind, model body)
@@ -109,13 +85,14 @@ DATA = {
 }
 
 
-def build_model(keras, flavor, layer, variant, width=1):
+def build_model(api, layer, variant, width=1):
     if layer not in MODELS:
         raise ValueError("unknown layer %r" % layer)
     kind, body = MODELS[layer]
     shape, dtype, _ = DATA[kind]
+    keras = api.keras
     inp = keras.Input(shape, dtype=dtype)
-    out = keras.layers.Dense(1)(body(keras, flavor, variant, inp, max(1, int(width))))
+    out = keras.layers.Dense(1)(body(api, variant, inp, max(1, int(width))))
     return keras.Model(inp, out)
 
 
@@ -135,12 +112,12 @@ def distributed_variable(v):
     return v
 
 
-def replica_difference(np, strategy, variables):
+def replica_difference(np, api, strategy, variables):
     """The largest difference between the replicas' copies of ``variables`` (inf: NaN in some
     copies only; 0.0 on one device)."""
     worst = 0.0
     for v in variables:
-        copies = [np.asarray(c) for c in strategy.experimental_local_results(distributed_variable(v))]
+        copies = api.values(strategy.experimental_local_results(distributed_variable(v)))
         for other in copies[1:]:
             with np.errstate(invalid="ignore"):
                 diff = np.abs(other - copies[0])

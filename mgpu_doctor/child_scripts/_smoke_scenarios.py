@@ -30,8 +30,9 @@ class Skipped(Exception):
 class Plain(object):
     """model.fit on a tf.data pipeline, float32, no XLA."""
 
-    def __init__(self, tf, keras, flavor, spec):
-        self.tf, self.keras, self.flavor, self.spec = tf, keras, flavor, spec
+    def __init__(self, tf, api, spec):
+        self.tf, self.api, self.spec = tf, api, spec
+        self.keras, self.flavor = api.keras, api.flavor
 
     def data(self, np):
         return make_data(np, self.spec["layer"], int(self.spec["samples"]))
@@ -45,8 +46,9 @@ class Plain(object):
     def build(self):
         """The compiled model; called inside the strategy's scope."""
         spec = self.spec
-        model = build_model(self.keras, self.flavor, spec["layer"], spec["variant"], spec.get("model_size", 1))
+        model = build_model(self.api, spec["layer"], spec["variant"], spec.get("model_size", 1))
         model.compile(optimizer=self.optimizer(), loss="mse", **self.compile_options())
+        self.api.same_start(model, int(spec.get("seed", 7)))
         return model
 
     def optimizer(self):
@@ -178,12 +180,12 @@ WAYS = {
 }
 
 
-def way_of_training(tf, keras, flavor, spec):
+def way_of_training(tf, api, spec):
     """How this run trains: its usage scenario's way, the user's model, else the plain one."""
     if spec.get("user_model"):
         from _smoke_user_model import UserModel
-        return UserModel(tf, keras, flavor, spec)
-    return WAYS.get(spec["scenario"], Plain)(tf, keras, flavor, spec)
+        return UserModel(tf, api, spec)
+    return WAYS.get(spec["scenario"], Plain)(tf, api, spec)
 
 
 def _accepts(function, name):

@@ -19,7 +19,7 @@ import _mgpu_child  # noqa: E402
 if __name__ == "__main__":
     _mgpu_child.start()  # first: die with the doctor, stacks on SIGUSR1 even in C code
 
-from _smoke_models import keras_flavor  # noqa: E402
+from _tf_api import keras_flavor  # noqa: E402
 from _smoke_scenarios import import_function  # noqa: E402
 
 BUILTIN_MODULES = ("keras", "tf_keras", "tensorflow")

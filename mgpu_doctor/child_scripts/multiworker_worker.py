@@ -35,7 +35,8 @@ import _mgpu_child  # noqa: E402
 if __name__ == "__main__":
     _mgpu_child.start()  # first: die with the doctor, stacks on SIGUSR1 even in C code
 
-from _smoke_models import build_model, keras_flavor, make_data  # noqa: E402
+from _smoke_models import build_model, make_data  # noqa: E402
+from _tf_api import Api  # noqa: E402
 
 STEPS_PER_EPOCH = 4
 EPOCHS = 2
@@ -80,27 +81,30 @@ def main():
     die_task = os.environ.get("MGPU_DOCTOR_TEST_DIE_TASK")
     die_step = int(os.environ.get("MGPU_DOCTOR_TEST_DIE_AT_STEP", "-1"))
     try:
-        keras, flavor, version = keras_flavor(tf)
-        result["keras_module"] = flavor
-        result["keras_version"] = version
+        api = Api(tf)
+        keras = api.keras
+        result["keras_module"] = api.keras_name
+        result["keras_version"] = api.keras_version
         result["phase"] = "strategy"
         _mgpu_child.heartbeat("create MultiWorkerMirroredStrategy")
         started = time.time()
-        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        strategy = api.multi_worker_strategy()()
         timings["strategy"] = round(time.time() - started, 3)
         result["replicas"] = strategy.num_replicas_in_sync
-        result["local_gpus"] = len(tf.config.list_logical_devices("GPU"))
+        result["local_gpus"] = len(api.logical_devices("GPU"))
 
         result["phase"] = "model"
-        keras.utils.set_random_seed(1234)
+        api.set_seed(1234)
         with strategy.scope():
-            model = build_model(keras, flavor, layer, variant)
+            model = build_model(api, layer, variant)
             model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05), loss="mse")
         x, y = make_data(np, layer, GLOBAL_BATCH * STEPS_PER_EPOCH)
-        options = tf.data.Options()
-        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-        dataset = (tf.data.Dataset.from_tensor_slices((x, y))
-                   .batch(GLOBAL_BATCH).repeat().with_options(options))
+        dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH).repeat()
+        policy = getattr(tf.data.experimental, "AutoShardPolicy", None)  # 2.1+; 1.15 shards by data
+        if policy is not None:
+            options = tf.data.Options()
+            options.experimental_distribute.auto_shard_policy = policy.DATA
+            dataset = dataset.with_options(options)
 
         state = {"step": 0}
         begun = []
@@ -127,7 +131,7 @@ def main():
         if args.backup_dir:
             # Every worker restores from DIR/chief; the chief writes there, the others to temporary
             # DIR/workertemp_N directories (tf_keras worker_training_state.py).
-            callbacks.insert(0, keras.callbacks.BackupAndRestore(args.backup_dir))
+            callbacks.insert(0, api.backup_and_restore()(args.backup_dir))
             result["backup_dir"] = args.backup_dir
         history = model.fit(dataset, epochs=EPOCHS, steps_per_epoch=STEPS_PER_EPOCH, verbose=0,
                             callbacks=callbacks)
@@ -139,16 +143,20 @@ def main():
                       weights_finite=bool(np.all(np.isfinite(flat))))
 
         result["phase"] = "compare-weights"
-        _mgpu_child.heartbeat("gather weights")
-        started = time.time()
-        mine = tf.constant(flat[None, :])
-        gathered = strategy.gather(strategy.run(lambda: tf.identity(mine)), axis=0).numpy()
-        with np.errstate(invalid="ignore"):
-            spread = np.nanmax(gathered, axis=0) - np.nanmin(gathered, axis=0)
-        result["gathered_workers"] = int(gathered.shape[0])
-        worst = float(spread.max()) if spread.size else 0.0
-        result["weight_spread"] = worst if finite(worst) else None
-        timings["gather"] = round(time.time() - started, 3)
+        if hasattr(strategy, "gather") and api.eager:
+            _mgpu_child.heartbeat("gather weights")
+            started = time.time()
+            mine = tf.constant(flat[None, :])
+            gathered = strategy.gather(strategy.run(lambda: tf.identity(mine)), axis=0).numpy()
+            with np.errstate(invalid="ignore"):
+                spread = np.nanmax(gathered, axis=0) - np.nanmin(gathered, axis=0)
+            result["gathered_workers"] = int(gathered.shape[0])
+            worst = float(spread.max()) if spread.size else 0.0
+            result["weight_spread"] = worst if finite(worst) else None
+            timings["gather"] = round(time.time() - started, 3)
+        else:  # Strategy.gather: TensorFlow 2.3+, eager
+            result["gather_skipped"] = ("strategy.gather needs TensorFlow 2.3 (this is %s): the "
+                                        "workers' weights were not compared here" % api.label)
         result.update(status="ok", phase="done")
     except Exception as exc:
         result.update(status="failed", error=_mgpu_child.describe_exception(exc))

@@ -36,7 +36,8 @@ import _mgpu_child  # noqa: E402
 if __name__ == "__main__":
     _mgpu_child.start()  # first: die with the doctor, stacks on SIGUSR1 even in C code
 
-from _smoke_models import finite_or_none, keras_flavor, replica_difference  # noqa: E402
+from _smoke_models import finite_or_none, replica_difference  # noqa: E402
+from _tf_api import Api  # noqa: E402
 import _smoke_checkpoint  # noqa: E402
 import _smoke_leak  # noqa: E402
 import _smoke_scenarios  # noqa: E402
@@ -87,42 +88,52 @@ def rss_mb():
 
 # ----------------------------------------------------------------------------- one run
 
-def configure_devices(tf, spec):
+def configure_devices(api, spec):
     """Make the devices this run uses visible (before the runtime starts); their names."""
     devices = int(spec["devices"])
     if spec["device_kind"] == "gpu":
-        gpus = tf.config.list_physical_devices("GPU")
-        tf.config.set_visible_devices(gpus[:devices], "GPU")
+        gpus = api.physical_devices("GPU")
+        api.set_visible_devices(gpus[:devices], "GPU")
         for gpu in gpus[:devices]:
-            tf.config.experimental.set_memory_growth(gpu, True)
+            api.tf.config.experimental.set_memory_growth(gpu, True)
         return ["/gpu:%d" % i for i in range(devices)]
     try:
-        tf.config.set_visible_devices([], "GPU")
+        api.set_visible_devices([], "GPU")
     except Exception:
         pass
-    cpu = tf.config.list_physical_devices("CPU")[0]
+    cpu = api.physical_devices("CPU")[0]
     count = max(int(spec.get("virtual_devices") or devices), devices)
     if count > 1:
-        tf.config.set_logical_device_configuration(
-            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)])
+        api.split_cpu(cpu, count)
     return ["/cpu:%d" % i for i in range(devices)]
+
+
+def skip_unsupported(api, spec, result):
+    """Mark a run this TensorFlow cannot do as skipped, with the reason; whether it was."""
+    reason = api.unsupported(spec["layer"], spec["variant"], spec["device_kind"])
+    if reason:
+        result.update(status="skipped", skip_reason=reason)
+    return bool(reason)
 
 
 def train(tf, spec, result):
     import numpy as np
 
-    keras, flavor, version = keras_flavor(tf)
-    result["framework"] = "%s %s" % (flavor, version)
-    way = _smoke_scenarios.way_of_training(tf, keras, flavor, spec)
+    api = Api(tf)
+    keras = api.keras
+    result["framework"] = api.framework
+    if skip_unsupported(api, spec, result):
+        return
+    way = _smoke_scenarios.way_of_training(tf, api, spec)
     devices = int(spec["devices"])
-    names = configure_devices(tf, spec) if spec.get("configure_devices", True) else (
+    names = configure_devices(api, spec) if spec.get("configure_devices", True) else (
         ["/%s:%d" % ("gpu" if spec["device_kind"] == "gpu" else "cpu", i) for i in range(devices)])
     _mgpu_child.heartbeat("devices ready")
     if devices > 1:
         strategy = tf.distribute.MirroredStrategy(names)
     else:
         strategy = tf.distribute.OneDeviceStrategy(names[0])
-    keras.utils.set_random_seed(int(spec.get("seed", 7)))
+    api.set_seed(int(spec.get("seed", 7)))
     x, y = way.data(np)
     way.before_build(result)
     with strategy.scope():
@@ -169,18 +180,18 @@ def train(tf, spec, result):
     weights_finite = all(bool(np.all(np.isfinite(np.asarray(w)))) for w in model.get_weights())
     result["weights_finite"] = weights_finite
     if devices > 1:
-        diff = replica_difference(np, strategy, model.trainable_weights)
+        diff = replica_difference(np, api, strategy, model.trainable_weights)
         result["replica_max_abs_diff"] = finite_or_none(diff)
         result["replicas_identical"] = diff == 0.0
         result["replica_state_max_abs_diff"] = finite_or_none(
-            replica_difference(np, strategy, model.non_trainable_weights))
+            replica_difference(np, api, strategy, model.non_trainable_weights))
     # Step times after the first epoch: the first one includes tracing and graph building.
     steady = step_times[steps_per_epoch:] or step_times
     result["step_times_s"] = [round(t, 6) for t in steady]
     result["rss_mb"] = [round(v, 2) for v in epoch_rss if v is not None]
     result["gpu_memory_mb"] = [round(v, 2) for v in epoch_gpu]
     if spec.get("input_probe"):
-        probe_input(keras, model, dataset, result, steps_per_epoch * epochs)
+        probe_input(api, model, dataset, result, steps_per_epoch * epochs)
     bad = [i for i, v in enumerate(raw_losses) if finite_or_none(v) is None]
     if bad or not weights_finite:
         result["status"] = "nan"
@@ -212,12 +223,12 @@ def slow_batch(tf, x, y):
     return slowed, y
 
 
-def pipeline_rate(dataset, batches):
+def pipeline_rate(api, dataset, batches):
     """Samples per second the input pipeline delivers alone, nothing training: every batch after
     the first (which pays for starting the iterator), over ``batches`` batches."""
     samples = 0
     start = None
-    for x, _ in dataset.repeat().take(batches + 1):
+    for x in batch_inputs(api, dataset.repeat().take(batches + 1), batches + 1):
         if start is None:
             start = time.perf_counter()
             continue
@@ -226,18 +237,31 @@ def pipeline_rate(dataset, batches):
     return samples / elapsed if elapsed > 0 and samples else None
 
 
-def probe_input(keras, model, dataset, result, batches):
+def batch_inputs(api, dataset, count):
+    """The inputs of ``count`` batches of ``dataset``, one at a time: iterated in eager mode, run
+    through Keras' session in TensorFlow 1's graph mode."""
+    if api.eager:
+        for x, _ in dataset:
+            yield x
+        return
+    x, _ = api.tf.compat.v1.data.make_one_shot_iterator(dataset).get_next()
+    session = api.keras.backend.get_session()
+    for _ in range(count):
+        yield session.run(x)
+
+
+def probe_input(api, model, dataset, result, batches):
     """The input-bound probe, after the training: the pipeline alone (samples per second), and
     the same step on these devices fed from one batch kept in memory (`take(1).cache()`: the
     pipeline's element type, so the step is not traced again): its step times, which the parent
     turns into samples per second as it does the training's."""
     _mgpu_child.heartbeat("input probe")
     batches = max(int(batches), 4)
-    result["input_samples_per_s"] = pipeline_rate(dataset, batches)
+    result["input_samples_per_s"] = pipeline_rate(api, dataset, batches)
     times = []
     in_memory = dataset.take(1).cache().repeat()
     model.fit(in_memory, steps_per_epoch=batches + 1, epochs=1, verbose=0,
-              callbacks=[step_timer(keras, times, "probe step")()])
+              callbacks=[step_timer(api.keras, times, "probe step")()])
     result["probe_step_times_s"] = [round(t, 6) for t in times[1:]]  # the first reads the pipeline
 
 
@@ -259,7 +283,7 @@ def run_one(tf, spec, out_dir, worker_pid, attempt):
         else:  # stages in fresh processes of their own, in a scratch directory of this run
             workdir = os.path.join(out_dir, "checkpoint-%d-%d" % (spec["index"], attempt))
             try:
-                scenario(tf, configure_devices, spec, result, workdir)
+                scenario(Api(tf), configure_devices, spec, result, workdir)
             finally:
                 shutil.rmtree(workdir, ignore_errors=True)
     except _smoke_scenarios.Skipped as exc:

@@ -29,6 +29,7 @@ if __name__ == "__main__":
     _mgpu_child.start()  # first: die with the doctor, stacks on SIGUSR1 even in C code
 
 from _smoke_models import build_model, finite_or_none, make_data  # noqa: E402
+from _tf_api import Api  # noqa: E402
 
 FAULT_ENV = "MGPU_DOCTOR_SMOKE_FAULT"
 LEAK_BYTES = 48 * 1024 * 1024
@@ -133,7 +134,8 @@ def train(jax, keras, spec, result):
     fault = parse_fault(spec["layer"], devices)
     if fault == "nan":
         x = np.full_like(x, np.nan) if x.dtype.kind == "f" else x
-    model = build_model(keras, "keras", spec["layer"], spec["variant"], spec.get("model_size", 1))
+    model = build_model(Api.keras3_without_tensorflow(keras), spec["layer"], spec["variant"],
+                        spec.get("model_size", 1))
     model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05), loss="mse")
     result["parameters"] = int(model.count_params())
     steps_per_epoch = -(-int(spec["samples"]) // int(spec["global_batch"]))

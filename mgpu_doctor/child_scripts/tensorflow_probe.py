@@ -40,6 +40,26 @@ def keras_view(tf):
     return {"module": top or name, "full_module": name, "version": version}
 
 
+def build_info_of(tf):
+    """tf.sysconfig.get_build_info() (TensorFlow 2.3+); before, the module it reads,
+    tensorflow.python.platform.build_info, under the names get_build_info gives them."""
+    getter = getattr(tf.sysconfig, "get_build_info", None)
+    if getter is not None:
+        return dict((str(k), str(v)) for k, v in getter().items())
+    from tensorflow.python.platform import build_info
+    renamed = {"cuda_version_number": "cuda_version", "cudnn_version_number": "cudnn_version"}
+    return dict((renamed.get(k, k), str(v)) for k, v in vars(build_info).items()
+                if not k.startswith("_") and isinstance(v, (str, int, bool)))
+
+
+def physical_devices_of(tf):
+    """tf.config.list_physical_devices (2.1+), or its experimental form (1.14-2.0)."""
+    lister = getattr(tf.config, "list_physical_devices", None)
+    if lister is None:
+        lister = tf.config.experimental.list_physical_devices
+    return lister()
+
+
 def main():
     caught = []
     start = time.time()
@@ -58,7 +78,7 @@ def main():
         caught.extend(str(w.message) for w in recorded)
     after_import = _mgpu_child.mapped_libraries(GPU_LIBRARIES)
     try:
-        build_info = dict((str(k), str(v)) for k, v in tf.sysconfig.get_build_info().items())
+        build_info = build_info_of(tf)
     except Exception as exc:
         build_info = {"error": "%s: %s" % (type(exc).__name__, exc)}
     try:
@@ -68,7 +88,7 @@ def main():
     devices = []
     device_error = None
     try:
-        for dev in tf.config.list_physical_devices():
+        for dev in physical_devices_of(tf):
             details = {}
             if dev.device_type == "GPU":
                 try:

@@ -93,8 +93,6 @@ class LeakCycle:
 
 SCENARIOS = ("even", "uneven_final_batch")
 LEAK_SCENARIO = "leak_probe"  # fit, predict and evaluate called over and over (smoke/leak.py)
-# skipped: the child's TensorFlow or Keras lacks the API a usage scenario needs (the reason is
-# the run's error_message)
 STATUSES = ("ok", "hang", "crash", "error", "nan", "diverged", "oom", "skipped") + CHECKPOINT_STATUSES
 DEVICE_KINDS = ("gpu", "cpu-virtual")
 
@@ -139,7 +137,8 @@ class SmokeRun:
     """What one smoke training did, with everything measured (JSON round trip via serde).
 
     ``status``: ok, hang, crash, error, nan (a non-finite loss or weight), diverged (the loss
-    blew up while staying finite), oom (the kernel's OOM killer ended it: not the layer's fault).
+    blew up while staying finite), oom (the kernel's OOM killer ended it: not the layer's fault),
+    skipped (the diagnosed TensorFlow cannot train this variant or scenario: ``skip_reason`` says why).
     A run that died by a signal was tried once more; ``retried_after`` says how the first try ended.
     Losses are per epoch; ``None`` marks a non-finite value.
     The comparison fields (``speedup``, ``loss_vs_single``...) are filled on the N-device run
@@ -189,6 +188,7 @@ class SmokeRun:
     compute_samples_per_s: float | None = None
     # The leak probe (scenario leak_probe): the memory after each fit, predict and evaluate call.
     leak_cycles: list[LeakCycle] = field(default_factory=list)
+    skip_reason: str = ""  # status skipped: what the diagnosed TensorFlow lacks for this run
 
     @property
     def input_headroom(self) -> float | None:

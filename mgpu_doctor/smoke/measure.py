@@ -116,6 +116,7 @@ def run_from_child(spec: SmokeSpec, data: dict[str, Any]) -> SmokeRun:
         input_samples_per_s=_positive(data.get("input_samples_per_s")),
         compute_samples_per_s=(spec.global_batch / probe_median) if probe_median else None,
         leak_cycles=leak_cycles_from_child(data.get("leak_cycles")),
+        skip_reason=str(data.get("skip_reason", "")) if status == "skipped" else "",
     )
 
 

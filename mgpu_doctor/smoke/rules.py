@@ -33,6 +33,8 @@ COLLECTIVE_REUSE_ISSUE = "https://github.com/tensorflow/tensorflow/issues/62790"
 # The known-issue entry with that source: the smoke finding names it, so `smoke` and
 # `matrix query` tell the same story (a test holds the link).
 COLLECTIVE_REUSE_ENTRY = "tf-62790-collectives-after-syncbn-model"
+# The run's `framework` when tf.keras is a Keras 2 (no `use_cudnn` argument).
+KERAS_2_FRAMEWORKS = ("tf_keras", "tensorflow.keras", "keras 2.")
 UNEVEN_FIX = (
     "Drop the last partial batch (`dataset.batch(global_batch, drop_remainder=True)`), or make "
     "the dataset size a multiple of the global batch, or use "
@@ -78,8 +80,8 @@ def smoke_outcomes(runs: list[SmokeRun], stall_timeout_s: float | None = None) -
     outcomes = []
     for run in runs:
         if run.status == "skipped":  # this TensorFlow or Keras cannot train this way
-            outcomes.append(CheckOutcome(run.name, _title(run), CheckStatus.SKIPPED,
-                                         skip_reason=run.error_message or "not supported here"))
+            reason = run.skip_reason or run.error_message or "not supported by this TensorFlow"
+            outcomes.append(CheckOutcome(run.name, _title(run), CheckStatus.SKIPPED, skip_reason=reason))
             continue
         findings = sorted(hazard_only(run, runs, run_findings(run, runs, stall_timeout_s)),
                           key=lambda f: f.severity, reverse=True)
@@ -376,8 +378,8 @@ def _other_variant_fix(run: SmokeRun, runs: list[SmokeRun]) -> str:
     cls = run.layer.upper()
     if other == "cudnn":
         how = f"`{cls}(...)` with its default arguments (cuDNN-eligible)"
-    elif run.framework.startswith("tf_keras"):
-        how = f"`RNN({cls}Cell(...))`, which never takes the cuDNN kernel"
+    elif run.framework.startswith(KERAS_2_FRAMEWORKS):  # it takes cuDNN only when not unrolled
+        how = f"`{cls}(..., unroll=True)`, which never takes the cuDNN kernel"
     else:
         how = f"`{cls}(..., use_cudnn=False)`"
     if twin is not None and twin.status == "ok":

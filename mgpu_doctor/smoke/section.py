@@ -67,7 +67,8 @@ def judged_outcomes(
     stall_timeout_s: float | None = None, resolved: ResolvedEnvironment | None = None,
 ) -> list[CheckOutcome]:
     """One outcome per run; a failed run also says whether the known-issue matrix explains it."""
-    return with_matrix_verdicts(smoke_outcomes(runs, stall_timeout_s), runs, snapshot, matrix_dirs,
+    tried = [r for r in runs if r.status != "skipped"]  # a skipped run did not fail
+    return with_matrix_verdicts(smoke_outcomes(runs, stall_timeout_s), tried, snapshot, matrix_dirs,
                                 resolved=resolved)
 
 
