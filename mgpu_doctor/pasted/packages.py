@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from mgpu_doctor.pasted.text import RANK_PACKAGES, VERSION, Found, canonical_name
+from mgpu_doctor.pasted.text import RANK_PACKAGES, VERSION, Found, canonical_name, find_blocks
 
 _NAME = r"[A-Za-z0-9_][A-Za-z0-9._-]*"
 _PIP_HEADER = re.compile(r"^\s*Package\s+Version(\s+\S+)*\s*$")
@@ -20,16 +20,7 @@ INTERESTING = re.compile(r"^(tensorflow.*|tf-nightly.*|tf-keras|keras.*|numpy|pr
 
 
 def find_packages(lines: list[str]) -> list[Found]:
-    found: list[Found] = []
-    i = 0
-    while i < len(lines):
-        block = _block(lines, i)
-        if block is None:
-            i += 1
-            continue
-        found.append(block)
-        i = block.last + 1
-    return found
+    return find_blocks(lines, _block)
 
 
 def _block(lines: list[str], start: int) -> Found | None:

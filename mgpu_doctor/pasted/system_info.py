@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from mgpu_doctor.pasted.text import RANK_TEMPLATE, Found, first_version, stated
+from mgpu_doctor.pasted.text import RANK_TEMPLATE, Found, find_blocks, first_version, stated
 
 # A key of the templates (matched at the start of the key, case-insensitive) -> what it states.
 KEYS = (
@@ -51,16 +51,7 @@ def _key(text: str) -> str | None | bool:
 
 
 def find_system_info(lines: list[str]) -> list[Found]:
-    found: list[Found] = []
-    i = 0
-    while i < len(lines):
-        block = _read_block(lines, i)
-        if block is None:
-            i += 1
-            continue
-        found.append(block)
-        i = block.last + 1
-    return found
+    return find_blocks(lines, _read_block)
 
 
 def _read_block(lines: list[str], start: int) -> Found | None:

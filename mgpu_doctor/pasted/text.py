@@ -4,6 +4,7 @@ numbers kept), and the small helpers every format reader shares."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mgpu_doctor.model.pasted import LogLine
@@ -86,3 +87,17 @@ class Found:
 
 # How much one statement is worth against another, by the reader that found it.
 RANK_TEMPLATE, RANK_PACKAGES, RANK_TOOL, RANK_SMI, RANK_BUILD, RANK_LOG = 1, 2, 3, 4, 5, 6
+
+
+def find_blocks(lines: list[str], read_block: Callable[[list[str], int], Found | None]) -> list[Found]:
+    """Every block ``read_block`` recognises, scanning on after the last line of each one found."""
+    found: list[Found] = []
+    i = 0
+    while i < len(lines):
+        block = read_block(lines, i)
+        if block is None:
+            i += 1
+            continue
+        found.append(block)
+        i = block.last + 1
+    return found
