@@ -183,11 +183,12 @@ def test_smoke_model_plans_the_user_model_1_vs_n_and_the_stock_layers_only_where
     options = SmokeOptions(user_model="gru_mixed:build", model_path=USER_MODELS, stock_layers=False)
     specs = plan_runs(options, 0)
     assert [(s.layer, s.devices, s.scenario) for s in specs] == [
-        (USER_MODEL, 1, "even"), (USER_MODEL, 2, "even"), (USER_MODEL, 2, "uneven_final_batch")]
+        (USER_MODEL, 1, "even"), (USER_MODEL, 2, "even"), (USER_MODEL, 2, "uneven_final_batch"),
+        (USER_MODEL, 2, "checkpoint")]
     assert all(s.user_model == "gru_mixed:build" and s.model_path == USER_MODELS for s in specs)
     assert not any(s.input_probe for s in specs)  # no --data: synthetic data, no pipeline to probe
     with_data = plan_runs(replace(options, user_data="gru_mixed:data"), 0)
-    assert [s.input_probe for s in with_data] == [False, True, False]
+    assert [s.input_probe for s in with_data] == [False, True, False, False]
     both = plan_runs(replace(options, stock_layers=True, layers=("dense",)), 0)
     assert {s.layer for s in both} == {"dense", USER_MODEL}
 
@@ -211,13 +212,19 @@ def test_smoke_model_trains_the_user_model_1_vs_n_with_a_verdict_per_scenario(ca
     runs = {f"smoke/{r['layer']}/{r['devices']}x{r['device_kind']}/{r['scenario']}/b{r['global_batch']}": r
             for r in out["smoke_runs"]}
     assert set(runs) == {"smoke/model/1xcpu-virtual/even/b64", "smoke/model/2xcpu-virtual/even/b64",
-                         "smoke/model/2xcpu-virtual/uneven_final_batch/b64"}
+                         "smoke/model/2xcpu-virtual/uneven_final_batch/b64",
+                         "smoke/model/2xcpu-virtual/checkpoint/b64"}
     assert all(r["status"] == "ok" for r in runs.values()), runs
     verdicts = {c["name"]: c["status"] for c in out["checks"]}
     assert verdicts["model"] == "passed"
     assert all(verdicts[name] == "passed" for name in runs), verdicts
     assert runs["smoke/model/2xcpu-virtual/even/b64"]["replicas_identical"] is True
     assert "mixed_precision" in out["training"]["observed"]["usage"]
+    # the round trip of the user's model (GRU, a custom metric, mixed_float16) in every format
+    steps = runs["smoke/model/2xcpu-virtual/checkpoint/b64"]["checkpoint"]
+    loads = [s for s in steps if s["stage"] == "load"]
+    assert {s["load_devices"] for s in loads} == {1, 2} and len(loads) >= 4, steps
+    assert all(s["ok"] and s["max_abs_diff"] is not None for s in loads), steps
 
 
 @pytest.mark.tensorflow
@@ -241,6 +248,38 @@ def test_the_user_model_on_its_own_data_a_fault_is_reported_and_looked_up():
     codes = [f.code for f in outcome.findings]
     assert f"smoke.{USER_MODEL}.error" in codes
     assert [c for c in codes if c.startswith(("smoke.known-issue.", "smoke.not-in-matrix."))]
+
+
+@pytest.mark.tensorflow
+@pytest.mark.slow
+def test_the_user_pipeline_is_probed_and_the_model_saved_and_reloaded_on_its_own_data():
+    """--data returning a batched tf.data.Dataset: the input-bound probe measures that pipeline on
+    N devices, and the checkpoint round trip predicts its first samples after each reload."""
+    options = SmokeOptions(user_model="gru_mixed:build", user_data="gru_mixed:dataset", model_path=USER_MODELS,
+                           stock_layers=False, scenarios=("even", "checkpoint"))
+    specs = plan_runs(options, 0)[1:]  # not the 1-device run
+    assert [(s.scenario, s.devices, s.input_probe) for s in specs] == [("even", 2, True), ("checkpoint", 2, False)]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+    trained, saved = run_suite(specs, python=sys.executable, stall_timeout_s=120, env=env).runs
+    assert trained.status == "ok" and trained.input_samples_per_s and trained.input_samples_per_s > 0, trained
+    assert trained.input_headroom is not None
+    loads = [s for s in saved.checkpoint if s.stage == "load"]
+    assert saved.status == "ok" and {s.load_devices for s in loads} == {1, 2}, saved
+    assert all(s.ok and not s.differs for s in loads), saved.checkpoint
+
+
+@pytest.mark.tensorflow
+@pytest.mark.slow
+def test_a_user_pipeline_too_slow_for_the_devices_is_found(capsys, monkeypatch):
+    """The input-bound probe on the user's own pipeline (5 ms a sample): a warning with its rates."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    code = main(["smoke", "--model", "gru_mixed:build", "--data", "gru_mixed:slow_dataset",
+                 "--model-path", USER_MODELS, "--virtual-devices", "2", "--scenario", "even",
+                 "--fail-on", "warning", "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    found = [f for c in out["checks"] for f in c["findings"] if f["code"] == f"smoke.{USER_MODEL}.input-bound"]
+    assert code == 1 and len(found) == 1, out["checks"]
+    assert "samples/s delivered" in found[0]["title"] and "prefetch" in found[0]["fix"]
 
 
 @pytest.mark.tensorflow

@@ -6,7 +6,10 @@ runtime (the worker imports TensorFlow but never starts it):
 
 - "checkpoint": train on N devices and save in every format users use, then load in a fresh
   process on 1 device and in another on N devices, and predict the same fixed inputs. The
-  parent judges the prediction differences (mgpu_doctor/smoke/checkpoint.py).
+  parent judges the prediction differences (mgpu_doctor/smoke/checkpoint.py). The user's model
+  (``smoke --model``) goes the same way, built by its function and fed its data; its full-model
+  formats load with the classes of its module as custom objects, uncompiled (the predictions
+  need no optimizer, loss or metrics).
 - "resume": train with tf.keras.callbacks.BackupAndRestore uninterrupted (the reference);
   train again and SIGKILL the process in epoch 2; restart it and see where it begins and with
   which final weights.
@@ -26,7 +29,9 @@ import threading
 import time
 
 import _mgpu_child
+import _smoke_user_model
 from _smoke_models import build_model, finite_or_none, make_data, replica_difference
+from _smoke_scenarios import import_function
 
 FAULT_ENV = "MGPU_DOCTOR_CHECKPOINT_FAULT"
 PROBE_SAMPLES = 8  # the fixed inputs every reload predicts
@@ -79,37 +84,85 @@ def _strategy(api, configure_devices, spec, devices):
 
 
 def _compiled(api, spec):
+    if spec["layer"] == _smoke_user_model.USER_MODEL:
+        return _smoke_user_model.user_model(spec)
     model = build_model(api, spec["layer"], spec["variant"], spec.get("model_size", 1))
     model.compile(optimizer=api.keras.optimizers.SGD(learning_rate=0.05), loss="mse")
     return model
 
 
 def _training(api, np, configure_devices, spec):
-    """The model built under the N-device strategy, seeded, and its data: what save and resume
-    both train."""
+    """The model built under the N-device strategy, seeded, its dataset and the inputs the
+    reloads predict: what save and resume both train."""
     strategy = _strategy(api, configure_devices, spec, int(spec["devices"]))
     api.set_seed(int(spec.get("seed", 7)))
+    if spec["layer"] == _smoke_user_model.USER_MODEL:
+        with strategy.scope():
+            model = _compiled(api, spec)
+        dataset, x = _smoke_user_model.user_data(api.tf, np, model, spec)
+        return model, _first(np, api, x, dataset), dataset, strategy
     x, y = make_data(np, spec["layer"], int(spec["samples"]))
     with strategy.scope():
         model = _compiled(api, spec)
         api.same_start(model, int(spec.get("seed", 7)))
     dataset = api.tf.data.Dataset.from_tensor_slices((x, y)).batch(int(spec["global_batch"]))
-    return model, x, dataset, strategy
+    return model, x[:PROBE_SAMPLES], dataset, strategy
+
+
+def _first(np, api, x, dataset):
+    """The first PROBE_SAMPLES inputs: of the arrays, or of the user's dataset (eager only)."""
+    if x is None:  # _skip_unsupported: only in eager mode
+        x = next(iter(dataset.take(1)))[0]
+    return api.tf.nest.map_structure(lambda a: np.asarray(a)[:PROBE_SAMPLES], x)
+
+
+def _predict(np, model, probe):
+    """The model's predictions for ``probe``, every output flattened into one float64 vector."""
+    got = model.predict(probe, batch_size=PROBE_SAMPLES, verbose=0)
+    parts = [got[k] for k in sorted(got)] if isinstance(got, dict) else (
+        list(got) if isinstance(got, (list, tuple)) else [got])
+    return np.concatenate([np.ravel(np.asarray(p, dtype="float64")) for p in parts])
+
+
+def _save_probe(np, path, probe):
+    if isinstance(probe, dict):
+        np.savez(path, **dict(("d_" + k, v) for k, v in probe.items()))
+    elif isinstance(probe, (list, tuple)):
+        np.savez(path, **dict(("t_%03d" % i, v) for i, v in enumerate(probe)))
+    else:
+        np.savez(path, a=probe)
+
+
+def _load_probe(np, path):
+    with np.load(path) as saved:
+        keys = sorted(saved.files)
+        if keys == ["a"]:
+            return saved["a"]
+        if keys and keys[0].startswith("d_"):
+            return dict((k[2:], saved[k]) for k in keys)
+        return tuple(saved[k] for k in keys)
+
+
+def _load_model(api, spec, path):
+    if spec["layer"] == _smoke_user_model.USER_MODEL:
+        import_function(spec["user_model"], spec.get("model_path") or "")  # its classes registered
+        return api.load_model(path, custom_objects=_smoke_user_model.custom_objects(spec), compile=False)
+    return api.load_model(path)
 
 
 def save_stage(api, configure_devices, spec, directory):
     import numpy as np
 
-    model, x, dataset, strategy = _training(api, np, configure_devices, spec)
+    model, probe, dataset, strategy = _training(api, np, configure_devices, spec)
     model.fit(dataset, epochs=int(spec["epochs"]), verbose=0,
               callbacks=[_beat(api.keras, parse_fault(spec["layer"]))])
     _mgpu_child.heartbeat("trained")
-    probe = x[:PROBE_SAMPLES]
+    _save_probe(np, os.path.join(directory, "probe.npz"), probe)
     # Variables the replicas keep apart (BatchNormalization's moving statistics): the model in
     # training predicts with each replica's copy, a save keeps one version.
     state = finite_or_none(replica_difference(np, api, strategy, model.non_trainable_weights))
-    out = {"predictions": np.asarray(model.predict(probe, batch_size=PROBE_SAMPLES, verbose=0)).tolist(),
-           "steps": [], "replica_state_max_abs_diff": state}
+    out = {"predictions": _predict(np, model, probe).tolist(), "steps": [],
+           "replica_state_max_abs_diff": state}
     paths = _paths(directory, api.flavor)
     fault = parse_fault(spec["layer"])
     for fmt in api.checkpoint_formats():
@@ -139,8 +192,7 @@ def load_stage(api, configure_devices, spec, directory, devices, formats, refere
     import numpy as np
 
     strategy = _strategy(api, configure_devices, spec, devices)
-    x, _ = make_data(np, spec["layer"], int(spec["samples"]))
-    probe = x[:PROBE_SAMPLES]
+    probe = _load_probe(np, os.path.join(directory, "probe.npz"))
     reference = np.asarray(reference, dtype="float64")
     paths = _paths(directory, api.flavor)
     drift = parse_fault(spec["layer"]) == "drift"
@@ -150,7 +202,7 @@ def load_stage(api, configure_devices, spec, directory, devices, formats, refere
         try:
             with strategy.scope():
                 if fmt in ("keras", "savedmodel", "h5"):
-                    model = api.load_model(paths[fmt])
+                    model = _load_model(api, spec, paths[fmt])
                 else:
                     model = _compiled(api, spec)
                     if fmt == "weights":
@@ -159,7 +211,7 @@ def load_stage(api, configure_devices, spec, directory, devices, formats, refere
                         api.tf_checkpoint(model, paths[fmt], write=False)
             if drift:
                 model.set_weights([w + 0.01 for w in model.get_weights()])
-            got = np.asarray(model.predict(probe, batch_size=PROBE_SAMPLES, verbose=0), dtype="float64")
+            got = _predict(np, model, probe)
             step["ok"] = True
             if got.shape != reference.shape or not np.all(np.isfinite(got)):
                 step["max_abs_diff"] = None
@@ -179,7 +231,7 @@ def resume_stage(api, configure_devices, spec, backup_dir, weights_path, kill):
     import numpy as np
 
     keras = api.keras
-    model, x, dataset, _ = _training(api, np, configure_devices, spec)
+    model, _, dataset, _ = _training(api, np, configure_devices, spec)
     begun = []
 
     class Track(keras.callbacks.Callback):
@@ -301,6 +353,9 @@ def _skip_unsupported(api, spec, result):
     reason = api.unsupported(spec["layer"], spec["variant"], spec["device_kind"])
     if not reason and spec["scenario"] == "resume" and api.backup_and_restore() is None:
         reason = "BackupAndRestore needs TensorFlow 2.3 (this is %s)" % api.label
+    if not reason and spec.get("user_data") and not api.eager:
+        reason = ("the checkpoint round trip on the --data pipeline reads its first batch eagerly: "
+                  "TensorFlow 2 (this is %s)" % api.label)
     if reason:
         result.update(status="skipped", skip_reason=reason)
     return bool(reason)

@@ -3,12 +3,16 @@
 Built by the user's function inside the run's strategy scope, trained with the optimizer and loss
 it was compiled with, on the user's data (``--data``: a tf.data.Dataset, rebatched to the run's
 global batch, or (x, y) arrays) or on synthetic data shaped from the model's inputs and outputs.
+Its checkpoint round trip (_smoke_checkpoint.py) builds and feeds it through the same functions.
 Python 3.6+, standard library, NumPy and TensorFlow only (passed in).
 """
+
+import sys
 
 from _smoke_scenarios import Plain, import_function
 
 SEED = 1234
+USER_MODEL = "model"  # the run's layer word (mgpu_doctor/smoke/plan.py USER_MODEL)
 
 
 class UserModel(Plain):
@@ -19,35 +23,54 @@ class UserModel(Plain):
         return None, None  # made in dataset(), once the model says what it eats
 
     def build(self):
-        function = import_function(self.spec["user_model"], self.spec.get("model_path") or "")
-        model = function()
-        if not all(hasattr(model, a) for a in ("fit", "compile", "layers")):
-            raise TypeError("the model function %s returned a %s, not a Keras model"
-                            % (self.spec["user_model"], type(model).__name__))
-        if getattr(model, "optimizer", None) is None:
-            raise ValueError("the model function %s returned a model that is not compiled: call "
-                             "model.compile(optimizer=..., loss=...) before returning it"
-                             % self.spec["user_model"])
-        self.model = model
-        return model
+        self.model = user_model(self.spec)
+        return self.model
 
     def dataset(self, x, y):
-        tf, spec = self.tf, self.spec
-        batch, samples = int(spec["global_batch"]), int(spec["samples"])
-        if spec.get("user_data"):
-            given = import_function(spec["user_data"], spec.get("model_path") or "")()
-            if isinstance(given, tf.data.Dataset):
-                first = tf.nest.flatten(given.element_spec)[0]
-                shape = getattr(first, "shape", None)
-                batched = shape is not None and shape.rank and shape[0] is None
-                samples_of = given.unbatch() if batched else given
-                return samples_of.take(samples).batch(batch)
-            if isinstance(given, (tuple, list)) and len(given) >= 2:
-                return tf.data.Dataset.from_tensor_slices(tuple(given[:2])).take(samples).batch(batch)
-            raise TypeError("the data function %s returned a %s, not a tf.data.Dataset or (x, y)"
-                            % (spec["user_data"], type(given).__name__))
-        x, y = synthetic(self.np, self.model, samples)
-        return tf.data.Dataset.from_tensor_slices((x, y)).batch(batch)
+        return user_data(self.tf, self.np, self.model, self.spec)[0]
+
+
+def user_model(spec):
+    """The compiled model the user's function returns (called inside the strategy's scope)."""
+    function = import_function(spec["user_model"], spec.get("model_path") or "")
+    model = function()
+    if not all(hasattr(model, a) for a in ("fit", "compile", "layers")):
+        raise TypeError("the model function %s returned a %s, not a Keras model"
+                        % (spec["user_model"], type(model).__name__))
+    if getattr(model, "optimizer", None) is None:
+        raise ValueError("the model function %s returned a model that is not compiled: call "
+                         "model.compile(optimizer=..., loss=...) before returning it" % spec["user_model"])
+    return model
+
+
+def user_data(tf, np, model, spec):
+    """The run's dataset (batched to its global batch) and, where the inputs are arrays here, the
+    inputs themselves (None for the user's tf.data.Dataset)."""
+    batch, samples = int(spec["global_batch"]), int(spec["samples"])
+    if spec.get("user_data"):
+        given = import_function(spec["user_data"], spec.get("model_path") or "")()
+        if isinstance(given, tf.data.Dataset):
+            first = tf.nest.flatten(given.element_spec)[0]
+            shape = getattr(first, "shape", None)
+            batched = shape is not None and shape.rank and shape[0] is None
+            samples_of = given.unbatch() if batched else given
+            return samples_of.take(samples).batch(batch), None
+        if isinstance(given, (tuple, list)) and len(given) >= 2:
+            return tf.data.Dataset.from_tensor_slices(tuple(given[:2])).take(samples).batch(batch), given[0]
+        raise TypeError("the data function %s returned a %s, not a tf.data.Dataset or (x, y)"
+                        % (spec["user_data"], type(given).__name__))
+    x, y = synthetic(np, model, samples)
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(batch), x
+
+
+def custom_objects(spec):
+    """The classes the model function's module defines, by name: what the user passes as
+    ``custom_objects`` when loading a saved model of theirs (or registers)."""
+    module = sys.modules.get(spec["user_model"].partition(":")[0])
+    if module is None:
+        return {}
+    return dict((name, value) for name, value in vars(module).items()
+                if isinstance(value, type) and getattr(value, "__module__", "") == module.__name__)
 
 
 def _shape(tensor, samples):

@@ -202,12 +202,11 @@ class Api(object):
             formats.append("h5")
         return tuple(formats)
 
-    def load_model(self, path):
+    def load_model(self, path, custom_objects=None, compile=True):
         """keras.models.load_model; in TensorFlow 1 without the optimizer, which its Keras cannot
         restore under a MirroredStrategy scope (the predictions need none)."""
-        if self.version[:1] == (1,):
-            return self.keras.models.load_model(path, compile=False)
-        return self.keras.models.load_model(path)
+        compile = compile and self.version[:1] != (1,)
+        return self.keras.models.load_model(path, custom_objects=custom_objects, compile=compile)
 
     def tf_checkpoint(self, model, path, write):
         """Write or read a tf.train.Checkpoint of ``model`` (in graph mode through Keras' session)."""

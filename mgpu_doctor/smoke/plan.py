@@ -311,7 +311,8 @@ def plan_runs(options: SmokeOptions, gpu_count: int) -> list[SmokeSpec]:
 def _user_model_runs(options: SmokeOptions, level: Level, kind: str, counts: tuple[int, ...],
                      batch: int, first: int) -> list[SmokeSpec]:
     """The user's model 1 vs N with even batches, and with an uneven final batch on N devices (and
-    on 1 where the level compares it); the input-bound probe on its own pipeline with --data."""
+    on 1 where the level compares it); the input-bound probe on its own pipeline with --data; the
+    checkpoint round trip on N devices where the level has one."""
     specs: list[SmokeSpec] = []
     for scenario in (s for s in options.scenarios if s in SCENARIOS):
         for devices in counts:
@@ -325,6 +326,13 @@ def _user_model_runs(options: SmokeOptions, level: Level, kind: str, counts: tup
                 input_probe=bool(options.user_data) and devices > 1 and scenario == "even",
                 user_model=options.user_model, user_data=options.user_data, model_path=options.model_path,
             ))
+    if "checkpoint" in options.scenarios and level.checkpoint_layers:  # the level's round trip
+        specs.append(SmokeSpec(
+            index=first + len(specs), layer=USER_MODEL, variant="", devices=max(counts), device_kind=kind,
+            scenario="checkpoint", global_batch=batch, samples=batch * level.steps, epochs=level.epochs,
+            virtual_devices=max(counts) if kind == "cpu-virtual" else 0,
+            user_model=options.user_model, user_data=options.user_data, model_path=options.model_path,
+        ))
     return specs
 
 

@@ -61,3 +61,26 @@ def not_a_model():
 
 def broken_data():
     raise ValueError("no shard matches train-*.tfrecord")
+
+
+def dataset():
+    """The same samples as a batched tf.data pipeline, as a training script builds it."""
+    x, y = data()
+    return tf.data.Dataset.from_tensor_slices((x, y)).shuffle(64, seed=3).batch(32).prefetch(2)
+
+
+def slow_dataset():
+    """A pipeline that cannot keep up: every sample waits 5 ms for its (simulated) read, about 200
+    samples a second where the devices consume thousands."""
+    import time
+
+    def read(x, y):
+        def wait(value):
+            time.sleep(0.005)
+            return value
+        return tf.numpy_function(wait, [x], tf.float32, stateful=True), y
+
+    x, y = data()
+    shapes = ((6, 4), (1,))
+    pipeline = tf.data.Dataset.from_tensor_slices((x, y)).map(read)
+    return pipeline.map(lambda a, b: (tf.ensure_shape(a, shapes[0]), b)).batch(32)
