@@ -255,31 +255,46 @@ def resume_stage(api, configure_devices, spec, backup_dir, weights_path, kill):
 
 def in_fresh_process(stage, out_path):
     """Run ``stage()`` in a forked child; its JSON result, or how it died."""
+    return in_fresh_processes([(stage, out_path)])[0]
+
+
+def in_fresh_processes(stages):
+    """Run each ``(stage, out_path)`` in a forked child of its own, all at once (stages that
+    measure no time: the reloads); for each its JSON result, or how it died."""
+    pids = [_fork(stage, out_path) for stage, out_path in stages]
+    # The parent asks for stacks when a stage stalls: those of the stages, not of this wait.
+    signal.signal(signal.SIGUSR1, lambda signum, frame: [_forward(pid, signum) for pid in pids])
+    try:
+        statuses = [os.waitpid(pid, 0)[1] for pid in pids]
+    finally:
+        _stacks_on_usr1()
+    return [_outcome(out_path, status) for (_, out_path), status in zip(stages, statuses)]
+
+
+def _fork(stage, out_path):
     sys.stdout.flush()
     sys.stderr.flush()
     parent = os.getpid()
     pid = os.fork()
-    if pid == 0:
-        _mgpu_child.die_with_parent(signal.SIGKILL, parent=parent)
-        _stacks_on_usr1()
-        code = 0
-        try:
-            result = stage()
-        except BaseException as exc:
-            result = {"error": _error(exc)}
-        try:
-            _mgpu_child.write_json_file(out_path, result)
-        except BaseException:
-            code = 3
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    # The parent asks for stacks when a stage stalls: those of the stage, not of this wait.
-    signal.signal(signal.SIGUSR1, lambda signum, frame: _forward(pid, signum))
+    if pid:
+        return pid
+    _mgpu_child.die_with_parent(signal.SIGKILL, parent=parent)
+    _stacks_on_usr1()
+    code = 0
     try:
-        _, status = os.waitpid(pid, 0)
-    finally:
-        _stacks_on_usr1()
+        result = stage()
+    except BaseException as exc:
+        result = {"error": _error(exc)}
+    try:
+        _mgpu_child.write_json_file(out_path, result)
+    except BaseException:
+        code = 3
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _outcome(out_path, status):
     try:
         with open(out_path) as fh:
             return json.load(fh), None
@@ -329,12 +344,15 @@ def run_checkpoint(api, configure_devices, spec, result, workdir):
     result["replica_state_max_abs_diff"] = saved.get("replica_state_max_abs_diff")
     timings = {"save_s": time.time() - start}
     formats = [s["format"] for s in steps if s["ok"]]
-    for devices in sorted({1, int(spec["devices"])}):
-        begin = time.time()
-        loaded, how = in_fresh_process(
-            lambda: load_stage(api, configure_devices, spec, directory, devices, formats, saved["predictions"]),
-            os.path.join(workdir, "load-%d.json" % devices))
-        timings["load_%d_s" % devices] = time.time() - begin
+    counts = sorted({1, int(spec["devices"])})
+    begin = time.time()
+    # the reloads on 1 and on N devices at once: they compare predictions, not times
+    loads = in_fresh_processes([
+        ((lambda n: lambda: load_stage(api, configure_devices, spec, directory, n, formats,
+                                       saved["predictions"]))(devices),
+         os.path.join(workdir, "load-%d.json" % devices)) for devices in counts])
+    timings["load_s"] = time.time() - begin
+    for devices, (loaded, how) in zip(counts, loads):
         if loaded is None or "error" in loaded:
             why = loaded["error"] if loaded else None
             for fmt in formats:
