@@ -97,4 +97,5 @@ def test_the_smoke_layer_table_is_the_table():
 def test_the_tensorflow_support_table_is_the_table():
     from mgpu_doctor.smoke.support import markdown_table
     from tests.tf_envs import TESTED
-    check_block("tf-versions", markdown_table(TESTED), page=DOCS / "smoke.md")
+    for page in (README, DOCS / "smoke.md"):
+        check_block("tf-versions", markdown_table(TESTED), page=page)

@@ -21,10 +21,6 @@ checks 150-430 s per environment (sum 43 min), the kernel probes 3.5 min, the mu
 45 s. On CI's 2 free cores that is an estimate of 12-18 min warm plus the installs' download time
 cold, within the 45 minutes of `.ci/run` with the ~11 of the rest of the suite.
 Missing interpreter or index: skipped, except under ``CI``, where it fails.
-
-Runs on request only, ``MGPU_DOCTOR_TF_VERSIONS=1 python -m pytest tests/test_tf_versions.py``:
-the first run of the finished code in a fresh clone failed its first environment's full check,
-so the module is not part of ``.ci/run`` until that is fixed (see CHANGELOG and the issue).
 """
 
 from __future__ import annotations
@@ -47,10 +43,7 @@ from mgpu_doctor.smoke.support import supported
 from tests import tf_envs
 from tests.tf_envs import ENVS, REPO, EnvUnavailable, Installed, TfEnv, installed_soon
 
-# Runs on request only (MGPU_DOCTOR_TF_VERSIONS=1): see the module's docstring.
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    not os.environ.get("MGPU_DOCTOR_TF_VERSIONS"),
-    reason="the version matrix of the doctor runs on request: MGPU_DOCTOR_TF_VERSIONS=1")]
+pytestmark = pytest.mark.slow
 CHECK_TIMEOUT_S = 1500
 SEVERE = ("warning", "error", "crash")
 
