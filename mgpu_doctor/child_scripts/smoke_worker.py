@@ -41,49 +41,11 @@ from _tf_api import Api  # noqa: E402
 import _smoke_checkpoint  # noqa: E402
 import _smoke_leak  # noqa: E402
 import _smoke_scenarios  # noqa: E402
+from _fork_runs import LEAK_BYTES, attempt_now, leaked, parse_fault, rss_mb, serve  # noqa: E402
 
 CHECKPOINT_SCENARIOS = {"checkpoint": _smoke_checkpoint.run_checkpoint, "resume": _smoke_checkpoint.run_resume}
 
-FAULT_ENV = "MGPU_DOCTOR_SMOKE_FAULT"
-LEAK_BYTES = 48 * 1024 * 1024
 SLOW_INPUT_S = 0.03
-_leaked = []
-_current_child = [0]
-_attempt = [1]
-
-
-def _forward_usr1(signum, frame):
-    """The parent asks for stacks: those of the run in flight, else the worker's own."""
-    pid = _current_child[0]
-    if pid:
-        try:
-            os.kill(pid, signal.SIGUSR1)
-            return
-        except OSError:
-            pass
-    import faulthandler
-    faulthandler.dump_traceback(all_threads=True)
-
-
-def parse_fault(layer, devices):
-    """The fault injected into this run, from "LAYER:FAULT[:DEVICES]" items, comma-separated."""
-    for item in os.environ.get(FAULT_ENV, "").split(","):
-        parts = item.strip().split(":")
-        if len(parts) < 2 or parts[0] != layer:
-            continue
-        if len(parts) > 2 and parts[2] and int(parts[2]) != devices:
-            continue
-        return parts[1]
-    return ""
-
-
-def rss_mb():
-    try:
-        with open("/proc/self/statm") as fh:
-            pages = int(fh.read().split()[1])
-        return pages * os.sysconf("SC_PAGE_SIZE") / 1048576.0
-    except (IOError, OSError, ValueError, IndexError):
-        return None
 
 
 # ----------------------------------------------------------------------------- one run
@@ -155,7 +117,7 @@ def train(tf, spec, result):
                 threading.Event().wait()  # injected: a step that never finishes
             if fault == "abort" and batch == 1:
                 os.abort()
-            if fault == "killed" and batch == 1 and _attempt[0] == 1:
+            if fault == "killed" and batch == 1 and attempt_now[0] == 1:
                 os.kill(os.getpid(), signal.SIGKILL)  # injected: killed from outside, once
             if fault == "raise" and batch == 1:
                 raise RuntimeError("injected fault: raise in a training step")
@@ -163,7 +125,7 @@ def train(tf, spec, result):
 
         def on_epoch_end(self, epoch, logs=None):
             if fault == "leak":
-                _leaked.append(b"\x01" * LEAK_BYTES)
+                leaked.append(b"\x01" * LEAK_BYTES)
             epoch_rss.append(rss_mb())
             if spec["device_kind"] == "gpu":
                 try:  # summed over the GPUs this run uses
@@ -265,14 +227,8 @@ def probe_input(api, model, dataset, result, batches):
     result["probe_step_times_s"] = [round(t, 6) for t in times[1:]]  # the first reads the pipeline
 
 
-def run_one(tf, spec, out_dir, worker_pid, attempt):
-    """In the forked child: train, write run-N.json, and leave without running atexit."""
-    _mgpu_child.die_with_parent(signal.SIGKILL, parent=worker_pid)  # not inherited through fork
-    faulthandler_register()
-    _attempt[0] = attempt
-    code = 0
-    result = {"index": spec["index"], "status": "error"}
-    start = time.time()
+def run_one(tf, spec, result, out_dir, attempt):
+    """One run, in its forked child (_fork_runs): train, or the leak probe, or the checkpoint stages."""
     try:
         scenario = CHECKPOINT_SCENARIOS.get(spec["scenario"])
         if spec["scenario"] == _smoke_leak.SCENARIO:
@@ -288,103 +244,6 @@ def run_one(tf, spec, out_dir, worker_pid, attempt):
                 shutil.rmtree(workdir, ignore_errors=True)
     except _smoke_scenarios.Skipped as exc:
         result.update(status="skipped", error_message=str(exc))
-    except BaseException as exc:
-        info = _mgpu_child.describe_exception(exc)
-        result.update(status="error", error_type=info["type"], error_message=info["message"][-2000:],
-                      traceback=info["traceback"][-4000:])
-    result["duration_s"] = time.time() - start
-    try:
-        _mgpu_child.write_json_file(os.path.join(out_dir, "run-%d.json" % spec["index"]), result)
-    except BaseException:
-        code = 3
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
-def faulthandler_register():
-    import faulthandler
-    faulthandler.enable(all_threads=True)
-    faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
-
-
-def stderr_from(offset):
-    try:
-        with open("/proc/self/fd/2", "rb") as fh:
-            end = fh.seek(0, os.SEEK_END)
-            fh.seek(max(offset, end - 4000))
-            return fh.read(4000).decode("utf-8", "replace")
-    except (IOError, OSError):
-        return ""
-
-
-def stderr_offset():
-    try:
-        return os.lseek(2, 0, os.SEEK_CUR)
-    except OSError:
-        return 0
-
-
-def signal_name(number):
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return "signal %d" % number
-
-
-def fork_once(tf, spec, out_dir, attempt):
-    """One attempt of a run in a forked child: its result, or how it died."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    offset = stderr_offset()
-    worker = os.getpid()
-    pid = os.fork()
-    if pid == 0:
-        run_one(tf, spec, out_dir, worker, attempt)
-    _current_child[0] = pid
-    _, status = os.waitpid(pid, 0)
-    _current_child[0] = 0
-    path = os.path.join(out_dir, "run-%d.json" % spec["index"])
-    result = None
-    try:
-        with open(path) as fh:
-            result = json.load(fh)
-        os.remove(path)
-    except (IOError, OSError, ValueError):
-        result = None
-    if result is not None:
-        return result, None
-    result = {"index": spec["index"], "status": "crash", "stderr_tail": stderr_from(offset)}
-    if os.WIFSIGNALED(status):
-        result["signal"] = signal_name(os.WTERMSIG(status))
-        return result, os.WTERMSIG(status)
-    result["status"] = "error"
-    result["error_type"] = "ExitStatus"
-    result["error_message"] = "the run exited with status %s without a result" % (
-        os.WEXITSTATUS(status) if os.WIFEXITED(status) else status)
-    return result, None
-
-
-def supervise_fork(tf, spec, out_dir):
-    """Run one spec; a run killed by a signal is tried once more before it counts as a crash.
-
-    A signal can come from outside (a busy shared machine, the kernel's OOM killer): one death
-    by a signal says little about the layer, two in a row do. Each death records the signal and
-    how many OOM kills the kernel counted meanwhile (the parent tells out-of-memory apart).
-    """
-    deaths = []
-    for attempt in (1, 2):
-        before = _mgpu_child.oom_kill_count()
-        result, signum = fork_once(tf, spec, out_dir, attempt)
-        if signum is None:
-            break
-        after = _mgpu_child.oom_kill_count()
-        deaths.append({"signal": signal_name(signum),
-                       "oom_kills": (after - before) if None not in (before, after) else None})
-        if attempt == 1:
-            _mgpu_child.heartbeat("retry %d" % spec["index"])
-    result["signal_deaths"] = deaths
-    return result
 
 
 def main():
@@ -395,19 +254,7 @@ def main():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf  # a hang here still answers SIGUSR1: faulthandler dumps from C level
     import_s = time.time() - start
-    # From now on the worker waits for forked runs in os.waitpid: a Python-level handler runs
-    # there and sends SIGUSR1 on to the run in flight, whose stacks are the ones that matter.
-    import faulthandler
-    faulthandler.unregister(signal.SIGUSR1)
-    signal.signal(signal.SIGUSR1, _forward_usr1)
-    _mgpu_child.heartbeat("imported")
-    lines = os.path.join(out_dir, "runs.jsonl")
-    for spec in specs:
-        _mgpu_child.heartbeat("start %d" % spec["index"])
-        result = supervise_fork(tf, spec, out_dir)
-        with open(lines, "a") as fh:
-            fh.write(json.dumps(result) + "\n")
-        _mgpu_child.heartbeat("done %d" % spec["index"])
+    serve(specs, out_dir, lambda spec, result, out, attempt: run_one(tf, spec, result, out, attempt))
     _mgpu_child.write_result({"done": len(specs), "import_s": import_s,
                               "tensorflow": getattr(tf, "__version__", "")})
 

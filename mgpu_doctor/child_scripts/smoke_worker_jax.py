@@ -30,44 +30,7 @@ if __name__ == "__main__":
 
 from _smoke_models import build_model, finite_or_none, make_data  # noqa: E402
 from _tf_api import Api  # noqa: E402
-
-FAULT_ENV = "MGPU_DOCTOR_SMOKE_FAULT"
-LEAK_BYTES = 48 * 1024 * 1024
-_leaked = []
-_current_child = [0]
-_attempt = [1]
-
-
-def _forward_usr1(signum, frame):
-    pid = _current_child[0]
-    if pid:
-        try:
-            os.kill(pid, signal.SIGUSR1)
-            return
-        except OSError:
-            pass
-    import faulthandler
-    faulthandler.dump_traceback(all_threads=True)
-
-
-def parse_fault(layer, devices):
-    for item in os.environ.get(FAULT_ENV, "").split(","):
-        parts = item.strip().split(":")
-        if len(parts) < 2 or parts[0] != layer:
-            continue
-        if len(parts) > 2 and parts[2] and int(parts[2]) != devices:
-            continue
-        return parts[1]
-    return ""
-
-
-def rss_mb():
-    try:
-        with open("/proc/self/statm") as fh:
-            pages = int(fh.read().split()[1])
-        return pages * os.sysconf("SC_PAGE_SIZE") / 1048576.0
-    except (IOError, OSError, ValueError, IndexError):
-        return None
+from _fork_runs import LEAK_BYTES, attempt_now, leaked, parse_fault, rss_mb, serve  # noqa: E402
 
 
 def use_devices(jax, keras, spec):
@@ -149,7 +112,7 @@ def train(jax, keras, spec, result):
                 threading.Event().wait()  # injected: a step that never finishes
             if fault == "abort" and batch == 1:
                 os.abort()
-            if fault == "killed" and batch == 1 and _attempt[0] == 1:
+            if fault == "killed" and batch == 1 and attempt_now[0] == 1:
                 os.kill(os.getpid(), signal.SIGKILL)
             if fault == "raise" and batch == 1:
                 raise RuntimeError("injected fault: raise in a training step")
@@ -161,7 +124,7 @@ def train(jax, keras, spec, result):
 
         def on_epoch_end(self, epoch, logs=None):
             if fault == "leak":
-                _leaked.append(b"\x01" * LEAK_BYTES)
+                leaked.append(b"\x01" * LEAK_BYTES)
             epoch_rss.append(rss_mb())
             used = device_memory_mb(chosen)
             if used is not None:
@@ -225,100 +188,14 @@ def checkpoint(jax, keras, spec, result, workdir):
         steps.append(step)
 
 
-def run_one(jax, keras, spec, out_dir, worker_pid, attempt):
-    _mgpu_child.die_with_parent(signal.SIGKILL, parent=worker_pid)
-    import faulthandler
-    faulthandler.enable(all_threads=True)
-    faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
-    _attempt[0] = attempt
-    code = 0
-    result = {"index": spec["index"], "status": "error"}
-    start = time.time()
-    try:
-        if spec["scenario"] == "checkpoint":
-            checkpoint(jax, keras, spec, result, os.path.join(out_dir, "checkpoint-%d-%d" % (spec["index"], attempt)))
-        elif spec["scenario"] == "resume":
-            raise NotImplementedError("the resume scenario (BackupAndRestore) is not run on the JAX backend")
-        else:
-            train(jax, keras, spec, result)
-    except BaseException as exc:
-        info = _mgpu_child.describe_exception(exc)
-        result.update(status="error", error_type=info["type"], error_message=info["message"][-2000:],
-                      traceback=info["traceback"][-4000:])
-    result["duration_s"] = time.time() - start
-    try:
-        _mgpu_child.write_json_file(os.path.join(out_dir, "run-%d.json" % spec["index"]), result)
-    except BaseException:
-        code = 3
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
-def signal_name(number):
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return "signal %d" % number
-
-
-def stderr_from(offset):
-    try:
-        with open("/proc/self/fd/2", "rb") as fh:
-            end = fh.seek(0, os.SEEK_END)
-            fh.seek(max(offset, end - 4000))
-            return fh.read(4000).decode("utf-8", "replace")
-    except (IOError, OSError):
-        return ""
-
-
-def fork_once(jax, keras, spec, out_dir, attempt):
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        offset = os.lseek(2, 0, os.SEEK_CUR)
-    except OSError:
-        offset = 0
-    worker = os.getpid()
-    pid = os.fork()
-    if pid == 0:
-        run_one(jax, keras, spec, out_dir, worker, attempt)
-    _current_child[0] = pid
-    _, status = os.waitpid(pid, 0)
-    _current_child[0] = 0
-    path = os.path.join(out_dir, "run-%d.json" % spec["index"])
-    try:
-        with open(path) as fh:
-            result = json.load(fh)
-        os.remove(path)
-        return result, None
-    except (IOError, OSError, ValueError):
-        pass
-    result = {"index": spec["index"], "status": "crash", "stderr_tail": stderr_from(offset)}
-    if os.WIFSIGNALED(status):
-        result["signal"] = signal_name(os.WTERMSIG(status))
-        return result, os.WTERMSIG(status)
-    result.update(status="error", error_type="ExitStatus",
-                  error_message="the run exited with status %s without a result" % (
-                      os.WEXITSTATUS(status) if os.WIFEXITED(status) else status))
-    return result, None
-
-
-def supervise_fork(jax, keras, spec, out_dir):
-    """A run killed by a signal is tried once more before it counts as a crash (as smoke_worker.py)."""
-    deaths = []
-    for attempt in (1, 2):
-        before = _mgpu_child.oom_kill_count()
-        result, signum = fork_once(jax, keras, spec, out_dir, attempt)
-        if signum is None:
-            break
-        after = _mgpu_child.oom_kill_count()
-        deaths.append({"signal": signal_name(signum),
-                       "oom_kills": (after - before) if None not in (before, after) else None})
-        if attempt == 1:
-            _mgpu_child.heartbeat("retry %d" % spec["index"])
-    result["signal_deaths"] = deaths
-    return result
+def run_one(jax, keras, spec, result, out_dir, attempt):
+    """One run, in its forked child (_fork_runs)."""
+    if spec["scenario"] == "checkpoint":
+        checkpoint(jax, keras, spec, result, os.path.join(out_dir, "checkpoint-%d-%d" % (spec["index"], attempt)))
+    elif spec["scenario"] == "resume":
+        raise NotImplementedError("the resume scenario (BackupAndRestore) is not run on the JAX backend")
+    else:
+        train(jax, keras, spec, result)
 
 
 def main():
@@ -333,17 +210,7 @@ def main():
         raise SystemExit("Keras runs on %s, not jax (a keras.json that names another backend?)"
                          % keras.backend.backend())
     import_s = time.time() - start
-    import faulthandler
-    faulthandler.unregister(signal.SIGUSR1)
-    signal.signal(signal.SIGUSR1, _forward_usr1)
-    _mgpu_child.heartbeat("imported")
-    lines = os.path.join(out_dir, "runs.jsonl")
-    for spec in specs:
-        _mgpu_child.heartbeat("start %d" % spec["index"])
-        result = supervise_fork(jax, keras, spec, out_dir)
-        with open(lines, "a") as fh:
-            fh.write(json.dumps(result) + "\n")
-        _mgpu_child.heartbeat("done %d" % spec["index"])
+    serve(specs, out_dir, lambda spec, result, out, attempt: run_one(jax, keras, spec, result, out, attempt))
     _mgpu_child.write_result({"done": len(specs), "import_s": import_s, "jax": jax.__version__,
                               "keras": keras.__version__})
 
