@@ -126,6 +126,9 @@ CASES = [
     Case("gpus-more-than-nvml-finds", ["smoke", "--gpus", "1,999"], 2, "--gpus asks for 999 GPUs but NVML finds",
          absent="TensorFlow: counting"),
     Case("gpus-zero", ["smoke", "--gpus", "0"], 2, "--gpus takes numbers from 1 to 1024"),
+    # "²" is a digit to str.isdigit, and int() refuses it: was an internal error
+    Case("gpus-superscript-digit", ["smoke", "--gpus", "²"], 2, "--gpus takes comma-separated whole numbers"),
+    Case("matrix-query-superscript-gpus", ["matrix", "query", "gpus=²"], 2, "'²' is not a number of GPUs"),
     Case("batch-sizes-huge", ["smoke", "--batch-sizes", "99999999999"], 2, "--batch-sizes takes numbers from 1 to"),
     Case("layers-empty", ["smoke", "--layers", ","], 2, "--layers names no layer"),
     Case("workers-too-many", ["smoke", "--workers", "100000"], 2, "--workers takes a number from 2 to 32"),

@@ -155,6 +155,7 @@ def test_a_recorded_profile_is_checked_like_a_file(capsys, tmp_path, monkeypatch
                                "one of list_local_devices, custom_training_loop,"),
     ('strategy = "mirored"', "[tool.mgpu-doctor.training] strategy: 'mirored' is not one of mirrored, "),
     ('gpus = 0', "[tool.mgpu-doctor.training] gpus: 0 is not a number of gpus"),
+    ('gpus = "²"', "[tool.mgpu-doctor.training] gpus: '²' is not a number of gpus"),  # isdigit, not int
     ('layers = "gru"\nbatch = 4', "[tool.mgpu-doctor.training] batch: unknown key; the keys are strategy, "),
     ('layers = [1]', "[tool.mgpu-doctor.training] layers: 1 is not a word; accepted: dense, "),
     ('usage = []', "[tool.mgpu-doctor.training] usage: names no word; accepted: "),

@@ -260,4 +260,4 @@ def _major(text: str | Unavailable) -> int | None:
     if not isinstance(text, str):
         return None
     head = text.split(".")[0]
-    return int(head) if head.isdigit() else None
+    return int(head) if head.isdecimal() else None

@@ -68,7 +68,7 @@ def parse_tensorflow_spec(text: str) -> str:
     spec = text.strip()
     if not spec:
         raise RequirementSyntaxError("--require-tensorflow wants a version specifier such as '>=2.16'")
-    if spec[0].isdigit():
+    if spec[0].isdecimal():
         raise RequirementSyntaxError(
             f"--require-tensorflow {text!r} has no operator: write '>={spec}' or '=={spec}.*'"
         )

@@ -124,7 +124,7 @@ def environment_from_mapping(values: Mapping[str, Any]) -> Environment:
 
 def _count(key: str, value: Any) -> int:
     text = str(value).strip()
-    if (isinstance(value, bool) or not (isinstance(value, int) or text.isdigit()) or len(text) > 9
+    if (isinstance(value, bool) or not (isinstance(value, int) or text.isdecimal()) or len(text) > 9
             or int(text) < 1):
         what = "GPUs" if key == "gpus" else "workers"
         raise BadEnvironment(f"{key}: {shorten(value)} is not a number of {what}")

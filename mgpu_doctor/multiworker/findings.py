@@ -422,7 +422,7 @@ def _last_error_lines(text: str, count: int = 4) -> list[str]:
 def _tf_keras_pin(tensorflow: str) -> str:
     """tf-keras is released in step with TensorFlow: 2.21.x goes with TensorFlow 2.21."""
     parts = tensorflow.split(".")
-    if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
+    if len(parts) >= 2 and parts[0].isdecimal() and parts[1].isdecimal():
         return f"'tf-keras~={parts[0]}.{parts[1]}.0'"
     return "tf-keras (the release matching your TensorFlow's major.minor)"
 

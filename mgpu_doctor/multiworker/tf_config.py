@@ -113,7 +113,7 @@ def split_address(address: object, where: str) -> tuple[str, int]:
                             "a host name cannot hold ':'")
     if not host:
         raise TfConfigError(f"{where} {shown} has no host")
-    if not port_text.isdigit() or len(port_text) > 5 or not 0 < int(port_text) < 65536:
+    if not port_text.isdecimal() or len(port_text) > 5 or not 0 < int(port_text) < 65536:
         raise TfConfigError(f"{where} {shown}: port must be 1..65535")
     return host, int(port_text)
 

@@ -96,7 +96,7 @@ def _read_table(lines: list[str], start: int, header: re.Match[str]) -> Found:
         elif in_processes and (m := _PROCESS.match(line)):
             mem = m.group("mem")
             processes.append((int(m.group("gpu")), GpuProcess(
-                int(m.group("pid")), int(mem) * MIB if mem.isdigit() else Unavailable("absent", "N/A"),
+                int(m.group("pid")), int(mem) * MIB if mem.isdecimal() else Unavailable("absent", "N/A"),
                 "graphics" if m.group("type") == "G" else "compute")))
         elif _is_table_furniture(line):
             pass
@@ -137,7 +137,7 @@ def _table_gpu(index: int, row: dict[str, Any], processes: list[GpuProcess], had
         compute_mode=_COMPUTE_MODES.get(mode, not_pasted()),
         mig_mode=(mig == "Enabled") if mig in ("Enabled", "Disabled") else not_pasted(),
         ecc_enabled=(ecc != "Off") if ecc not in ("", "N/A") else not_pasted(),
-        ecc_uncorrected_volatile=int(ecc) if ecc.isdigit() else not_pasted(),
+        ecc_uncorrected_volatile=int(ecc) if ecc.isdecimal() else not_pasted(),
         temperature_c=int(temp[:-1]) if temp.endswith("C") else not_pasted(),
         throttle_reasons=not_pasted(), pcie_gen_current=not_pasted(), pcie_gen_max=not_pasted(),
         pcie_width_current=not_pasted(), pcie_width_max=not_pasted(),
@@ -294,12 +294,12 @@ def _query_gpu(index: int, bus: str, g: Node) -> GpuFacts:
         mem_list = mems if isinstance(mems, list) else [mems] * len(pids)
         processes = []
         for pid, kind, mem in zip(pids, type_list, mem_list, strict=False):
-            if isinstance(pid, str) and pid.isdigit():
+            if isinstance(pid, str) and pid.isdecimal():
                 size = _mib(mem) if isinstance(mem, str) else None
                 processes.append(GpuProcess(int(pid), size if size is not None else not_pasted(),
                                             "graphics" if kind == "G" else "compute"))
     return GpuFacts(
-        index=int(minor) if minor.isdigit() else index, name=_path(g, "Product Name"),
+        index=int(minor) if minor.isdecimal() else index, name=_path(g, "Product Name"),
         uuid=_path(g, "GPU UUID"), pci_bus_id=_path(g, "PCI", "Bus Id") or bus,
         memory_total_bytes=total or 0, memory_used_bytes=used if used is not None else not_pasted(),
         compute_capability=not_pasted(),
@@ -447,13 +447,13 @@ def _xml_gpu(index: int, g: ET.Element) -> GpuFacts:
         processes = []
         for p in procs.findall("process_info"):
             pid = _x(p, "pid")
-            if pid.isdigit():
+            if pid.isdecimal():
                 size = _mib(_x(p, "used_memory"))
                 processes.append(GpuProcess(int(pid), size if size is not None else not_pasted(),
                                             "graphics" if _x(p, "type") == "G" else "compute"))
     minor = _x(g, "minor_number")
     return GpuFacts(
-        index=int(minor) if minor.isdigit() else index, name=_x(g, "product_name"), uuid=_x(g, "uuid"),
+        index=int(minor) if minor.isdecimal() else index, name=_x(g, "product_name"), uuid=_x(g, "uuid"),
         pci_bus_id=_x(g, "pci/pci_bus_id") or g.get("id", ""),
         memory_total_bytes=total or 0, memory_used_bytes=used if used is not None else not_pasted(),
         compute_capability=not_pasted(),

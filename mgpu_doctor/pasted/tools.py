@@ -75,7 +75,7 @@ def find_collect_env(lines: list[str]) -> list[Found]:
 
 def _cudnn_int(version: str) -> str:
     """collect_env prints cuDNN as torch.backends.cudnn.version(): 8500 is 8.5.0."""
-    if version.isdigit() and len(version) >= 4:
+    if version.isdecimal() and len(version) >= 4:
         n = int(version)
         return f"{n // 10000}.{n // 100 % 100}.{n % 100}" if len(version) >= 5 else \
             f"{n // 1000}.{n // 100 % 10}.{n % 100}"

@@ -103,7 +103,7 @@ def _too_old(executable: str) -> str:
     words = (done.stdout + "\n" + done.stderr).split()
     if len(words) >= 2 and words[0] == "Python":
         parts = words[1].split(".")
-        if (parts[0].isdigit() and parts[1:2] and parts[1].isdigit()
+        if (parts[0].isdecimal() and parts[1:2] and parts[1].isdecimal()
                 and (int(parts[0]), int(parts[1])) < MIN_PYTHON):
             return (f"{executable} is Python {words[1]}; mgpu-doctor can diagnose Python "
                     f"{MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer")

@@ -76,7 +76,7 @@ def run_jax_section(
                                                        f"{interpreter.executable}")])
     packages = snapshot.packages
     keras = None if isinstance(packages, Unavailable) else packages.versions.get("keras")
-    if not isinstance(packages, Unavailable) and (keras is None or not keras.split(".")[0].isdigit()
+    if not isinstance(packages, Unavailable) and (keras is None or not keras.split(".")[0].isdecimal()
                                                    or int(keras.split(".")[0]) < 3):
         return section.SmokeSection(outcomes=[_skipped("--backend jax needs Keras 3, installed: "
                                                        f"{keras or 'none'}")])

@@ -183,7 +183,7 @@ def parse_counts(value: str | None, what: str, most: int = MAX_DEVICES) -> tuple
         return None
     shown = shorten(value)
     words = [n.strip() for n in value.split(",") if n.strip()]
-    if not all(w.isdigit() for w in words):
+    if not all(w.isdecimal() for w in words):
         raise PlanError(f"{what} takes comma-separated whole numbers, got {shown}")
     counts = tuple(sorted({int(w) if len(w) <= 9 else most + 1 for w in words}))
     if not counts or counts[0] < 1 or counts[-1] > most:

@@ -87,7 +87,7 @@ def parse_value(key: str, value: Any, where: str) -> Any:
     words = WORDS[key]
     if words is None:
         text = str(value).strip()
-        if isinstance(value, bool) or not (isinstance(value, int) or text.isdigit()) or len(text) > 9 \
+        if isinstance(value, bool) or not (isinstance(value, int) or text.isdecimal()) or len(text) > 9 \
                 or not 1 <= int(text) <= MAX_COUNT:
             raise ProfileError(f"{where}: {shorten(value)} is not a number of {key} (a whole number >= 1)")
         return int(text)
