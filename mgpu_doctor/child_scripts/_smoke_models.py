@@ -117,15 +117,25 @@ def replica_difference(np, api, strategy, variables):
     copies only; 0.0 on one device)."""
     worst = 0.0
     for v in variables:
-        copies = api.values(strategy.experimental_local_results(distributed_variable(v)))
-        for other in copies[1:]:
-            with np.errstate(invalid="ignore"):
-                diff = np.abs(other - copies[0])
-            if not np.all(np.isfinite(diff)):
-                if not np.array_equal(np.isnan(other), np.isnan(copies[0])):
-                    return float("inf")
-                diff = np.nan_to_num(diff, nan=0.0, posinf=0.0, neginf=0.0)
-            worst = max(worst, float(diff.max()) if diff.size else 0.0)
+        worst = max(worst, copies_difference(np, api.values(
+            strategy.experimental_local_results(distributed_variable(v)))))
+    return worst
+
+
+def copies_difference(np, copies):
+    """The largest difference between the copies of one variable (NumPy arrays): inf where NaN is
+    in some copies only; copies of another shape (sharded, not replicated) are not compared."""
+    worst = 0.0
+    for other in copies[1:]:
+        if other.shape != copies[0].shape:
+            continue
+        with np.errstate(invalid="ignore"):
+            diff = np.abs(other - copies[0])
+        if not np.all(np.isfinite(diff)):
+            if not np.array_equal(np.isnan(other), np.isnan(copies[0])):
+                return float("inf")
+            diff = np.nan_to_num(diff, nan=0.0, posinf=0.0, neginf=0.0)
+        worst = max(worst, float(diff.max()) if diff.size else 0.0)
     return worst
 
 

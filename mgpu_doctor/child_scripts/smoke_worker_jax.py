@@ -28,7 +28,7 @@ import _mgpu_child  # noqa: E402
 if __name__ == "__main__":
     _mgpu_child.start()  # first: die with the doctor, stacks on SIGUSR1 even in C code
 
-from _smoke_models import build_model, finite_or_none, make_data  # noqa: E402
+from _smoke_models import build_model, copies_difference, finite_or_none, make_data  # noqa: E402
 from _tf_api import Api  # noqa: E402
 from _fork_runs import LEAK_BYTES, attempt_now, leaked, parse_fault, rss_mb, serve  # noqa: E402
 
@@ -71,17 +71,7 @@ def replica_difference(np, variables):
         shards = getattr(value, "addressable_shards", None)
         if not shards:
             continue
-        copies = [np.asarray(s.data) for s in shards]
-        for other in copies[1:]:
-            if other.shape != copies[0].shape:
-                continue  # sharded, not replicated: nothing to compare
-            with np.errstate(invalid="ignore"):
-                diff = np.abs(other - copies[0])
-            if not np.all(np.isfinite(diff)):
-                if not np.array_equal(np.isnan(other), np.isnan(copies[0])):
-                    return float("inf")
-                diff = np.nan_to_num(diff, nan=0.0, posinf=0.0, neginf=0.0)
-            worst = max(worst, float(diff.max()) if diff.size else 0.0)
+        worst = max(worst, copies_difference(np, [np.asarray(s.data) for s in shards]))
     return worst
 
 

@@ -9,17 +9,14 @@ preallocation, so the memory a run holds is the memory it uses.
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
 from mgpu_doctor.errors import BadInput
-from mgpu_doctor.model.serde import to_jsonable
-from mgpu_doctor.model.smoke_runs import SmokeRun, SmokeSpec
+from mgpu_doctor.model.smoke_runs import SmokeSpec
 from mgpu_doctor.model.snapshot import Snapshot
 from mgpu_doctor.model.unavailable import Unavailable, interpreter_broken
 from mgpu_doctor.probes.jax_view import gather_jax, jax_installed
@@ -27,8 +24,8 @@ from mgpu_doctor.process.interpreter import Interpreter
 from mgpu_doctor.smoke import section
 from mgpu_doctor.smoke.layers import SMOKE_LAYERS
 from mgpu_doctor.smoke.plan import PlanError, SmokeOptions, batch_splits, plan_runs
-from mgpu_doctor.smoke.rules import batch_split_outcomes, compare_with_single, smoke_outcomes
-from mgpu_doctor.smoke.runner import JAX_WORKER_SCRIPT, run_suite
+from mgpu_doctor.smoke.rules import batch_split_outcomes, smoke_outcomes
+from mgpu_doctor.smoke.runner import JAX_WORKER_SCRIPT
 
 STRATEGY = "keras_data_parallel"  # the matrix's word for keras.distribution.DataParallel
 SCENARIOS = ("even", "uneven_final_batch", "checkpoint")  # no BackupAndRestore resume on JAX
@@ -93,21 +90,8 @@ def run_jax_section(
         splits = batch_splits(options, jax_gpus(snapshot))
     except PlanError as exc:
         raise BadInput(str(exc)) from None
-    progress = section._RunProgress(len(specs), stream or sys.stderr)
-
-    def on_run(run: SmokeRun) -> None:
-        progress.finished(run)
-        if results_file is not None:
-            results_file.write(json.dumps(to_jsonable(run)) + "\n")
-            results_file.flush()
-
-    try:
-        suite = run_suite(specs, python=interpreter.executable, stall_timeout_s=stall_timeout_s,
-                          env=worker_env(specs, environ), on_start=progress.started, on_run=on_run,
-                          worker=JAX_WORKER_SCRIPT)
-    finally:
-        progress.done()
-    runs = compare_with_single(suite.runs)
+    runs, interrupted = section.run_with_progress(specs, interpreter, stall_timeout_s, stream, results_file,
+                                     env=worker_env(specs, environ), worker=JAX_WORKER_SCRIPT)
     notes = [f"Smoke trainings on Keras 3's JAX backend (keras.distribution.DataParallel), "
              f"{len(specs)} run(s); no resume test (BackupAndRestore) and no synchronized "
              "BatchNormalization (TensorFlow's alone) on JAX."]
@@ -116,12 +100,12 @@ def run_jax_section(
                      "(--xla_force_host_platform_device_count; fewer than 2 GPUs seen by JAX): correctness "
                      "results hold, speed figures say nothing about GPUs.")
     notes.append(section.level_note(options.plan_level, len(specs)))
-    if suite.interrupted:
+    if interrupted:
         notes.append(f"Interrupted: {len(runs)} of {len(specs)} smoke runs finished.")
     on_jax = replace(snapshot, env={**snapshot.env, "KERAS_BACKEND": "jax"})  # what the matrix matches
     outcomes = section.with_matrix_verdicts(smoke_outcomes(runs, stall_timeout_s), runs, on_jax, matrix_dirs,
                                             strategy=STRATEGY) + batch_split_outcomes(splits)
-    return section.SmokeSection(outcomes=outcomes, runs=runs, notes=notes, interrupted=suite.interrupted,
+    return section.SmokeSection(outcomes=outcomes, runs=runs, notes=notes, interrupted=interrupted,
                                 snapshot=snapshot)
 
 

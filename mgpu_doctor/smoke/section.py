@@ -41,7 +41,7 @@ from mgpu_doctor.smoke.plan import (
 )
 from mgpu_doctor.smoke.request import SmokeRequest
 from mgpu_doctor.smoke.rules import batch_split_outcomes, compare_with_single, smoke_outcomes
-from mgpu_doctor.smoke.runner import run_suite
+from mgpu_doctor.smoke.runner import WORKER_SCRIPT, run_suite
 
 
 @dataclass
@@ -130,21 +130,7 @@ def run_smoke_section(
         splits = batch_splits(options, visible_gpus(snapshot))
     except PlanError as exc:
         raise BadInput(str(exc)) from None
-    progress = _RunProgress(len(specs), stream or sys.stderr)
-    stall = stall_timeout_s
-
-    def on_run(run: SmokeRun) -> None:
-        progress.finished(run)
-        if results_file is not None:
-            results_file.write(json.dumps(to_jsonable(run)) + "\n")
-            results_file.flush()
-
-    try:
-        suite = run_suite(specs, python=interpreter.executable, stall_timeout_s=stall,
-                          on_start=progress.started, on_run=on_run)
-    finally:
-        progress.done()
-    runs = compare_with_single(suite.runs)
+    runs, interrupted = run_with_progress(specs, interpreter, stall_timeout_s, stream, results_file)
     notes = []
     nvml_gpus = 0 if isinstance(snapshot.nvml, Unavailable) else len(snapshot.nvml.gpus)
     if nvml_gpus > visible_gpus(snapshot) and visible_gpus(snapshot) < 2 <= nvml_gpus:
@@ -155,10 +141,33 @@ def run_smoke_section(
                      "(fewer than 2 GPUs): correctness results hold, speed figures say nothing about "
                      "GPUs.")
     notes.append(level_note(options.plan_level, len(specs)))
-    if suite.interrupted:
+    if interrupted:
         notes.append(f"Interrupted: {len(runs)} of {len(specs)} smoke runs finished.")
-    outcomes = judged_outcomes(runs, snapshot, matrix_dirs, stall, resolved) + batch_split_outcomes(splits)
-    return SmokeSection(outcomes=outcomes, runs=runs, notes=notes, interrupted=suite.interrupted)
+    outcomes = (judged_outcomes(runs, snapshot, matrix_dirs, stall_timeout_s, resolved)
+                + batch_split_outcomes(splits))
+    return SmokeSection(outcomes=outcomes, runs=runs, notes=notes, interrupted=interrupted)
+
+
+def run_with_progress(specs: list[SmokeSpec], interpreter: Interpreter, stall_timeout_s: float,
+                      stream: TextIO | None, results_file: ResultsFile | None, *,
+                      env: dict[str, str] | None = None,
+                      worker: Path = WORKER_SCRIPT) -> tuple[list[SmokeRun], bool]:
+    """The worker's runs with a progress line each, each written to ``--results`` as it ends,
+    compared with their 1-device twins; whether a stop signal cut the suite short."""
+    progress = _RunProgress(len(specs), stream or sys.stderr)
+
+    def on_run(run: SmokeRun) -> None:
+        progress.finished(run)
+        if results_file is not None:
+            results_file.write(json.dumps(to_jsonable(run)) + "\n")
+            results_file.flush()
+
+    try:
+        suite = run_suite(specs, python=interpreter.executable, stall_timeout_s=stall_timeout_s, env=env,
+                          on_start=progress.started, on_run=on_run, worker=worker)
+    finally:
+        progress.done()
+    return compare_with_single(suite.runs), suite.interrupted
 
 
 def level_note(level: Level, runs: int) -> str:
