@@ -17,15 +17,14 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.requirements import Requirement
 
 from mgpu_doctor.matrix.compat_tables import bundled_and_cuda_table
+from tests.pip_install import pip_install
 
 REPO = Path(__file__).resolve().parents[1]
 INSTALL_TIMEOUT_S = 1200
@@ -83,19 +82,9 @@ def site_dir(site: WheelSite) -> Path:
     partial.mkdir(parents=True)
     cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check",
            "--target", str(partial), *site.requirements]
-    start = time.monotonic()
-    try:
-        result = subprocess.run(cmd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
-    except subprocess.TimeoutExpired as exc:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise WheelsUnavailable(f"pip install {' '.join(site.requirements)} took over {exc.timeout} s") from exc
-    if result.returncode != 0:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise WheelsUnavailable(f"pip install {' '.join(site.requirements)} failed: "
-                                f"{result.stderr.strip()[-500:]}")
+    seconds = pip_install(cmd, site.requirements, partial, WheelsUnavailable, INSTALL_TIMEOUT_S)
     shutil.rmtree(target, ignore_errors=True)
     partial.rename(target)
-    seconds = round(time.monotonic() - start, 1)
     (target / ".complete").write_text(json.dumps({"requirements": site.requirements,
                                                    "install_seconds": seconds}) + "\n")
     return target

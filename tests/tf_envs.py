@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from packaging.utils import canonicalize_name
 
 from mgpu_doctor.smoke.layers import SMOKE_LAYERS, layer_names, variants
 from mgpu_doctor.smoke.support import SUPPORT, Release, row
+from tests.pip_install import pip_install
 
 REPO = Path(__file__).resolve().parents[1]
 INSTALL_TIMEOUT_S = 1200
@@ -106,27 +106,17 @@ def installed(env: TfEnv) -> Installed:
     # A venv cannot move (its scripts name their path): it is built where it stays, and only the
     # marker file says it is complete.
     shutil.rmtree(target, ignore_errors=True)
-    start = time.monotonic()
     try:
         subprocess.run([str(base), "-m", "venv", str(target)], check=True, capture_output=True,
                        text=True, timeout=300)
-        result = subprocess.run(
-            # --no-compile: byte-compiling all of TensorFlow costs minutes of CPU; the import
-            # compiles what it uses
-            [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile",
-             "--cache-dir", str(cache_dir() / "pip"), *env.all_requirements],
-            capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
-    except subprocess.TimeoutExpired as exc:
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
         shutil.rmtree(target, ignore_errors=True)
-        raise EnvUnavailable(f"installing {' '.join(env.all_requirements)} took over {exc.timeout} s") from exc
-    except subprocess.CalledProcessError as exc:
-        shutil.rmtree(target, ignore_errors=True)
-        raise EnvUnavailable(f"python{env.python} -m venv failed: {exc.stderr.strip()[-500:]}") from exc
-    if result.returncode != 0:
-        shutil.rmtree(target, ignore_errors=True)
-        raise EnvUnavailable(f"pip install {' '.join(env.all_requirements)} failed: "
-                             f"{result.stderr.strip()[-500:]}")
-    seconds = round(time.monotonic() - start, 1)
+        raise EnvUnavailable(f"python{env.python} -m venv failed: {str(exc.stderr or exc).strip()[-500:]}") from exc
+    # --no-compile: byte-compiling all of TensorFlow costs minutes of CPU; the import compiles what it uses
+    seconds = pip_install(
+        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile",
+         "--cache-dir", str(cache_dir() / "pip"), *env.all_requirements],
+        env.all_requirements, target, EnvUnavailable, INSTALL_TIMEOUT_S)
     versions = pip_versions(python)
     done.write_text(json.dumps({"requirements": env.all_requirements, "install_seconds": seconds,
                                 "versions": versions}) + "\n")
