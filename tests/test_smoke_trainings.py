@@ -22,6 +22,7 @@ from mgpu_doctor.cli import main
 from mgpu_doctor.smoke.plan import LEVELS, SmokeOptions, plan_runs
 from mgpu_doctor.smoke.rules import compare_with_single, smoke_outcomes
 from mgpu_doctor.smoke.runner import run_suite
+from tests.test_signals import launched_with
 
 pytestmark = [pytest.mark.tensorflow, pytest.mark.slow]
 PY = sys.executable
@@ -157,7 +158,7 @@ def test_ctrl_c_keeps_the_results_so_far_and_leaves_nothing_running(tmp_path):
     proc = subprocess.Popen([PY, "-m", "mgpu_doctor", "smoke", "--layers", "dense", "--results",
                              str(results), "--stall-timeout", "300"],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+                            text=True, env=env, preexec_fn=launched_with())  # Ctrl-C as in a terminal
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (results.exists() and results.read_text().strip()):
         time.sleep(0.2)

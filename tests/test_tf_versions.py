@@ -85,6 +85,15 @@ EXPECTED["2.21"] = {
 NAN_ON_EMPTY_REPLICA = {"1.15", "2.16", "2.18", "2.21"}
 
 
+def child_env(env: TfEnv, **extra: str) -> dict[str, str]:
+    """The environment of a child diagnosing ``env``: this session's, without TF2_BEHAVIOR, which
+    TensorFlow 2's ``import tensorflow`` sets to 1 in the importing process (its __init__.py) and
+    which earlier tests of this session did: inherited, it turns TensorFlow 1.15 into its TF2
+    mode (eager, other Keras), not what a 1.15 user runs."""
+    base = {k: v for k, v in os.environ.items() if k != "TF2_BEHAVIOR"}
+    return {**base, **extra, **env.environ}
+
+
 def pip_versions(got: Installed) -> dict[str, str]:
     """What pip says is installed, by canonical name, tensorflow-cpu as tensorflow (the matrix's
     and the probe's name for it)."""
@@ -123,8 +132,7 @@ def diagnosed(name: str) -> tuple[Installed, dict, float]:
             cmd += ["--layers", ",".join(env.layers)]
         start = time.monotonic()
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=CHECK_TIMEOUT_S, cwd=REPO,
-                              stdin=subprocess.DEVNULL,
-                              env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **env.environ})
+                              stdin=subprocess.DEVNULL, env=child_env(env, TF_CPP_MIN_LOG_LEVEL="2"))
         wall = time.monotonic() - start
         assert done.stdout, done.stderr[-3000:]
         _REPORTS[name] = (got, json.loads(done.stdout), wall)
@@ -290,7 +298,7 @@ def test_the_generic_recurrent_kernel_never_takes_cudnn_and_the_cudnn_one_can(na
     from `use_cudnn`, which the generic variant sets to False."""
     got = ready(env_named(name))
     done = subprocess.run([str(got.python), "-c", KERNEL_PROBE, str(REPO / "mgpu_doctor" / "child_scripts")],
-                          capture_output=True, text=True, timeout=600, env={**os.environ, **env_named(name).environ})
+                          capture_output=True, text=True, timeout=600, env=child_env(env_named(name)))
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     for kind in ("lstm", "gru"):
@@ -310,7 +318,7 @@ def test_multi_worker_smoke_trains_and_compares_the_workers(name):
         [sys.executable, "-m", "mgpu_doctor", "smoke", "--python", str(got.python), "--workers", "2",
          "--layers", "dense", "--format", "json"],
         capture_output=True, text=True, timeout=900, cwd=REPO, stdin=subprocess.DEVNULL,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **env_named(name).environ})
+        env=child_env(env_named(name), TF_CPP_MIN_LOG_LEVEL="2"))
     assert done.returncode == 0, done.stderr[-3000:]
     [outcome] = [c for c in json.loads(done.stdout)["checks"] if c["name"] == "smoke/multiworker/dense/2workers"]
     assert [f["code"] for f in outcome["findings"]] == ["multiworker.dense.ok"], outcome
