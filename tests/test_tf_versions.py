@@ -8,18 +8,15 @@ versions hold; what a release cannot train is a skipped run with its reason; and
 BatchNormalization giving NaN on a replica without samples in the last batch, is still found
 where it happens.
 
-Time (CI has 2 cores and 45 minutes for the whole suite, ~11 of them for the rest): 1.15 and 2.15
-(the last releases of TensorFlow 1 and of Keras 2) run the whole standard level; the others the
-standard level of ``tf_envs.REDUCED`` (dense, gru, batchnorm, attention: a layer for each thing the
-releases spell differently; dense too where the checkpoint formats change: 2.4, 2.12, 2.16). The
-probes and the generic-kernel check run on every one, the multi-worker smoke on 1.15 and 2.15.
-The environments are built on first use, three installs at a time while the checks train.
-Measured on 2026-11-26 on a 2-core machine shared by 8 sessions (load average 11-12, so every
-figure is several times what 2 free cores take): the whole module 47 min with 4 of the 9
-environments cached (the other 5 installed during the run, 470-550 s each, 3 at a time); the
-checks 150-430 s per environment (sum 43 min), the kernel probes 3.5 min, the multi-worker runs
-45 s. On CI's 2 free cores that is an estimate of 12-18 min warm plus the installs' download time
-cold, within the 45 minutes of `.ci/run` with the ~11 of the rest of the suite.
+Time (CI has 2 cores and 45 minutes for the whole suite): 1.15 and 2.15 (the last releases of
+TensorFlow 1 and of Keras 2) run the whole standard level; the others the standard level of
+``tf_envs.REDUCED`` (gru, batchnorm, attention: a layer for each thing the releases spell
+differently; dense too where the checkpoint formats change: 2.4, 2.12, 2.16). The probes and the
+generic-kernel check run on every one, the multi-worker smoke on 1.15 and 2.15. The environments
+are built on first use, three installs at a time while the checks train. Measured 2026-11-26 on
+this 2-core machine: the nine installs from a local index took about 4 minutes in all (1.15: 29 s,
+2.8: 72 s); the module 815 s warm; `.ci/run` on a fresh clone, installs included, 42.8 minutes
+while two other sessions shared the cores (the suite without this module: about 20 minutes).
 Missing interpreter or index: skipped, except under ``CI``, where it fails.
 """
 
