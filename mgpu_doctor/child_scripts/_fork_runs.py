@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 
 import _mgpu_child
@@ -36,6 +37,21 @@ def parse_fault(layer, devices):
             continue
         return parts[1]
     return ""
+
+
+def strike(fault, batch):
+    """The step faults, at the second step of a run: hang (forever), abort, killed (SIGKILL, as
+    from outside, on the first attempt only), raise."""
+    if batch != 1:
+        return
+    if fault == "hang":
+        threading.Event().wait()  # injected: a step that never finishes
+    if fault == "abort":
+        os.abort()
+    if fault == "killed" and attempt_now[0] == 1:
+        os.kill(os.getpid(), signal.SIGKILL)  # injected: killed from outside, once
+    if fault == "raise":
+        raise RuntimeError("injected fault: raise in a training step")
 
 
 def rss_mb():

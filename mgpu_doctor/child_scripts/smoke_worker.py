@@ -25,9 +25,7 @@ SLOW_INPUT_S for every batch, as a pipeline that decodes on one thread would). T
 import json
 import os
 import shutil
-import signal
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -41,7 +39,7 @@ from _tf_api import Api  # noqa: E402
 import _smoke_checkpoint  # noqa: E402
 import _smoke_leak  # noqa: E402
 import _smoke_scenarios  # noqa: E402
-from _fork_runs import LEAK_BYTES, attempt_now, leaked, parse_fault, rss_mb, serve  # noqa: E402
+from _fork_runs import LEAK_BYTES, leaked, parse_fault, rss_mb, serve, strike  # noqa: E402
 
 CHECKPOINT_SCENARIOS = {"checkpoint": _smoke_checkpoint.run_checkpoint, "resume": _smoke_checkpoint.run_resume}
 
@@ -113,14 +111,7 @@ def train(tf, spec, result):
 
     class Watch(step_timer(keras, step_times, "step")):
         def on_train_batch_begin(self, batch, logs=None):
-            if fault == "hang" and batch == 1:
-                threading.Event().wait()  # injected: a step that never finishes
-            if fault == "abort" and batch == 1:
-                os.abort()
-            if fault == "killed" and batch == 1 and attempt_now[0] == 1:
-                os.kill(os.getpid(), signal.SIGKILL)  # injected: killed from outside, once
-            if fault == "raise" and batch == 1:
-                raise RuntimeError("injected fault: raise in a training step")
+            strike(fault, batch)
             super(Watch, self).on_train_batch_begin(batch, logs)
 
         def on_epoch_end(self, epoch, logs=None):

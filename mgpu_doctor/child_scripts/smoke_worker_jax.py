@@ -17,9 +17,7 @@ with FAULT one of hang, abort, raise, leak, killed, nan (the inputs of every bat
 
 import json
 import os
-import signal
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -30,7 +28,7 @@ if __name__ == "__main__":
 
 from _smoke_models import build_model, copies_difference, finite_or_none, make_data  # noqa: E402
 from _tf_api import Api  # noqa: E402
-from _fork_runs import LEAK_BYTES, attempt_now, leaked, parse_fault, rss_mb, serve  # noqa: E402
+from _fork_runs import LEAK_BYTES, leaked, parse_fault, rss_mb, serve, strike  # noqa: E402
 
 
 def use_devices(jax, keras, spec):
@@ -98,14 +96,7 @@ def train(jax, keras, spec, result):
 
     class Watch(keras.callbacks.Callback):
         def on_train_batch_begin(self, batch, logs=None):
-            if fault == "hang" and batch == 1:
-                threading.Event().wait()  # injected: a step that never finishes
-            if fault == "abort" and batch == 1:
-                os.abort()
-            if fault == "killed" and batch == 1 and attempt_now[0] == 1:
-                os.kill(os.getpid(), signal.SIGKILL)
-            if fault == "raise" and batch == 1:
-                raise RuntimeError("injected fault: raise in a training step")
+            strike(fault, batch)
             self._began = time.perf_counter()
 
         def on_train_batch_end(self, batch, logs=None):
