@@ -157,6 +157,10 @@ USAGES: dict[str, str] = {
     "permuted_visible_devices": "list the GPUs out of order in CUDA_VISIBLE_DEVICES (for example "
                                 "1,2,3,4,5,6,7,0)",
     "nccl_algo_nvls": "force NCCL's NVLink SHARP algorithm (NCCL_ALGO=NVLS)",
+    "mask_rcnn_parallel_model": "train Matterport's Mask_RCNN on several GPUs (GPU_COUNT > 1 wraps the "
+                                "model in its own mrcnn ParallelModel, a Model subclass)",
+    "autotune_map_batch_one": "map a tf.data pipeline with num_parallel_calls=AUTOTUNE and batch it one "
+                              "example at a time (batch(1))",
 }
 
 # When the last batch is short: how batches fall on the replicas; `scenario=` in a query.
