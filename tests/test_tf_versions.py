@@ -25,6 +25,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -320,3 +321,44 @@ def test_multi_worker_smoke_trains_and_compares_the_workers(name):
     [outcome] = [c for c in json.loads(done.stdout)["checks"] if c["name"] == "smoke/multiworker/dense/2workers"]
     assert [f["code"] for f in outcome["findings"]] == ["multiworker.dense.ok"], outcome
     assert "largest weight difference between workers (compared in the parent): 0" in outcome["findings"][0]["evidence"]
+
+
+def test_tf2_behavior_set_for_tensorflow_1_15_is_named_and_unset_passes():
+    """TF2_BEHAVIOR=1 (what a process that imported TensorFlow 2 passes on) turns 1.15 into its TF2 mode."""
+    env = env_named("1.15")
+    got = ready(env)
+    codes = {}
+    for value in ("1", None):
+        extra = {} if value is None else {"TF2_BEHAVIOR": value}
+        done = subprocess.run(
+            [sys.executable, "-m", "mgpu_doctor", "check", "--quick", "--python", str(got.python),
+             "--checks", "tf2-behavior", "--format", "json"],
+            capture_output=True, text=True, timeout=120, cwd=REPO, stdin=subprocess.DEVNULL,
+            env=child_env(env, **extra))
+        [check] = json.loads(done.stdout)["checks"]
+        codes[value] = [f["code"] for f in check["findings"]]
+    assert codes == {"1": ["tensorflow.tf2-behavior-on-tf1"], None: ["tensorflow.tf2-behavior-ok"]}
+
+
+def test_tensorflow_1_15_ignores_an_empty_grpc_proxy_but_not_no_proxy():
+    """The rule the `grpc-proxy` check keeps for 1.15: its gRPC takes https_proxy even with grpc_proxy
+    set empty (the workers hang behind a proxy that never answers), and goes direct for a host in
+    no_proxy."""
+    env = env_named("1.15")
+    got = ready(env)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    status = {}
+    for name, extra in (("grpc_proxy empty", {"grpc_proxy": ""}), ("no_proxy", {"no_proxy": "127.0.0.1"})):
+        base = {k: v for k, v in child_env(env, TF_CPP_MIN_LOG_LEVEL="2").items()
+                if k.lower() not in ("grpc_proxy", "http_proxy", "no_proxy", "no_grpc_proxy")}
+        done = subprocess.run(
+            [sys.executable, "-m", "mgpu_doctor", "smoke", "--python", str(got.python), "--workers", "2",
+             "--layers", "dense", "--stall-timeout", "15", "--format", "json"],
+            capture_output=True, text=True, timeout=300, cwd=REPO, stdin=subprocess.DEVNULL,
+            env={**base, "https_proxy": dead, **extra})
+        [outcome] = [c for c in json.loads(done.stdout)["checks"] if c["name"].startswith("smoke/multiworker/")]
+        status[name] = [f["code"] for f in outcome["findings"]]
+    assert status["no_proxy"] == ["multiworker.dense.ok"]
+    assert "multiworker.dense.hang" in status["grpc_proxy empty"]

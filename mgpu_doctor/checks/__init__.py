@@ -23,6 +23,7 @@ from mgpu_doctor.checks import (
     duplicate_libraries,
     gpu_architecture,
     gpus,
+    grpc_proxy,
     interpreter,
     jax_backend,
     known_issues,
@@ -34,6 +35,7 @@ from mgpu_doctor.checks import (
     snapshot_values,
     tensorflow,
     tensorflow_requires,
+    tf2_behavior,
     tf_log_level,
 )
 from mgpu_doctor.checks.base import Check, CheckSkipped, Scope, run_check
@@ -112,6 +114,8 @@ CHECKS: tuple[Check[ResolvedEnvironment], ...] = (
             jax_backend.check_jax_preallocation, TENSORFLOW, jax_backend.PREALLOCATION_CODES),
     machine_env("keras-backend-jax", "Keras 3 set to run on JAX finds JAX",
                 jax_backend.check_keras_backend_jax, TENSORFLOW, jax_backend.KERAS_BACKEND_CODES),
+    machine_env("tf2-behavior", "TensorFlow 1.x runs in the mode its code was written for",
+                tf2_behavior.check_tf2_behavior, TENSORFLOW, tf2_behavior.CODES),
     machine_env("tensorflow-log-level", "TensorFlow's log shows why a CUDA library did not load",
                 tf_log_level.check_tensorflow_log_level, TENSORFLOW, tf_log_level.CODES),
     versions("cuda-libraries", "CUDA and cuDNN libraries fit TensorFlow's build",
@@ -137,6 +141,8 @@ CHECKS: tuple[Check[ResolvedEnvironment], ...] = (
             HOST, cpu_affinity.CODES),
     machine("nccl-environment", "NCCL settings fit this machine", nccl_env.check_nccl_environment, HOST,
             nccl_env.CODES),
+    machine_env("grpc-proxy", "TensorFlow's workers reach each other without a proxy",
+                grpc_proxy.check_grpc_proxy, HOST, grpc_proxy.CODES),
     machine("container-gpus", "The container got its GPUs and driver libraries", container.check_container,
             HOST, container.CODES),
     versions(known_issues.NAME, known_issues.TITLE, known_issues.check_known_issues, Section.KNOWN_ISSUES,

@@ -45,6 +45,7 @@ AREAS: dict[str, str] = {
     "cpu": "the CPUs the job may use",
     "nccl": "NCCL's environment and configuration",
     "container": "the container's GPUs and driver libraries",
+    "grpc": "the proxy variables gRPC reads between TensorFlow's tasks",
     "known-issue": "a known issue of the matrix (`known-issue.ID`)",
     "matrix": "the known-issue matrix files themselves",
     "facts": "facts that could not be gathered",

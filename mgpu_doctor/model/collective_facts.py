@@ -104,6 +104,9 @@ class NetworkFacts:
     ib_devices: list[IbDevice] | Unavailable  # /sys/class/infiniband
     memlock_bytes: int | Literal["unlimited"] | Unavailable  # soft RLIMIT_MEMLOCK (/proc/self/limits)
     nccl_conf: dict[str, str] | Unavailable  # NCCL_* set in /etc/nccl.conf (NCCL reads it too)
+    # The proxy variables gRPC reads (grpc_proxy, https_proxy, http_proxy: the scheme only, never
+    # the address; no_grpc_proxy, no_proxy as set). Added later: older snapshots say so.
+    proxy_env: dict[str, str] | Unavailable = field(default_factory=lambda: not_in_snapshot())
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,11 @@ from mgpu_doctor.smoke.checkpoint import BACKUP_GUIDE, RELOAD_TOLERANCE
 KERAS3_MWMS_ISSUE = "https://github.com/keras-team/keras/issues/20585"
 TF_KERAS3_MWMS_ISSUE = "https://github.com/tensorflow/tensorflow/issues/72388"
 MWMS_GUIDE = "https://www.tensorflow.org/tutorials/distribute/multi_worker_with_keras"
+# gRPC honours https_proxy even for 127.0.0.1: a proxy that does not forward leaves the workers waiting.
+PROXY_HANG_THREAD = "https://github.com/tensorflow/tensorflow/issues/24887"
+PROXY_FIX = ("First take the proxy out of the workers' way: list the workers' hosts in no_proxy, as "
+             "TF_CONFIG names them (export no_proxy=\"$no_proxy,127.0.0.1\" for this host's smoke), "
+             "or start them without the proxy variables (`mgpu-doctor check` names them). ")
 # Weights may differ in the last bits when reductions run in another order; more is a bug.
 WEIGHT_TOLERANCE = 1e-5
 KERAS3_CODE = "multiworker.keras3-fit-unsupported"
@@ -312,16 +317,17 @@ def _failure(run: MultiWorkerRun, worker: WorkerOutcome, stopped: list[WorkerOut
     code = f"multiworker.{run.layer}.{worker.status}"
     if worker.status == "hang":
         stack = _head(worker.stacks)
+        proxy = [run.proxy] if run.proxy else []
         return Finding(
             code, Severity.ERROR,
             f"{label}: worker {worker.task_index} hung: MultiWorkerMirroredStrategy waited for a "
             "peer or a collective that never came",
-            evidence + (["its Python stacks when the hang was declared:", *stack] if stack else []),
-            fix="Check that every address in TF_CONFIG is reachable from every worker (firewall, "
-            "the right interface), that every worker started (a task that starts minutes later "
-            "needs a longer --stall-timeout) and that no other worker failed; the stacks show where "
-            "it waited.",
-            links=[MWMS_GUIDE],
+            proxy + evidence + (["its Python stacks when the hang was declared:", *stack] if stack else []),
+            fix=(PROXY_FIX if run.proxy else "") + "Check that every address in TF_CONFIG is reachable "
+            "from every worker (firewall, the right interface), that every worker started (a task that "
+            "starts minutes later needs a longer --stall-timeout) and that no other worker failed; the "
+            "stacks show where it waited.",
+            links=[MWMS_GUIDE] + ([PROXY_HANG_THREAD] if run.proxy else []),
         )
     if (worker.status == "error" and worker.phase == "fit" and "PerReplica" in worker.summary
             and worker.keras.startswith("keras ")):

@@ -112,6 +112,8 @@ class MultiWorkerRun:
     duration_s: float = 0.0
     kind: str = "train"  # RUN_KINDS: a training, or the resume test (three jobs)
     resume: MultiWorkerResume | None = None
+    # Set when a proxy variable may route the workers' gRPC connections through a proxy.
+    proxy: str = ""
 
     @property
     def name(self) -> str:

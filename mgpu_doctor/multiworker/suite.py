@@ -10,14 +10,16 @@ resume test's reference job alike: it is not run again).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mgpu_doctor.multiworker.findings import multiworker_run, resume_run, training_failed
 from mgpu_doctor.multiworker.launcher import TIMEOUT_S, run_local_workers, run_workers
 from mgpu_doctor.multiworker.model import MultiWorkerRun
 from mgpu_doctor.multiworker.resume import run_local_resume
 from mgpu_doctor.multiworker.tf_config import TfConfig
+from mgpu_doctor.process.grpc_proxy import proxy_note
 from mgpu_doctor.process.interpreter import Interpreter
 from mgpu_doctor.smoke.layers import variants
 from mgpu_doctor.smoke.plan import EVERY_LAYER, LEVELS
@@ -82,6 +84,9 @@ def run_plan(
     """Every planned run; the second value says whether Ctrl-C cut the suite short."""
     runs: list[MultiWorkerRun] = []
     timeout_s = max(TIMEOUT_S, 3 * stall_timeout_s)
+    addresses = ["127.0.0.1:0"] if plan.task is None else \
+        [address for hosts in plan.task.cluster.values() for address in hosts]
+    proxy = proxy_note({**os.environ, **(extra_env or {})}, addresses)
     trainings = len(plan.runs())
     try:
         for i, (layer, variant, keras) in enumerate(plan.runs()):
@@ -99,9 +104,10 @@ def run_plan(
                                      legacy_keras=legacy, cpu_only=False, timeout_s=timeout_s,
                                      stall_timeout_s=stall_timeout_s, extra_env=extra_env,
                                      on_progress=on_progress)
-            run = multiworker_run(result, layer=layer, variant=variant, workers=plan.workers,
-                                  mode=plan.mode, keras=keras,
-                                  tf_config=plan.task.to_json() if plan.task is not None else "")
+            run = replace(multiworker_run(result, layer=layer, variant=variant, workers=plan.workers,
+                                          mode=plan.mode, keras=keras,
+                                          tf_config=plan.task.to_json() if plan.task is not None else ""),
+                          proxy=proxy)
             runs.append(run)
             if on_run is not None:
                 on_run(run)
@@ -116,7 +122,8 @@ def run_plan(
                                     legacy_keras=LEGACY_KERAS[keras], timeout_s=timeout_s,
                                     stall_timeout_s=stall_timeout_s, extra_env=extra_env,
                                     on_progress=on_progress)
-            run = resume_run(jobs, layer=layer, variant=variant, workers=plan.workers, keras=keras)
+            run = replace(resume_run(jobs, layer=layer, variant=variant, workers=plan.workers, keras=keras),
+                          proxy=proxy)
             runs.append(run)
             if on_run is not None:
                 on_run(run)

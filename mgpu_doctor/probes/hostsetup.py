@@ -17,7 +17,8 @@ from typing import Any, Literal
 from mgpu_doctor.model.collective_facts import ContainerFacts, CpuFacts, IbDevice, NetworkFacts, ShmFacts
 from mgpu_doctor.model.unavailable import Unavailable, absent, failed
 from mgpu_doctor.probes.host import container_hints
-from mgpu_doctor.process.masking import mask_env_value
+from mgpu_doctor.process.grpc_proxy import NAMES, PROXY_NAMES, reduce_proxy_value
+from mgpu_doctor.process.masking import mask_credentials, mask_env_value
 
 MAX_SHM_ENTRIES = 10000
 Statvfs = Callable[[str], Any]
@@ -89,12 +90,19 @@ def cgroup_cpu_quota(root: Path) -> tuple[float | Unavailable, str]:
     return min(limits)
 
 
-def gather_network(root: Path) -> NetworkFacts:
+def gather_network(root: Path, environ: Mapping[str, str]) -> NetworkFacts:
     try:
         interfaces = sorted(os.listdir(root / "sys/class/net"))
     except OSError:
         interfaces = []
-    return NetworkFacts(interfaces, _ib_devices(root), _memlock(root), _nccl_conf(root / "etc/nccl.conf"))
+    return NetworkFacts(interfaces, _ib_devices(root), _memlock(root), _nccl_conf(root / "etc/nccl.conf"),
+                        proxy_env(environ))
+
+
+def proxy_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The proxy variables gRPC reads: the proxies' scheme only, the bypass lists as set."""
+    return {name: reduce_proxy_value(value) if name in PROXY_NAMES else mask_credentials(value)
+            for name in NAMES if (value := environ.get(name)) is not None}
 
 
 def gather_container(root: Path, environ: Mapping[str, str]) -> ContainerFacts:

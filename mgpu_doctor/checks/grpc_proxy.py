@@ -1,0 +1,133 @@
+"""The `grpc-proxy` check: TensorFlow's tasks must not reach each other through an HTTP proxy.
+
+With ``https_proxy`` (or ``grpc_proxy``, ``http_proxy``) set for pip and the workers' hosts not in
+``no_proxy``, gRPC sends every connection between the tasks of TF_CONFIG to the proxy, even to
+127.0.0.1. A proxy that does not forward them leaves MultiWorkerMirroredStrategy waiting for its
+peers at creation: tensorflow/tensorflow#24887 (TensorFlow 1.12), and this project's own
+`smoke --workers 2` on TensorFlow 1.15, 2.4 and 2.21 with a proxy that does not answer.
+"""
+
+from __future__ import annotations
+
+from packaging.version import Version
+
+from mgpu_doctor.checks.base import CheckSkipped
+from mgpu_doctor.checks.collective_access import need_collective
+from mgpu_doctor.checks.facts_access import need, need_env, need_machine
+from mgpu_doctor.environment.resolve import ResolvedEnvironment
+from mgpu_doctor.model.findings import Finding, Severity
+from mgpu_doctor.process.grpc_proxy import (
+    CHANNEL_OPTIONS,
+    DEPENDS,
+    DIRECT,
+    ERAS,
+    NEWER,
+    NO_PROXY_OPTION,
+    PROXY_DOC,
+    TF_1_15,
+    THROUGH_PROXY,
+    Era,
+    Route,
+    grpc_proxy,
+    host_of,
+    route,
+)
+from mgpu_doctor.process.inputs import parse_json
+
+PROXY_HANG_THREAD = "https://github.com/tensorflow/tensorflow/issues/24887"
+KNOWN_ISSUE = "tf-24887-collective-grpc-https-proxy-hang"
+# The oldest release measured to follow the newer rules (grpc_proxy set empty and
+# TF_GRPC_DEFAULT_OPTIONS both let 2.4, 2.12 and 2.21 workers past a dead proxy; 1.15's did not).
+# TensorFlow's bundled gRPC only moves forward, so every later release follows them too.
+FIRST_NEWER = Version("2.4")
+
+CODES = ("grpc.proxy-ok", "grpc.workers-through-proxy", "grpc.proxy-bypass-uncertain")
+
+
+def eras_for(tensorflow: Version | None) -> tuple[Era, ...]:
+    """The rule sets TensorFlow's bundled gRPC may follow: measured releases by their own, the rest both."""
+    if tensorflow is not None and tensorflow.release[:2] == (1, 15):
+        return (TF_1_15,)
+    if tensorflow is not None and tensorflow >= FIRST_NEWER:
+        return (NEWER,)
+    return ERAS
+
+
+def check_grpc_proxy(env: ResolvedEnvironment) -> list[Finding]:
+    snapshot = need_machine(env)
+    need_env(snapshot, "TF_CONFIG")
+    hosts = _cluster_hosts(snapshot.env.get("TF_CONFIG"))
+    network = need(need_collective(snapshot).network, "network facts")
+    variables = {**need(network.proxy_env, "proxy variables")}
+    if CHANNEL_OPTIONS in snapshot.env:
+        variables[CHANNEL_OPTIONS] = snapshot.env[CHANNEL_OPTIONS]
+    eras = eras_for(env.tensorflow.version)
+    routes = [route(variables, host, eras) for host in hosts]
+    through = [r for r in routes if r.verdict == THROUGH_PROXY]
+    depends = [r for r in routes if r.verdict == DEPENDS]
+    proxy = grpc_proxy(variables, eras[0])
+    if not through and not depends:
+        return [Finding("grpc.proxy-ok", Severity.OK, _all_direct(routes, proxy.why, proxy.used))]
+    rules = f"gRPC's rules for {_tensorflow(env)}: {' and '.join(e.name for e in eras)}"
+    evidence = [rules] + [f"{r.host}: {r.verdict} ({r.why})" for r in routes if r.verdict != DIRECT]
+    variable = next((grpc_proxy(variables, e).variable for e in eras if grpc_proxy(variables, e).used), None)
+    if through:
+        return [Finding(
+            "grpc.workers-through-proxy", Severity.WARNING,
+            f"gRPC would send TensorFlow's connections to {_count(through, hosts)} of TF_CONFIG through "
+            f"the proxy in {variable}: a proxy that does not forward them leaves the workers waiting "
+            "for each other when the strategy is created",
+            evidence + [f"known issue: {KNOWN_ISSUE} (`mgpu-doctor matrix show {KNOWN_ISSUE}`)"],
+            fix=_fix(through, variable), links=[PROXY_HANG_THREAD, PROXY_DOC],
+        )]
+    return [Finding(
+        "grpc.proxy-bypass-uncertain", Severity.WARNING,
+        f"gRPC may send TensorFlow's connections to {_count(depends, hosts)} of TF_CONFIG through the "
+        f"proxy in {variable}: whether it bypasses the proxy depends on the gRPC release inside this "
+        "TensorFlow",
+        evidence, fix=_fix(depends, variable), links=[PROXY_DOC],
+    )]
+
+
+def _cluster_hosts(tf_config: str | None) -> list[str]:
+    if not tf_config:
+        raise CheckSkipped("TF_CONFIG is not set: no TensorFlow cluster here (one machine's "
+                           "MirroredStrategy opens no gRPC connection)")
+    try:
+        cluster = parse_json(tf_config, "TF_CONFIG").get("cluster")
+    except (ValueError, AttributeError):  # InputError and JSONDecodeError are ValueErrors
+        raise CheckSkipped("TF_CONFIG cannot be read (the multi-worker smoke says why)") from None
+    if not isinstance(cluster, dict):
+        raise CheckSkipped("TF_CONFIG has no cluster")
+    hosts: list[str] = []
+    for addresses in cluster.values():
+        for address in addresses if isinstance(addresses, list) else []:
+            if isinstance(address, str) and (host := host_of(address)) not in hosts:
+                hosts.append(host)
+    if not hosts:
+        raise CheckSkipped("TF_CONFIG's cluster names no address")
+    return hosts
+
+
+def _tensorflow(env: ResolvedEnvironment) -> str:
+    return f"TensorFlow {env.tensorflow.text}" if env.tensorflow.known else "a TensorFlow of unknown version"
+
+
+def _all_direct(routes: list[Route], why: str, used: bool) -> str:
+    if not used:
+        return f"gRPC uses no proxy: {why}"
+    return f"{why}, and the bypass list names all {len(routes)} host(s) of TF_CONFIG"
+
+
+def _count(routes: list[Route], hosts: list[str]) -> str:
+    names = ", ".join(r.host for r in routes[:4]) + (", ..." if len(routes) > 4 else "")
+    return f"{len(routes)} host(s) ({names})" if len(routes) < len(hosts) else f"every host ({names})"
+
+
+def _fix(routes: list[Route], variable: str | None) -> str:
+    hosts = ",".join(r.host for r in routes)
+    return (f"List the hosts in no_proxy for the workers, exactly as TF_CONFIG names them and without "
+            f"ports (export no_proxy=\"$no_proxy,{hosts}\"; gRPC ignores '*' and, in older releases, CIDR "
+            f"blocks and no_grpc_proxy); or start the workers without {variable or 'the proxy variables'}. "
+            f"From TensorFlow 2.4 on, gRPC also goes direct with grpc_proxy set empty (export grpc_proxy=) "
+            f"or {CHANNEL_OPTIONS}={NO_PROXY_OPTION}; TensorFlow 1.15 ignores both.")
