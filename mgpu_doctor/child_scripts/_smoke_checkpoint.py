@@ -76,11 +76,7 @@ def _beat(keras, fault=""):
 
 
 def _strategy(api, configure_devices, spec, devices):
-    spec = dict(spec, devices=devices)
-    names = configure_devices(api, spec)
-    if devices > 1:
-        return api.tf.distribute.MirroredStrategy(names)
-    return api.tf.distribute.OneDeviceStrategy(names[0])
+    return api.strategy(configure_devices(api, dict(spec, devices=devices)))
 
 
 def _compiled(api, spec):

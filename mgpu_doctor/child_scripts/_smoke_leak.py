@@ -72,13 +72,9 @@ def run_leak_probe(tf, configure_devices, spec, result, fault=""):
     api = Api(tf)
     keras = api.keras
     result["framework"] = api.framework
-    devices = int(spec["devices"])
     names = configure_devices(api, spec)
     _mgpu_child.heartbeat("devices ready")
-    if devices > 1:
-        strategy = tf.distribute.MirroredStrategy(names)
-    else:
-        strategy = tf.distribute.OneDeviceStrategy(names[0])
+    strategy = api.strategy(names)
     api.set_seed(int(spec.get("seed", 7)))
     x, y = make_data(np, spec["layer"], int(spec["samples"]))
     with strategy.scope():

@@ -231,6 +231,12 @@ class Api(object):
             found = getattr(getattr(callbacks, "experimental", None), "BackupAndRestore", None)
         return found
 
+    def strategy(self, names):
+        """MirroredStrategy over ``names``, or OneDeviceStrategy for one device: the smoke's 1 vs N."""
+        if len(names) > 1:
+            return self.tf.distribute.MirroredStrategy(names)
+        return self.tf.distribute.OneDeviceStrategy(names[0])
+
     def multi_worker_strategy(self):
         """tf.distribute.MultiWorkerMirroredStrategy (2.4+), or its experimental form before."""
         distribute = self.tf.distribute

@@ -89,10 +89,7 @@ def train(tf, spec, result):
     names = configure_devices(api, spec) if spec.get("configure_devices", True) else (
         ["/%s:%d" % ("gpu" if spec["device_kind"] == "gpu" else "cpu", i) for i in range(devices)])
     _mgpu_child.heartbeat("devices ready")
-    if devices > 1:
-        strategy = tf.distribute.MirroredStrategy(names)
-    else:
-        strategy = tf.distribute.OneDeviceStrategy(names[0])
+    strategy = api.strategy(names)
     api.set_seed(int(spec.get("seed", 7)))
     x, y = way.data(np)
     way.before_build(result)
