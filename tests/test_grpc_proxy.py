@@ -207,3 +207,8 @@ def test_workers_behind_a_proxy_that_never_answers_hang_and_the_finding_names_th
     hang = next(f for f in check["findings"] if f["code"] == "multiworker.dense.hang")
     assert hang["evidence"][0].startswith("https_proxy is set: gRPC may send") and "127.0.0.1" in hang["evidence"][0]
     assert hang["fix"].startswith("First take the proxy out of the workers' way")
+
+
+def test_the_fix_names_every_proxy_variable_set(tmp_path):
+    outcome = judge(machine(tmp_path, {"TF_CONFIG": CLUSTER, "https_proxy": PROXY, "http_proxy": PROXY}))
+    assert "start the workers without https_proxy and http_proxy" in outcome.findings[0].fix

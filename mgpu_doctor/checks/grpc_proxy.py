@@ -24,6 +24,7 @@ from mgpu_doctor.process.grpc_proxy import (
     NEWER,
     NO_PROXY_OPTION,
     PROXY_DOC,
+    PROXY_NAMES,
     TF_1_15,
     THROUGH_PROXY,
     Era,
@@ -78,14 +79,14 @@ def check_grpc_proxy(env: ResolvedEnvironment) -> list[Finding]:
             f"the proxy in {variable}: a proxy that does not forward them leaves the workers waiting "
             "for each other when the strategy is created",
             evidence + [f"known issue: {KNOWN_ISSUE} (`mgpu-doctor matrix show {KNOWN_ISSUE}`)"],
-            fix=_fix(through, variable), links=[PROXY_HANG_THREAD, PROXY_DOC],
+            fix=_fix(through, variables), links=[PROXY_HANG_THREAD, PROXY_DOC],
         )]
     return [Finding(
         "grpc.proxy-bypass-uncertain", Severity.WARNING,
         f"gRPC may send TensorFlow's connections to {_count(depends, hosts)} of TF_CONFIG through the "
         f"proxy in {variable}: whether it bypasses the proxy depends on the gRPC release inside this "
         "TensorFlow",
-        evidence, fix=_fix(depends, variable), links=[PROXY_DOC],
+        evidence, fix=_fix(depends, variables), links=[PROXY_DOC],
     )]
 
 
@@ -124,10 +125,11 @@ def _count(routes: list[Route], hosts: list[str]) -> str:
     return f"{len(routes)} host(s) ({names})" if len(routes) < len(hosts) else f"every host ({names})"
 
 
-def _fix(routes: list[Route], variable: str | None) -> str:
+def _fix(routes: list[Route], variables: dict[str, str]) -> str:
     hosts = ",".join(r.host for r in routes)
+    proxies = " and ".join(name for name in PROXY_NAMES if variables.get(name)) or "the proxy variables"
     return (f"List the hosts in no_proxy for the workers, exactly as TF_CONFIG names them and without "
-            f"ports (export no_proxy=\"$no_proxy,{hosts}\"; gRPC ignores '*' and, in older releases, CIDR "
-            f"blocks and no_grpc_proxy); or start the workers without {variable or 'the proxy variables'}. "
+            f"ports (export no_proxy=\"$no_proxy,{hosts}\"; gRPC matches neither '*' nor, in the releases "
+            f"measured, 1.15 to 2.12, CIDR blocks); or start the workers without {proxies}. "
             f"From TensorFlow 2.4 on, gRPC also goes direct with grpc_proxy set empty (export grpc_proxy=) "
             f"or {CHANNEL_OPTIONS}={NO_PROXY_OPTION}; TensorFlow 1.15 ignores both.")
