@@ -201,7 +201,7 @@ def test_workers_behind_a_proxy_that_never_answers_hang_and_the_finding_names_th
     monkeypatch.setenv("https_proxy", dead_proxy())
     for name in ("grpc_proxy", "no_grpc_proxy", "no_proxy", "TF_GRPC_DEFAULT_OPTIONS"):
         monkeypatch.delenv(name, raising=False)
-    code = main(["smoke", "--workers", "2", "--layers", "dense", "--stall-timeout", "20", "--format", "json"])
+    code = main(["smoke", "--workers", "2", "--layers", "dense", "--stall-timeout", "8", "--format", "json"])
     [check] = json.loads(capsys.readouterr().out)["checks"]
     assert code == 1 and check["status"] == "failed"
     hang = next(f for f in check["findings"] if f["code"] == "multiworker.dense.hang")

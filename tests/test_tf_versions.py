@@ -350,12 +350,13 @@ def test_tensorflow_1_15_ignores_an_empty_grpc_proxy_but_not_no_proxy():
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"
     status = {}
-    for name, extra in (("grpc_proxy empty", {"grpc_proxy": ""}), ("no_proxy", {"no_proxy": "127.0.0.1"})):
+    for name, extra, stall in (("grpc_proxy empty", {"grpc_proxy": ""}, "8"),
+                               ("no_proxy", {"no_proxy": "127.0.0.1"}, "60")):
         base = {k: v for k, v in child_env(env, TF_CPP_MIN_LOG_LEVEL="2").items()
                 if k.lower() not in ("grpc_proxy", "http_proxy", "no_proxy", "no_grpc_proxy")}
         done = subprocess.run(
             [sys.executable, "-m", "mgpu_doctor", "smoke", "--python", str(got.python), "--workers", "2",
-             "--layers", "dense", "--stall-timeout", "15", "--format", "json"],
+             "--layers", "dense", "--stall-timeout", stall, "--format", "json"],
             capture_output=True, text=True, timeout=300, cwd=REPO, stdin=subprocess.DEVNULL,
             env={**base, "https_proxy": dead, **extra})
         [outcome] = [c for c in json.loads(done.stdout)["checks"] if c["name"].startswith("smoke/multiworker/")]
