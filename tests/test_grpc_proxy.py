@@ -12,7 +12,6 @@ import pytest
 from packaging.version import Version
 
 from mgpu_doctor.checks import CHECKS, run_check
-from mgpu_doctor.checks.grpc_proxy import eras_for
 from mgpu_doctor.cli import main
 from mgpu_doctor.environment.resolve import resolve
 from mgpu_doctor.model.collective_facts import not_in_snapshot
@@ -24,8 +23,9 @@ from mgpu_doctor.process.grpc_proxy import (
     DIRECT,
     ERAS,
     NEWER,
-    TF_1_15,
+    OLDER,
     THROUGH_PROXY,
+    eras_for,
     host_of,
     proxy_note,
     reduce_proxy_value,
@@ -41,7 +41,7 @@ CLUSTER = json.dumps({"cluster": {"chief": ["node-a:2222"], "worker": ["10.1.2.3
                       "task": {"type": "chief", "index": 0}})
 
 
-BOTH, NEW, OLD = ERAS, (NEWER,), (TF_1_15,)
+BOTH, NEW, OLD = ERAS, (NEWER,), (OLDER,)
 
 
 @pytest.mark.parametrize("env,host,eras,verdict", [
@@ -82,14 +82,24 @@ def test_routes_follow_grpc_core(env, host, eras, verdict):
 
 def test_where_the_rule_sets_differ_the_reason_names_both():
     why = route({"grpc_proxy": "", "https_proxy": PROXY}, "node-a").why
-    assert "newer gRPC: direct (grpc_proxy is set empty" in why
-    assert "TensorFlow 1.15's gRPC: through the proxy (no_proxy not set)" in why
+    assert "newer gRPC (TensorFlow 2.2 on): direct (grpc_proxy is set empty" in why
+    assert "older gRPC (TensorFlow 1.15, 2.0): through the proxy (no_proxy not set)" in why
 
 
-@pytest.mark.parametrize("version,eras", [("1.15.5", OLD), ("2.21.0", NEW), ("2.30.1", NEW), ("2.4.0", NEW),
-                                          ("2.3.1", BOTH), ("1.14.0", BOTH), (None, BOTH)])
-def test_the_rules_that_apply_to_a_tensorflow(version, eras):
-    assert eras_for(None if version is None else Version(version)) == eras
+@pytest.mark.parametrize("version,grpc_names,channel_options", [
+    ("1.15.5", False, False), ("2.0.4", False, False), ("2.1.4", False, True), ("2.2.3", True, True),
+    ("2.21.0", True, True), ("2.30.1", True, True),
+])
+def test_the_rules_of_each_tensorflow_as_measured(version, grpc_names, channel_options):
+    [era] = eras_for(Version(version))
+    assert ("grpc_proxy" in era.proxy_names, "no_grpc_proxy" in era.bypass_names) == (grpc_names, grpc_names)
+    assert era.reads_channel_options is channel_options
+    assert era.name == f"TensorFlow {'.'.join(version.split('.')[:2])}'s gRPC"
+
+
+@pytest.mark.parametrize("version", [None, "1.14.0"])
+def test_an_unknown_or_unmeasured_tensorflow_gets_both_extremes(version):
+    assert eras_for(None if version is None else Version(version)) == ERAS
 
 
 def test_host_of_an_address():
@@ -152,7 +162,9 @@ def test_what_only_newer_grpc_reads_does_not_help_tensorflow_1_15(tmp_path):
     old = judge(machine(tmp_path / "old", env, tensorflow="1.15.5"))
     assert old.status is CheckStatus.WARNING and "every host (node-a, 10.1.2.3, fd00::7)" in old.findings[0].title
     assert "TensorFlow 1.15's gRPC" in old.findings[0].evidence[0]
-    unknown = judge(machine(tmp_path / "2.3", env, tensorflow="2.3.0"))
+    between = judge(machine(tmp_path / "2.1", env, tensorflow="2.1.4"))  # grpc_proxy: from 2.2
+    assert between.status is CheckStatus.WARNING and between.findings[0].code == "grpc.workers-through-proxy"
+    unknown = judge(machine(tmp_path / "1.14", env, tensorflow="1.14.0"))
     assert unknown.status is CheckStatus.WARNING and unknown.findings[0].code == "grpc.proxy-bypass-uncertain"
 
 

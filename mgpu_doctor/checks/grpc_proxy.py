@@ -4,12 +4,10 @@ With ``https_proxy`` (or ``grpc_proxy``, ``http_proxy``) set for pip and the wor
 ``no_proxy``, gRPC sends every connection between the tasks of TF_CONFIG to the proxy, even to
 127.0.0.1. A proxy that does not forward them leaves MultiWorkerMirroredStrategy waiting for its
 peers at creation: tensorflow/tensorflow#24887 (TensorFlow 1.12), and this project's own
-`smoke --workers 2` on TensorFlow 1.15, 2.4 and 2.21 with a proxy that does not answer.
+`smoke --workers 2` on TensorFlow 1.15 to 2.21 with a proxy that does not answer.
 """
 
 from __future__ import annotations
-
-from packaging.version import Version
 
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.collective_access import need_collective
@@ -20,15 +18,12 @@ from mgpu_doctor.process.grpc_proxy import (
     CHANNEL_OPTIONS,
     DEPENDS,
     DIRECT,
-    ERAS,
-    NEWER,
     NO_PROXY_OPTION,
     PROXY_DOC,
     PROXY_NAMES,
-    TF_1_15,
     THROUGH_PROXY,
-    Era,
     Route,
+    eras_for,
     grpc_proxy,
     host_of,
     route,
@@ -37,21 +32,7 @@ from mgpu_doctor.process.inputs import parse_json
 
 PROXY_HANG_THREAD = "https://github.com/tensorflow/tensorflow/issues/24887"
 KNOWN_ISSUE = "tf-24887-collective-grpc-https-proxy-hang"
-# The oldest release measured to follow the newer rules (grpc_proxy set empty and
-# TF_GRPC_DEFAULT_OPTIONS both let 2.4, 2.12 and 2.21 workers past a dead proxy; 1.15's did not).
-# TensorFlow's bundled gRPC only moves forward, so every later release follows them too.
-FIRST_NEWER = Version("2.4")
-
 CODES = ("grpc.proxy-ok", "grpc.workers-through-proxy", "grpc.proxy-bypass-uncertain")
-
-
-def eras_for(tensorflow: Version | None) -> tuple[Era, ...]:
-    """The rule sets TensorFlow's bundled gRPC may follow: measured releases by their own, the rest both."""
-    if tensorflow is not None and tensorflow.release[:2] == (1, 15):
-        return (TF_1_15,)
-    if tensorflow is not None and tensorflow >= FIRST_NEWER:
-        return (NEWER,)
-    return ERAS
 
 
 def check_grpc_proxy(env: ResolvedEnvironment) -> list[Finding]:
@@ -131,5 +112,5 @@ def _fix(routes: list[Route], variables: dict[str, str]) -> str:
     return (f"List the hosts in no_proxy for the workers, exactly as TF_CONFIG names them and without "
             f"ports (export no_proxy=\"$no_proxy,{hosts}\"; gRPC matches neither '*' nor, in the releases "
             f"measured, 1.15 to 2.12, CIDR blocks); or start the workers without {proxies}. "
-            f"From TensorFlow 2.4 on, gRPC also goes direct with grpc_proxy set empty (export grpc_proxy=) "
-            f"or {CHANNEL_OPTIONS}={NO_PROXY_OPTION}; TensorFlow 1.15 ignores both.")
+            f"From TensorFlow 2.2 on, gRPC also goes direct with grpc_proxy set empty (export grpc_proxy=), "
+            f"and from 2.1 on with {CHANNEL_OPTIONS}={NO_PROXY_OPTION}; 1.15 and 2.0 ignore both.")

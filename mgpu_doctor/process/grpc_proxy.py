@@ -2,24 +2,24 @@
 
 TensorFlow's distributed runtime (MultiWorkerMirroredStrategy, ParameterServerStrategy, the
 coordination service) connects its tasks with gRPC C-core, which reads lowercase names only
-(grpc/grpc doc/core/default_http_proxy_mapper.md). Its rules changed over the releases
-TensorFlow bundles, so each rule set is an :class:`Era`:
+(grpc/grpc doc/core/default_http_proxy_mapper.md): the proxy is the first *set* variable of its
+list (set but empty, or a scheme other than ``http``: no proxy), and the hosts reached directly are
+those the first set bypass list names. What the list holds depends on the gRPC a TensorFlow
+bundles, measured here with real workers on 127.0.0.1 behind a proxy that never answers
+(TensorFlow 1.15, 2.0, 2.1, 2.2, 2.3, 2.4, 2.12 and 2.21):
 
-- newer gRPC (TensorFlow 2.4 and later, measured): the proxy is the first *set* variable of
-  ``grpc_proxy``, ``https_proxy``, ``http_proxy`` (set but empty: no proxy); the hosts reached
-  directly are the first set of ``no_grpc_proxy``, ``no_proxy``; the channel option
-  ``grpc.enable_http_proxy=0`` (TensorFlow passes ``TF_GRPC_DEFAULT_OPTIONS`` to its channels)
-  turns the proxy off.
-- TensorFlow 1.15's gRPC, measured with real workers behind a proxy that never answers: it takes
-  ``https_proxy`` and ignores ``grpc_proxy``, ``TF_GRPC_DEFAULT_OPTIONS`` and CIDR blocks in
-  ``no_proxy``; a host named in ``no_proxy`` is reached directly.
+- ``grpc_proxy`` before ``https_proxy``, ``http_proxy``, and ``no_grpc_proxy`` before ``no_proxy``:
+  from TensorFlow 2.2; 1.15, 2.0 and 2.1 read only ``https_proxy``, ``http_proxy`` and ``no_proxy``;
+- ``TF_GRPC_DEFAULT_OPTIONS=grpc.enable_http_proxy=0`` (TensorFlow passes it to its channels)
+  turns the proxy off from TensorFlow 2.1; 1.15 and 2.0 ignore it;
+- ``*`` and a CIDR block in ``no_proxy`` bypassed nothing in any release measured (1.15, 2.4,
+  2.12); gRPC reads CIDR blocks since grpc/grpc#31119.
 
-Either way a proxy scheme other than ``http`` (or none) is not used: gRPC logs an error and connects
-directly. How a ``no_proxy`` entry matches changed too: old releases compare the end of the host
-name, spaces included; later ones strip spaces and read CIDR blocks (grpc/grpc#31119); the newest
-want the exact name or a leading dot (grpc/grpc#41915). A host is called direct only where every
-rule set that may apply agrees. Pure functions: the snapshot keeps the proxy variables with their
-values reduced to the scheme (:func:`reduce_proxy_value`), never the address.
+How a ``no_proxy`` entry matches changed too: old releases compare the end of the host name,
+spaces included; later ones strip spaces; the newest want the exact name or a leading dot
+(grpc/grpc#41915). A host is called direct only where every rule set that may apply agrees. Pure
+functions: the snapshot keeps the proxy variables with their values reduced to the scheme
+(:func:`reduce_proxy_value`), never the address.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from packaging.version import Version
 
 PROXY_NAMES = ("grpc_proxy", "https_proxy", "http_proxy")
 BYPASS_NAMES = ("no_grpc_proxy", "no_proxy")
@@ -49,10 +51,25 @@ class Era:
     reads_cidr: bool
 
 
-NEWER = Era("newer gRPC", PROXY_NAMES, BYPASS_NAMES, reads_channel_options=True, reads_cidr=True)
-TF_1_15 = Era("TensorFlow 1.15's gRPC", ("https_proxy", "http_proxy"), ("no_proxy",),
-              reads_channel_options=False, reads_cidr=False)
-ERAS = (NEWER, TF_1_15)
+GRPC_NAMES_FROM = Version("2.2")  # grpc_proxy, no_grpc_proxy
+CHANNEL_OPTIONS_FROM = Version("2.1")  # TF_GRPC_DEFAULT_OPTIONS
+NEWER = Era("newer gRPC (TensorFlow 2.2 on)", PROXY_NAMES, BYPASS_NAMES, reads_channel_options=True,
+            reads_cidr=True)
+OLDER = Era("older gRPC (TensorFlow 1.15, 2.0)", ("https_proxy", "http_proxy"), ("no_proxy",),
+            reads_channel_options=False, reads_cidr=False)
+ERAS = (NEWER, OLDER)
+
+
+def eras_for(tensorflow: Version | None) -> tuple[Era, ...]:
+    """The rule set of a TensorFlow's bundled gRPC, as measured from 1.15 on; both extremes where
+    the release is not known (or older than any measured)."""
+    if tensorflow is None or tensorflow < Version("1.15"):
+        return ERAS
+    release = Version(f"{tensorflow.major}.{tensorflow.minor}")
+    names = release >= GRPC_NAMES_FROM
+    return (Era(f"TensorFlow {release}'s gRPC", PROXY_NAMES if names else OLDER.proxy_names,
+                BYPASS_NAMES if names else OLDER.bypass_names,
+                reads_channel_options=release >= CHANNEL_OPTIONS_FROM, reads_cidr=names),)
 
 
 def reduce_proxy_value(value: str) -> str:
