@@ -26,6 +26,7 @@ from mgpu_doctor.process.grpc_proxy import (
     eras_for,
     grpc_proxy,
     host_of,
+    proxy_variable,
     route,
 )
 from mgpu_doctor.process.inputs import parse_json
@@ -52,7 +53,7 @@ def check_grpc_proxy(env: ResolvedEnvironment) -> list[Finding]:
         return [Finding("grpc.proxy-ok", Severity.OK, _all_direct(routes, proxy.why, proxy.used))]
     rules = f"gRPC's rules for {_tensorflow(env)}: {' and '.join(e.name for e in eras)}"
     evidence = [rules] + [f"{r.host}: {r.verdict} ({r.why})" for r in routes if r.verdict != DIRECT]
-    variable = next((grpc_proxy(variables, e).variable for e in eras if grpc_proxy(variables, e).used), None)
+    variable = proxy_variable(variables, eras)
     if through:
         return [Finding(
             "grpc.workers-through-proxy", Severity.WARNING,

@@ -124,6 +124,11 @@ def grpc_proxy(env: Mapping[str, str], era: Era = NEWER) -> GrpcProxy:
                      f"{', '.join(era.proxy_names)})", bypass_variable, bypass)
 
 
+def proxy_variable(env: Mapping[str, str], eras: Sequence[Era] = ERAS) -> str | None:
+    """The variable the first rule set that uses a proxy takes it from; None when none does."""
+    return next((p.variable for era in eras if (p := grpc_proxy(env, era)).used), None)
+
+
 def route(env: Mapping[str, str], host: str, eras: Sequence[Era] = ERAS) -> Route:
     """How gRPC reaches ``host`` (a name or an IP, without port or brackets) under every era that
     may apply: their verdict where they agree, else DEPENDS naming how they differ."""
@@ -198,6 +203,6 @@ def proxy_note(env: Mapping[str, str], addresses: list[str], eras: Sequence[Era]
     if not unsure:
         return ""
     hosts = ", ".join(dict.fromkeys(r.host for r in unsure))
-    variable = next((p.variable for e in eras if (p := grpc_proxy(env, e)).used), "a proxy variable")
+    variable = proxy_variable(env, eras) or "a proxy variable"
     return f"{variable} is set: gRPC may send the workers' connections to {hosts} through the proxy " \
            f"({unsure[0].why})"
