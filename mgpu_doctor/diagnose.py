@@ -33,6 +33,7 @@ from mgpu_doctor.gate.requirements import Requirements, layer_outcomes, requirem
 from mgpu_doctor.matrix.compat_tables import CompatTableError, bundled_cuda_driver_table, load_bundled_tables
 from mgpu_doctor.matrix.environment import BadEnvironment
 from mgpu_doctor.matrix.known_issues import VERSION_KEYS
+from mgpu_doctor.model.evidence import EvidenceText, evidence_lines
 from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Section
 from mgpu_doctor.model.redact import Identity, mask_snapshot, redact_report
 from mgpu_doctor.model.report import Report, new_report
@@ -79,6 +80,7 @@ class DiagnoseOptions:
     # How the user trains, declared in the project's files and the options (--strategy, --usage, ...)
     training: TrainingProfile = field(default_factory=TrainingProfile)
     model: ModelRequest | None = None  # --model: the user's model, built and read in a child
+    logs: tuple[Path, ...] = ()  # --log FILE: training logs whose lines may show the failure
 
 
 @dataclass(frozen=True)
@@ -108,8 +110,9 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
                        "doctor runs; a report made with --model carries what it observed")
     checks = with_team_matrix(options.checks, options.matrix_dirs)
     load_tables()
+    logs = read_logs(options.logs)
     facts = obtain_facts(options, progress)
-    original = facts.snapshot
+    original = replace(facts.snapshot, logs=facts.snapshot.logs + logs) if logs else facts.snapshot
     training = over_recorded(facts.training, options.training)
     model = model_section(options, progress)
     if model is not None and model[1] is not None:
@@ -158,6 +161,24 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
     if options.redact:
         report = redact_report(report, original, Identity.current())
     return Diagnosis(report, section is not None and section.interrupted)
+
+
+def read_logs(paths: tuple[Path, ...]) -> list[EvidenceText]:
+    """``--log FILE``: the lines of each log that may show a failure (bad files: exit 2)."""
+    from mgpu_doctor.process.inputs import InputError, read_log_tail
+
+    texts = []
+    for path in paths:
+        try:
+            text, skipped = read_log_tail(path)
+        except (OSError, InputError) as exc:
+            raise BadInput(f"--log {path}: {getattr(exc, 'strerror', None) or exc}") from None
+        lines = text.splitlines()
+        size = len(text.encode())
+        last = f"{size // 2**20} MiB" if size >= 2**20 else f"{size // 2**10} KiB"
+        origin = str(path) + (f" (its last {last})" if skipped else "")
+        texts.append(EvidenceText(origin, evidence_lines(lines), len(lines)))
+    return texts
 
 
 def libraries_table(env: ResolvedEnvironment) -> LibrariesView | Unavailable:

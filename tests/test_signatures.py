@@ -3,10 +3,12 @@ lines kept from a text, and the matching."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from mgpu_doctor.cli import main
 from mgpu_doctor.matrix.known_issues import load_known_issue_files
 from mgpu_doctor.matrix.signatures import signature_hits
 from mgpu_doctor.model.evidence import LINE_CHARS, MAX_LINES, evidence_lines, keeps
@@ -76,3 +78,118 @@ def test_evidence_keeps_failure_lines_once_masked_and_cut() -> None:
 def test_evidence_of_a_long_log_keeps_its_start_and_its_end() -> None:
     kept = evidence_lines([f"error {i}" for i in range(MAX_LINES * 3)])
     assert len(kept) == MAX_LINES and kept[0].line == 1 and kept[-1].line == MAX_LINES * 3
+
+
+# --- the findings: check --from PASTE, check --log FILE ------------------------------------------
+
+TRACEBACK = """I get this when training with MultiWorkerMirroredStrategy:
+
+```
+Traceback (most recent call last):
+  File "train.py", line 41, in <module>
+    model.fit(ds, epochs=3)
+  File "/usr/lib/python3/site-packages/keras/src/utils/traceback_utils.py", line 122, in error_handler
+    raise e.with_traceback(filtered_tb) from None
+ValueError: Attempt to convert a value (PerReplica:{
+  0: <tf.Tensor: shape=(), dtype=float32, numpy=0.5>
+}) with an unsupported type (<class 'tensorflow.python.distribute.values.PerReplica'>) to a Tensor.
+```
+"""
+TEAM_ENTRY = '''schema_version = 1
+
+[[issue]]
+id = "team-perreplica"
+title = "Keras 3 fit under MultiWorkerMirroredStrategy fails converting a PerReplica value"
+symptom = "error"
+confidence = "reported"
+summary = "Seen on our cluster."
+workaround = "From our tracker: train with tf-keras."
+affects = {{ keras = "{keras}" }}
+[[issue.sources]]
+url = "https://example.org/our-tracker/7"
+kind = "issue"
+[[issue.signatures]]
+text = "ValueError: Attempt to convert a value (PerReplica:{{"
+source = "https://example.org/our-tracker/7"
+identifies = {identifies}
+'''
+
+
+def team_matrix(tmp_path: Path, keras: str = ">=3.0", identifies: str = "true") -> Path:
+    directory = tmp_path / "team"
+    directory.mkdir()
+    (directory / "team.toml").write_text(TEAM_ENTRY.format(keras=keras, identifies=identifies))
+    return directory
+
+
+def findings_of(capsys, *argv: str) -> list[dict]:
+    code = main(["check", *argv, "--format", "json", "--no-redact"])
+    out, err = capsys.readouterr()
+    assert code in (0, 1), err
+    return [f for c in json.loads(out)["checks"] for f in c["findings"]]
+
+
+def test_a_traceback_alone_names_the_known_issue_its_line_shows(tmp_path: Path, capsys) -> None:
+    paste = tmp_path / "issue.md"
+    paste.write_text(TRACEBACK)
+    found = findings_of(capsys, "--from", str(paste), "--matrix", str(team_matrix(tmp_path)))
+    [named] = [f for f in found if f["code"] == "known-issue.team-perreplica"]
+    assert named["severity"] == "warning" and named["title"].startswith("Known issue shown by the pasted text, line 9")
+    assert "the pasted text, line 9: ValueError: Attempt to convert a value (PerReplica:{" in named["evidence"]
+    assert any(e.startswith("not known: keras >=3.0") for e in named["evidence"]), named["evidence"]
+    assert named["fix"] == "From our tracker: train with tf-keras."
+    assert not [f for f in found if f["code"] == "matrix.unknown-error"]  # the line is named: not unknown
+
+
+def test_an_error_no_signature_names_is_reported_as_itself(tmp_path: Path, capsys) -> None:
+    paste = tmp_path / "issue.md"
+    paste.write_text(TRACEBACK)
+    found = findings_of(capsys, "--from", str(paste))
+    [own] = [f for f in found if f["code"] == "matrix.unknown-error"]
+    assert own["severity"] == "warning"
+    assert "your code: train.py, line 41, in <module>" in own["evidence"]
+    assert "what the line means: a per-replica value reached code that wants one tensor" in own["evidence"]
+    assert own["fix"].startswith("General advice (no known issue names this line): ")
+
+
+def test_a_line_many_causes_print_names_an_entry_only_where_nothing_contradicts_it(tmp_path, capsys) -> None:
+    paste = tmp_path / "issue.md"
+    paste.write_text(TRACEBACK + "\nkeras==3.5.0\n")
+    fits = findings_of(capsys, "--from", str(paste), "--matrix",
+                       str(team_matrix(tmp_path, ">=3.0,<=3.6.0", "false")))
+    [named] = [f for f in fits if f["code"] == "known-issue.team-perreplica"]
+    assert named["title"].startswith("A possible cause of the pasted text, line 9 (many causes print that line)")
+    (tmp_path / "team").rename(tmp_path / "old")
+    outside = findings_of(capsys, "--from", str(paste), "--matrix", str(team_matrix(tmp_path, "<=2.15.0", "false")))
+    assert not [f for f in outside if f["code"] == "known-issue.team-perreplica"]
+    assert [f for f in outside if f["code"] == "matrix.unknown-error"]  # then it is the error itself
+
+
+def test_a_line_that_identifies_its_cause_names_it_outside_the_reported_versions(tmp_path, capsys) -> None:
+    paste = tmp_path / "issue.md"
+    paste.write_text(TRACEBACK + "\nkeras==3.5.0\n")
+    found = findings_of(capsys, "--from", str(paste), "--matrix", str(team_matrix(tmp_path, "<=2.15.0")))
+    [named] = [f for f in found if f["code"] == "known-issue.team-perreplica"]
+    assert named["severity"] == "warning"
+    assert "the line names this cause all the same: it is still there, or back" in named["evidence"]
+
+
+def test_a_training_log_is_read_from_its_end(tmp_path: Path, capsys, monkeypatch) -> None:
+    import mgpu_doctor.process.inputs as inputs
+
+    log = tmp_path / "train.log"
+    log.write_text("ValueError: early and cut away\n" + "Epoch 1/1 step\n" * 2000 + TRACEBACK)
+    monkeypatch.setattr(inputs, "MAX_INPUT_BYTES", 4096)
+    monkeypatch.setattr(inputs.read_log_tail, "__defaults__", (4096,))
+    found = findings_of(capsys, "--quick", "--log", str(log), "--matrix", str(team_matrix(tmp_path)))
+    [named] = [f for f in found if f["code"] == "known-issue.team-perreplica"]
+    assert named["title"].startswith(f"Known issue shown by the log {log} (its last 3 KiB), line ")
+    assert not any("early and cut away" in e for f in found for e in f["evidence"])
+
+
+def test_a_log_that_cannot_be_read_is_bad_input(tmp_path: Path, capsys) -> None:
+    assert main(["check", "--quick", "--log", str(tmp_path / "missing.log")]) == 2
+    assert "--log" in capsys.readouterr().err
+    binary = tmp_path / "core"
+    binary.write_bytes(b"\x7fELF\x00\x00\x01")
+    assert main(["check", "--quick", "--log", str(binary)]) == 2

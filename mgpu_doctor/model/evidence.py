@@ -24,6 +24,14 @@ EVIDENCE_WORDS = (
 _WORDS = re.compile("|".join(re.escape(w) for w in EVIDENCE_WORDS), re.IGNORECASE)
 # A traceback's frame line: where the user's code stands in it.
 FRAME = re.compile(r'^\s*File "(?P<file>[^"]{1,400})", line (?P<line>\d{1,9})(?:, in (?P<func>\S{1,200}))?')
+# The line a failure ends on: an exception (with its module path or not), a fatal check of
+# TensorFlow's C++ code, a crash the shell reports.
+_EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]{0,200}\.)?[A-Z]\w{0,80}"
+                        r"(?:Error|Exception|Exit|Interrupt|Failure)(?::|$)")
+_CRASH = re.compile(r"\bCheck failed:|^Segmentation fault|\(core dumped\)|^Aborted\b|^Killed$"
+                    r"|^Fatal Python error")
+# A frame in an installed package or the standard library is not the user's code.
+_LIBRARY_PATH = re.compile(r"site-packages|dist-packages|/lib/python\d|^<frozen |\\lib\\|/usr/lib/")
 LINE_CHARS = 300  # a kept line is cut to this many characters (after masking secrets)
 MAX_LINES = 400  # distinct lines kept from one text: the first and the last half of that
 
@@ -61,23 +69,66 @@ def evidence_lines(lines: list[str], first_line: int = 1) -> list[EvidenceLine]:
     Credentials are masked before a line is cut, so a cut never keeps part of a secret that
     masking would have recognised whole.
     """
-    seen: dict[str, int] = {}
-    kept: list[list[object]] = []
+    first: dict[str, int] = {}  # text -> index in kept
+    kept: list[tuple[int, str]] = []
+    repeats: list[int] = []
     for number, raw in enumerate(lines, start=first_line):
         text = " ".join(raw.split())
         if not text or not keeps(text):
             continue
-        if text in seen:
-            kept[seen[text]][2] = int(kept[seen[text]][2]) + 1  # type: ignore[call-overload]
+        if text in first:
+            repeats[first[text]] += 1
             continue
-        seen[text] = len(kept)
-        kept.append([number, text, 0])
+        first[text] = len(kept)
+        kept.append((number, text))
+        repeats.append(0)
+    chosen = list(range(len(kept)))
     if len(kept) > MAX_LINES:
-        kept = kept[:MAX_LINES // 2] + kept[-MAX_LINES // 2:]
+        chosen = [*range(MAX_LINES // 2), *range(len(kept) - MAX_LINES // 2, len(kept))]
     out = []
-    for number, text, repeated in kept:
-        shown = mask_credentials(str(text))
+    for index in chosen:
+        number, text = kept[index]
+        shown = mask_credentials(text)
         if len(shown) > LINE_CHARS:
             shown = shown[:LINE_CHARS - 1] + "…"
-        out.append(EvidenceLine(int(number), shown, int(repeated)))  # type: ignore[call-overload]
+        out.append(EvidenceLine(number, shown, repeats[index]))
+    return out
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The line a failure ends on, and the last frame of the user's own code before it."""
+
+    line: EvidenceLine
+    user_frame: EvidenceLine | None = None
+    crash: bool = False  # a crash of native code (a failed check, a signal), not a Python exception
+
+    @property
+    def frame_text(self) -> str:
+        """"train.py, line 41, in <module>"; "" when the traceback shows none of the user's code."""
+        if self.user_frame is None:
+            return ""
+        match = FRAME.match(self.user_frame.text)
+        if match is None:
+            return ""
+        where = f"{match.group('file')}, line {match.group('line')}"
+        return where + (f", in {match.group('func')}" if match.group("func") else "")
+
+
+def failures(lines: list[EvidenceLine]) -> list[Failure]:
+    """Every exception or crash line, each with the user's last frame above it (since the failure
+    before), in order."""
+    out = []
+    frame: EvidenceLine | None = None
+    for line in lines:
+        match = FRAME.match(line.text)
+        if match is not None:
+            if not _LIBRARY_PATH.search(match.group("file")):
+                frame = line
+            continue
+        if _EXCEPTION.match(line.text):
+            out.append(Failure(line, frame))
+            frame = None
+        elif _CRASH.search(line.text):
+            out.append(Failure(line, None, crash=True))
     return out

@@ -10,6 +10,7 @@ import datetime as _dt
 from collections.abc import Callable
 
 from mgpu_doctor import __version__
+from mgpu_doctor.model.evidence import evidence_lines, failures
 from mgpu_doctor.model.pasted import PastedFacts, PastedPart, PastedVersion
 from mgpu_doctor.model.snapshot import (
     KIND,
@@ -64,7 +65,8 @@ def split_paste(text: str) -> tuple[list[str], list[Found]]:
 def snapshot_from_paste(text: str, source: str, now: _dt.datetime | None = None) -> Snapshot:
     """The snapshot a paste describes. Raises :class:`NothingRecognised`."""
     lines, found = split_paste(text)
-    if not found:
+    evidence = evidence_lines(lines)
+    if not found and not failures(evidence):
         raise NothingRecognised(source)
     where = {id(f): _where(f) for f in found}
     versions: dict[str, PastedVersion] = {}
@@ -94,6 +96,7 @@ def snapshot_from_paste(text: str, source: str, now: _dt.datetime | None = None)
         file=source, parts=parts, versions=versions, provenance=provenance,
         log=[entry for f in found for entry in f.log],
         other_lines=sum(1 for i, line in enumerate(lines) if line.strip() and i not in covered),
+        evidence=evidence,
     )
     created = (now or _dt.datetime.now(_dt.timezone.utc)).replace(microsecond=0).isoformat()
     return Snapshot(
