@@ -9,12 +9,18 @@ from pathlib import Path
 import pytest
 
 from mgpu_doctor.cli import main
-from mgpu_doctor.matrix.known_issues import load_known_issue_files
+from mgpu_doctor.matrix.environment import Environment
+from mgpu_doctor.matrix.known_issues import load_known_issue_files, load_matrix
+from mgpu_doctor.matrix.paths import bundled_matrix_dir
 from mgpu_doctor.matrix.signatures import signature_hits
 from mgpu_doctor.model.evidence import LINE_CHARS, MAX_LINES, evidence_lines, keeps
+from mgpu_doctor.model.smoke_runs import SmokeRun
+from mgpu_doctor.smoke.known_issues import smoke_findings
+from mgpu_doctor.smoke.plan import USER_MODEL
 from tests.test_matrix import entry, problems_of
 
 URL = "https://github.com/tensorflow/tensorflow/issues/1"
+MATRIX = load_matrix(bundled_matrix_dir())
 
 
 def signature(text: str, source: str = URL, extra: str = "") -> str:
@@ -193,3 +199,89 @@ def test_a_log_that_cannot_be_read_is_bad_input(tmp_path: Path, capsys) -> None:
     binary = tmp_path / "core"
     binary.write_bytes(b"\x7fELF\x00\x00\x01")
     assert main(["check", "--quick", "--log", str(binary)]) == 2
+
+
+# --- the smoke: a run's own error before versions --------------------------------------------
+
+BN_NAN_ENTRY = "smoke.known-issue.tf-mirrored-nan-empty-replica-batch"
+
+
+def user_run(status: str, error_type: str = "", error_message: str = "", layer: str = USER_MODEL,
+             scenario: str = "uneven_final_batch", traceback: str = "") -> SmokeRun:
+    return SmokeRun(layer, "", 2, "cpu-virtual", scenario, status, error_type=error_type,
+                    error_message=error_message, traceback=traceback)
+
+
+def test_a_user_model_that_cannot_be_imported_is_its_own_error_not_an_upstream_bug() -> None:
+    env = Environment(versions={"tensorflow": "2.15.1", "keras": "2.15.0"}, gpus=2)
+    trace = ('Traceback (most recent call last):\n'
+             '  File "/venv/lib/python3.11/site-packages/mgpu_doctor/child_scripts/_smoke_user_model.py", '
+             'line 40, in build\n'
+             '  File "/work/proj/models/net.py", line 3, in <module>\n'
+             "    import tensorflow_addons as tfa\nModuleNotFoundError: No module named 'tensorflow_addons'\n")
+    findings = smoke_findings(MATRIX.issues, env, [user_run("error", "ModuleNotFoundError",
+                                                            "No module named 'tensorflow_addons'", traceback=trace)])
+    assert [f.code for f in findings] == ["smoke.own-error.model--2cpu-virtual-uneven-final-batch"]
+    [own] = findings
+    assert "your code: /work/proj/models/net.py, line 3, in <module>" in own.evidence
+    assert "its error: ModuleNotFoundError: No module named 'tensorflow_addons'" in own.evidence
+    assert "still happens" not in own.title
+
+
+def test_a_user_model_s_nan_is_never_an_old_entry_still_happening() -> None:
+    env = Environment(versions={"tensorflow": "2.21.0", "keras": "3.15.1"}, gpus=2, layers=("batchnorm", "dense"))
+    stock = smoke_findings(MATRIX.issues, env, [user_run("nan", layer="batchnorm")])
+    assert any("still happens" in f.title for f in stock)  # the doctor's own BatchNormalization model
+    mine = smoke_findings(MATRIX.issues, env, [user_run("nan")])
+    assert not any("still happens" in f.title for f in mine), [f.title for f in mine]
+    old = Environment(versions={"tensorflow": "2.4.0"}, gpus=2, layers=("batchnorm", "dense"))
+    [could] = [f for f in smoke_findings(MATRIX.issues, old, [user_run("nan")]) if f.code == BN_NAN_ENTRY]
+    assert "a known issue could explain it" in could.title
+    assert any("your model's own loss and layers" in e for e in could.evidence)
+
+
+def test_a_smoke_error_is_looked_up_by_its_line_first(tmp_path: Path) -> None:
+    issues = loaded(tmp_path, "InvalidArgumentError: … Collective ops … must have the same … key")
+    env = Environment(versions={"tensorflow": "2.21.0"}, gpus=2)
+    run = user_run("error", "InvalidArgumentError", "in user code: Collective ops 0 and 1 must have the same "
+                   "instance key", layer="dense", scenario="even")
+    [found] = smoke_findings(issues, env, [run])
+    assert found.code == "smoke.known-issue.rule-entry" and "known issue shown by its error" in found.title
+    # an error no line of that entry names is not that entry, whatever the versions say
+    other = user_run("error", "ValueError", "shapes (2, 3) and (4,) are incompatible",
+                     layer="dense", scenario="even")
+    [unknown] = smoke_findings(issues, Environment(versions={"tensorflow": "2.10.0"}, gpus=2), [other])
+    assert unknown.code.startswith("smoke.not-in-matrix.")
+    assert "its error: ValueError: shapes (2, 3) and (4,) are incompatible" in unknown.evidence
+
+
+USER_MODELS = str(Path(__file__).parent / "user_models")
+
+
+def smoke_findings_of(capsys, monkeypatch, model: str) -> list[dict]:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    main(["smoke", "--model", model, "--model-path", USER_MODELS, "--virtual-devices", "2", "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    return [f for c in out["checks"] for f in c["findings"]]
+
+
+@pytest.mark.tensorflow
+@pytest.mark.slow
+def test_smoke_model_whose_module_does_not_import_is_the_user_s_error(capsys, monkeypatch) -> None:
+    found = smoke_findings_of(capsys, monkeypatch, "broken_import:build")
+    own = [f for f in found if f["code"].startswith("smoke.own-error.")]
+    assert own and all("tensorflow_addons_that_is_not_installed" in f["title"] for f in own), own
+    assert any(e.endswith("broken_import.py, line 3, in <module>") for f in own for e in f["evidence"])
+    assert not [f for f in found if f["code"].startswith(("smoke.known-issue.", "smoke.not-in-matrix."))]
+    assert not [f for f in found if "still happens" in f["title"]]
+
+
+@pytest.mark.tensorflow
+@pytest.mark.slow
+def test_smoke_model_whose_loss_divides_by_zero_is_not_an_upstream_bug(capsys, monkeypatch) -> None:
+    found = smoke_findings_of(capsys, monkeypatch, "gru_mixed:divides_by_zero")
+    nan = [f for f in found if f["code"] == f"smoke.{USER_MODEL}.nan"]
+    assert nan, [f["code"] for f in found]  # the empty replica's 0 / 0
+    assert not [f for f in found if "still happens" in f["title"]]
+    blamed = [f for f in found if f["code"].startswith("smoke.known-issue.") and "uneven" in f["title"]]
+    assert all("could explain it" in f["title"] for f in blamed), blamed

@@ -31,7 +31,8 @@ _EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]{0,200}\.)?[A-Z]\w{0,80}"
 _CRASH = re.compile(r"\bCheck failed:|^Segmentation fault|\(core dumped\)|^Aborted\b|^Killed$"
                     r"|^Fatal Python error")
 # A frame in an installed package or the standard library is not the user's code.
-_LIBRARY_PATH = re.compile(r"site-packages|dist-packages|/lib/python\d|^<frozen |\\lib\\|/usr/lib/")
+_LIBRARY_PATH = re.compile(r"site-packages|dist-packages|/lib/python\d|^<frozen |\\lib\\|/usr/lib/"
+                           r"|mgpu_doctor[/\\]child_scripts")
 LINE_CHARS = 300  # a kept line is cut to this many characters (after masking secrets)
 MAX_LINES = 400  # distinct lines kept from one text: the first and the last half of that
 
