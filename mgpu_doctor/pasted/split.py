@@ -62,11 +62,13 @@ def split_paste(text: str) -> tuple[list[str], list[Found]]:
     return lines, found
 
 
-def snapshot_from_paste(text: str, source: str, now: _dt.datetime | None = None) -> Snapshot:
-    """The snapshot a paste describes. Raises :class:`NothingRecognised`."""
+def snapshot_from_paste(text: str, source: str, now: _dt.datetime | None = None,
+                        has_code: bool = False) -> Snapshot:
+    """The snapshot a paste describes. Raises :class:`NothingRecognised` when it holds no part,
+    no failure line and (``has_code``: what its code blocks show, read by the caller) no code."""
     lines, found = split_paste(text)
     evidence = evidence_lines(lines)
-    if not found and not failures(evidence):
+    if not found and not failures(evidence) and not has_code:
         raise NothingRecognised(source)
     where = {id(f): _where(f) for f in found}
     versions: dict[str, PastedVersion] = {}
