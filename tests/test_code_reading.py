@@ -187,3 +187,18 @@ def test_a_paste_s_code_block_shows_what_it_shows_and_rules_out_nothing(capsys, 
     observed = report["training"]["observed"]
     assert observed["strategy"] == "mirrored" and set(observed["usage"]) == {"predict_evaluate", "predict_in_loop"}
     assert not observed.get("layers")  # a fragment's layers are not the model's whole list
+
+
+def test_profile_code_prints_the_table_for_pyproject_and_it_reads_back(capsys, tmp_path: Path) -> None:
+    import tomllib
+
+    assert main(["profile", "--code", str(CODE / "tf2_mirrored_predict_loop.py")]) == 0
+    text = capsys.readouterr().out
+    assert "    \"predict_in_loop\",  # tf2_mirrored_predict_loop.py:24 model.predict() inside the loop at line 23" in text
+    table = tomllib.loads(text)["tool"]["mgpu-doctor"]["training"]
+    assert table["strategy"] == "mirrored" and "predict_in_loop" in table["usage"]
+    (tmp_path / "pyproject.toml").write_text(text)  # the project's own file, as the table says
+    assert main(["profile", "--code", str(CODE / "tf1_session.py"), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["strategy"] == "multi_gpu_model" and {"line": 21, "word": "fit_in_loop"}.items() <= next(
+        f for f in data["facts"] if f["word"] == "fit_in_loop").items()
