@@ -285,3 +285,16 @@ def test_smoke_model_whose_loss_divides_by_zero_is_not_an_upstream_bug(capsys, m
     assert not [f for f in found if "still happens" in f["title"]]
     blamed = [f for f in found if f["code"].startswith("smoke.known-issue.") and "uneven" in f["title"]]
     assert all("could explain it" in f["title"] for f in blamed), blamed
+
+
+@pytest.mark.parametrize(("body", "code", "words"), [
+    ("When I start training I get the message Loaded runtime CuDNN library: 7.1.4 but source was compiled "
+     "with: 7.2.1 and then it crashes.", "pasted.runtime-older-than-build", "cuDNN 7.1.4 was loaded"),
+    ("Hi, on import I see: Could not load dynamic library 'libcudart.so.10.2'; dlerror: libcudart.so.10.2: "
+     "cannot open shared object file and no GPU is used", "pasted.library-not-loaded", "libcudart.so.10.2"),
+])
+def test_the_generic_lines_are_read_inside_a_sentence_of_the_body(tmp_path: Path, capsys, body, code, words) -> None:
+    paste = tmp_path / "issue.md"
+    paste.write_text(body + "\n")
+    [found] = [f for f in findings_of(capsys, "--from", str(paste)) if f["code"] == code]
+    assert found["severity"] == "error" and words in found["title"]
