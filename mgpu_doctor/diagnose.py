@@ -274,12 +274,12 @@ def pasted_facts(path: Path, not_json: NotJsonText) -> Facts:
     if len(not_json.text) > MAX_PASTE_CHARS:
         raise BadInput(f"{path}: {len(not_json.text) // 2**20} MiB of text: larger than the "
                        f"{MAX_PASTE_CHARS // 2**20} MiB a pasted text may be, and not a snapshot")
+    if not_json.text.lstrip("\ufeff \t\r\n").startswith(("{", "[")):
+        raise BadInput(str(not_json))  # meant as JSON (a snapshot cut short): say where it breaks
     code = paste_reading(not_json.text, "the pasted text")
     try:
         snapshot = snapshot_from_paste(not_json.text, str(path), has_code=bool(code and code.facts))
     except NothingRecognised:
-        if not_json.text.lstrip().startswith(("{", "[")):
-            raise BadInput(str(not_json)) from None  # meant as JSON: say where it breaks
         raise BadInput(f"{path}: not valid JSON (a snapshot or report; a Markdown report from `mgpu-doctor "
                        "report` works too), and not a paste with anything mgpu-doctor reads (System "
                        "information, nvidia-smi, pip list, build info, TensorFlow log lines, an error, "

@@ -31,6 +31,7 @@ from mgpu_doctor.pasted.system_info import find_system_info
 from mgpu_doctor.pasted.text import RANK_TEMPLATE, Found, paste_lines
 from mgpu_doctor.pasted.tf_log import find_log
 from mgpu_doctor.pasted.tools import find_collect_env, find_tf_env
+from mgpu_doctor.process.masking import mask_credentials
 
 READERS: tuple[Callable[[list[str]], list[Found]], ...] = (
     find_system_info, find_xml, find_query, find_table, find_packages, find_build_info, find_collect_env,
@@ -128,7 +129,7 @@ def _stated_where(found: Found, key: str, where: dict[int, str]) -> str:
 
 
 def _cut(text: str) -> str:
-    text = text.strip()
+    text = mask_credentials(text.strip())  # before the cut: a cut token no longer looks like one
     return text if len(text) <= UNREAD_CHARS else text[:UNREAD_CHARS - 1] + "…"
 
 
