@@ -1,4 +1,4 @@
-"""Held-out benchmark: does `mgpu-doctor check --from PASTE` name the cause of failures in threads it never saw?
+"""Held-out benchmark: does `check --from PASTE` name the cause of failures in threads it never saw?
 
 Runs `python -m mgpu_doctor check --from FILE --format json` on every paste listed in
 benchmarks/heldout/threads.toml and compares the known-issue findings with the thread's `expected` entry.
@@ -20,8 +20,10 @@ import argparse
 import json
 import subprocess
 import sys
-import tomllib
+import tempfile
 from pathlib import Path
+
+import tomllib
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "heldout"
@@ -29,6 +31,26 @@ REPO = HERE.parent
 SEVERITY_RANK = {"ok": 0, "info": 1, "warning": 2, "error": 3, "crash": 4}
 PREFIX = "known-issue."
 TIMEOUT_S = 60
+# How a report names a mechanism class (threads.toml `generic`): a finding at warning or higher with
+# one of these codes, or whose evidence says what the line means in these words.
+MECHANISMS = {
+    "soname-load": ({"pasted.library-not-loaded", "libraries.missing", "libraries.soname-minor"},
+                    "a shared library could not be loaded"),
+    "cudnn-mismatch": ({"pasted.runtime-mismatch", "pasted.runtime-older-than-build", "libraries.older-minor",
+                        "libraries.major-mismatch"}, "cudnn (or cublas) could not start"),
+    "oom": (set(), "the gpu ran out of memory"),
+    "nccl": (set(), "nccl, which exchanges the gradients"),
+    "grpc": (set(), "a worker of the cluster went away"),
+    "perreplica": (set(), "a per-replica value"),
+    "driver-too-old": ({"driver.too-old", "pasted.cuinit-failed"}, "the driver is older than"),
+}
+
+
+def as_read(thread: dict, folder: Path, tmp: Path) -> Path:
+    """The thread as a support engineer reads it: its title, then its opening text."""
+    paste = tmp / thread["file"]
+    paste.write_text(f"{thread.get('title', '')}\n\n{(folder / thread['file']).read_text(encoding='utf-8')}")
+    return paste
 
 
 def run_doctor(paste: Path) -> dict:
@@ -37,9 +59,11 @@ def run_doctor(paste: Path) -> dict:
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=REPO)
     except subprocess.TimeoutExpired:
-        return {"rc": None, "timeout": True, "rejected": False, "findings": [], "error": "timeout"}
+        return {"rc": None, "timeout": True, "rejected": False, "findings": [], "error": "timeout",
+                "serious": []}
     rejected = proc.returncode == 2 and "not a paste" in (proc.stdout + proc.stderr)
     findings: list[tuple[str, str]] = []
+    serious: list[tuple[str, str]] = []  # (code, evidence text) of every finding at warning or higher
     error = ""
     if not rejected:
         try:
@@ -50,9 +74,12 @@ def run_doctor(paste: Path) -> dict:
             for check in report.get("checks", []):
                 for finding in check.get("findings", []):
                     code = finding.get("code", "")
+                    if SEVERITY_RANK.get(finding.get("severity", ""), 0) >= SEVERITY_RANK["warning"]:
+                        serious.append((code, " ".join(finding.get("evidence", [])).lower()))
                     if code.startswith(PREFIX):
                         findings.append((code[len(PREFIX):], finding.get("severity", "")))
-    return {"rc": proc.returncode, "timeout": False, "rejected": rejected, "findings": findings, "error": error}
+    return {"rc": proc.returncode, "timeout": False, "rejected": rejected, "findings": findings,
+            "error": error, "serious": serious}
 
 
 def score(thread: dict, result: dict) -> dict:
@@ -61,7 +88,12 @@ def score(thread: dict, result: dict) -> dict:
     named_any = bool(expected) and any(i == expected for i, _ in result["findings"])
     named_warn = bool(expected) and expected in at_warn
     wrong = sorted({i for i in at_warn if i != expected})
+    generic = thread.get("generic", "")
+    codes, words = MECHANISMS.get(generic, (set(), "\0"))
+    mechanism = bool(generic) and any(code in codes or words in text for code, text in result["serious"])
     return {
+        "generic": generic,
+        "mechanism_named": mechanism,
         "file": thread["file"],
         "split": thread.get("split", ""),
         "expected": expected,
@@ -87,6 +119,8 @@ def figures(rows: list[dict]) -> dict:
         "named_at_warning": sum(r["named_warn"] for r in with_expected),
         "rejected_not_a_paste": sum(r["rejected"] for r in rows),
         "wrong_entry_at_warning": sum(bool(r["wrong"]) for r in rows),
+        "with_mechanism": sum(bool(r["generic"]) for r in rows),
+        "mechanism_named": sum(r["mechanism_named"] for r in rows),
         "timeouts_or_errors": sum(bool(r["timeout"] or r["error"]) for r in rows),
     }
 
@@ -99,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
 
     data = tomllib.loads(args.corpus.read_text(encoding="utf-8"))
     threads = data.get("thread", [])
-    rows = [score(t, run_doctor(args.corpus.parent / t["file"])) for t in threads]
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = [score(t, run_doctor(as_read(t, args.corpus.parent, Path(tmp)))) for t in threads]
     splits = {
         "dev": figures([r for r in rows if r["split"] == "dev"]),
         "heldout": figures([r for r in rows if r["split"] == "heldout"]),
@@ -113,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     width = max(len(r["file"]) for r in rows) if rows else 10
     print(f"{'file':<{width}}  {'split':<7}  {'expected':<55}  named  rc  notes")
     for r in rows:
-        named = "-" if not r["expected"] else ("warn" if r["named_warn"] else ("info" if r["named"] else "no"))
+        named = "-" if not r["expected"] else (
+            "warn" if r["named_warn"] else ("info" if r["named"] else "no"))
         notes = []
         if r["rejected"]:
             notes.append("rejected: not a paste")
@@ -123,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
             notes.append("error: " + r["error"])
         if r["wrong"]:
             notes.append("wrong at warning+: " + ", ".join(r["wrong"]))
+        if r["generic"]:
+            notes.append(f"{r['generic']}: {'named' if r['mechanism_named'] else 'not named'}")
         if r["known_issue_findings"]:
             notes.append(f"{r['known_issue_findings']} known-issue findings")
         print(f"{r['file']:<{width}}  {r['split']:<7}  {r['expected'] or '-':<55}  {named:<5}  "
@@ -136,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         ("named_at_warning", "  of those, named at warning or higher"),
         ("rejected_not_a_paste", "pastes rejected (exit 2, not a paste)"),
         ("wrong_entry_at_warning", "threads with a wrong entry at warning or higher"),
+        ("with_mechanism", "threads whose failure has a mechanism class"),
+        ("mechanism_named", "  of those, the class named at warning or higher"),
         ("timeouts_or_errors", "timeouts or unreadable output"),
     ]
     print(f"{'figure':<50} {'dev':>5} {'heldout':>8} {'all':>5}")

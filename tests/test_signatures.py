@@ -298,3 +298,31 @@ def test_the_generic_lines_are_read_inside_a_sentence_of_the_body(tmp_path: Path
     paste.write_text(body + "\n")
     [found] = [f for f in findings_of(capsys, "--from", str(paste)) if f["code"] == code]
     assert found["severity"] == "error" and words in found["title"]
+
+
+PIP_LIST = "```\nPackage        Version\n-------------- -------\ntensorflow-gpu 2.4.1\n```\n"
+
+
+@pytest.mark.parametrize(("text", "means"), [
+    ("ncclCommInitRank failed: unhandled system error", "NCCL, which exchanges the gradients between GPUs, failed"),
+    ('when i run the script, it shows mistake "ValueError: Flattening a PerReplica to components is not '
+     'supported in replica context."', "a per-replica value reached code that wants one tensor"),
+    ("RuntimeError: CUDA driver version is insufficient for CUDA runtime version",
+     "the driver is older than the CUDA runtime needs"),
+])
+def test_a_line_naming_a_failing_mechanism_is_read_as_a_failure(tmp_path: Path, capsys, text, means) -> None:
+    paste = tmp_path / "issue.md"
+    paste.write_text(f"{text}\n\n{PIP_LIST}")
+    [own] = [f for f in findings_of(capsys, "--from", str(paste)) if f["code"] == "matrix.unknown-error"]
+    assert f"what the line means: {means}" in own["evidence"]
+
+
+@pytest.mark.parametrize("text", [
+    "host:7436:7497 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]",  # no InfiniBand: falls back
+    "W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load dynamic library 'libnvinfer.so.7'",
+    "it does not run out of memory on one GPU",
+])
+def test_benign_lines_are_not_failures(tmp_path: Path, capsys, text) -> None:
+    paste = tmp_path / "issue.md"
+    paste.write_text(f"{text}\n\n{PIP_LIST}")
+    assert not [f for f in findings_of(capsys, "--from", str(paste)) if f["code"] == "matrix.unknown-error"]

@@ -6,6 +6,7 @@ Pure: texts come in as evidence lines, the matrix as entries, the environment as
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -45,11 +46,26 @@ def evidence_findings(issues: Sequence[KnownIssue], env: Environment,
             covered.add((text.origin, hit.line.line, hit.line.text))
     found = sorted(named.values(), key=lambda f: f.severity, reverse=True)
     for text in texts:
-        left = [f for f in failures(list(text.lines))
+        left = [f for f in failures_and_mechanisms(text.lines)
                 if (text.origin, f.line.line, f.line.text) not in covered
                 and not _covered_by(f, named, issues)]
         found += [unknown_error_finding(f, text.origin) for f in _distinct(left)[-SHOWN_FAILURES:]]
     return found
+
+
+_FAILED = re.compile(r"(?i)error|fail|warn|abort|exhausted|refused|cancelled|insufficient")
+
+
+def failures_and_mechanisms(lines: Sequence[EvidenceLine]) -> list[Failure]:
+    """The failure lines, and the lines that name a known mechanism failing (an issue's title
+    "ncclCommInitRank failed: unhandled system error", an NCCL WARN line), in text order."""
+    found = failures(list(lines))
+    taken = {f.line.line for f in found}
+    for line in lines:
+        mechanism = mechanism_of(line.text) if line.line not in taken and _FAILED.search(line.text) else None
+        if mechanism is not None and mechanism.alone:
+            found.append(Failure(line))
+    return sorted(found, key=lambda f: f.line.line)
 
 
 def signature_finding(hit: SignatureHit, env: Environment) -> Finding | None:

@@ -14,13 +14,19 @@ from mgpu_doctor.matrix.signatures import normalised, pieces_in
 
 @dataclass(frozen=True)
 class Mechanism:
-    """A class of failure recognised by any of its lines (each a tuple of pieces, in order)."""
+    """A class of failure recognised by any of its lines (each a tuple of pieces, in order).
+
+    ``alone``: a line of it is a failure even when it is no exception (an issue's title, an NCCL
+    error line); a library that did not load is not, as TensorFlow logs optional ones (TensorRT)
+    that way and the pasted log's own check judges each.
+    """
 
     name: str
     what: str  # what the line means
     fix: str
     lines: tuple[tuple[str, ...], ...]
     links: tuple[str, ...] = ()
+    alone: bool = True
 
 
 MECHANISMS: tuple[Mechanism, ...] = (
@@ -47,7 +53,8 @@ MECHANISMS: tuple[Mechanism, ...] = (
         "causes are a small /dev/shm in a container, the wrong network interface (NCCL_SOCKET_IFNAME), "
         "and peer-to-peer transfers that the PCIe/IOMMU set-up blocks: `mgpu-doctor check` checks these.",
         (("unhandled system error",), ("unhandled cuda error",), ("ncclinternalerror",), ("nccl error",),
-         ("ncclsystemerror",), ("nccl warn",), ("ncclunhandledcudaerror",), ("ncclremoteerror",)),
+         ("ncclsystemerror",), ("ncclunhandledcudaerror",), ("ncclremoteerror",),
+         ("ncclcomminitrank failed",)),
         ("https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html",)),
     Mechanism(
         "grpc-peer", "a worker of the cluster went away or could not be reached",
@@ -63,8 +70,17 @@ MECHANISMS: tuple[Mechanism, ...] = (
         "(strategy.reduce) or take strategy.experimental_local_results before using them as one "
         "tensor; with Keras 3, compare your versions against the known issues (`mgpu-doctor matrix "
         "query keras==X strategy=multi_worker_mirrored`).",
-        (("perreplica:{",), ("perreplica", "unsupported type"), ("perreplica", "convert")),
+        (("perreplica",),),
         ("https://www.tensorflow.org/api_docs/python/tf/distribute/Strategy#reduce",)),
+    Mechanism(
+        "driver-too-old", "the driver is older than the CUDA runtime needs",
+        "Install a driver at least as new as the CUDA runtime's minimum (NVIDIA's CUDA release notes list "
+        "it per version), or use a TensorFlow built for an older CUDA; `mgpu-doctor check` compares the "
+        "driver with the CUDA runtime in use.",
+        (("driver version is insufficient for cuda runtime version",), ("cudaerrorinsufficientdriver",),
+         ("cuda_error_system_driver_mismatch",),
+         ("forward compatibility was attempted on non supported hw",)),
+        ("https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/",)),
     Mechanism(
         "library-load", "a shared library could not be loaded",
         "Install the CUDA and cuDNN versions this TensorFlow was built for (with pip, from TensorFlow "
@@ -72,7 +88,7 @@ MECHANISMS: tuple[Mechanism, ...] = (
         "LD_LIBRARY_PATH; `mgpu-doctor check` lists which copies the loader finds.",
         (("could not load dynamic library",), ("cannot open shared object file",),
          ("undefined symbol",), ("dlopen",)),
-        ("https://www.tensorflow.org/install/pip",)),
+        ("https://www.tensorflow.org/install/pip",), alone=False),
 )
 
 

@@ -28,6 +28,8 @@ FRAME = re.compile(r'^\s*File "(?P<file>[^"]{1,400})", line (?P<line>\d{1,9})(?:
 # TensorFlow's C++ code, a crash the shell reports.
 _EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]{0,200}\.)?[A-Z]\w{0,80}"
                         r"(?:Error|Exception|Exit|Interrupt|Failure)(?::|$)")
+# An exception quoted inside a sentence ('it shows "ValueError: Flattening a PerReplica ..."').
+_QUOTED_EXCEPTION = re.compile(r"[\s\"'`(]((?:[A-Za-z_][\w.]{0,200}\.)?[A-Z]\w{0,80}(?:Error|Exception)): \S")
 _CRASH = re.compile(r"\bCheck failed:|^Segmentation fault|\(core dumped\)|^Aborted\b|^Killed$"
                     r"|^Fatal Python error")
 # A frame in an installed package or the standard library is not the user's code.
@@ -129,6 +131,9 @@ def failures(lines: list[EvidenceLine]) -> list[Failure]:
             continue
         if _EXCEPTION.match(line.text):
             out.append(Failure(line, frame))
+            frame = None
+        elif (quoted := _QUOTED_EXCEPTION.search(line.text)) is not None:
+            out.append(Failure(EvidenceLine(line.line, line.text[quoted.start(1):], line.repeated), frame))
             frame = None
         elif _CRASH.search(line.text):
             out.append(Failure(line, None, crash=True))
