@@ -465,7 +465,7 @@ def _signatures(raw: Any, sources: tuple[Source, ...], bad: Any) -> tuple[Signat
     if not isinstance(raw, list):
         bad("signatures", "must be an array of tables")
         return ()
-    cited = {s.url for s in sources if s.url}
+    cited = {s.cite for s in sources if s.cite}  # a URL, or a write-up's ref (the doctor's own reproduction)
     out = []
     for i, sig in enumerate(raw):
         name = f"signatures[{i}]"
@@ -495,8 +495,8 @@ def _signatures(raw: Any, sources: tuple[Source, ...], bad: Any) -> tuple[Signat
             bad(f"{name}.text", "not a line the doctor keeps as evidence (it names none of the words of "
                 "mgpu_doctor/model/evidence.py EVIDENCE_WORDS): it could never be matched")
         if not signature.source or signature.source not in cited:
-            bad(f"{name}.source", "the URL of one of this entry's sources, the one whose thread shows "
-                "the line")
+            bad(f"{name}.source", "the URL (or a write-up's ref) of one of this entry's sources, the one "
+                "whose thread shows the line")
         out.append(signature)
     return tuple(out)
 
