@@ -30,7 +30,7 @@ def signature(text: str, source: str = URL, extra: str = "") -> str:
 @pytest.mark.parametrize(("text", "source", "why"), [
     ("Segfault", URL, "literal characters"),  # too short to name a cause
     ("Attempt to convert a value … with an unsupported type", "https://github.com/x/y/issues/9",
-     "the URL of one of this entry's sources"),
+     "of one of this entry's sources"),
     ("model.fit(dataset, epochs=3, verbose=2)", URL, "not a line the doctor keeps"),
     ("x" * 250 + " error", URL, "at most 240"),
 ])
