@@ -80,6 +80,10 @@ def error_lines(run: SmokeRunLike) -> list[EvidenceLine]:
     parts = [text("stderr_tail"), trace] + ([said] if said.strip() and said.strip() not in trace else [])
     # a checkpoint run's save, load or resume failed in its own step
     parts += [step.error for step in getattr(run, "checkpoint", None) or () if getattr(step, "error", "")]
+    # a multi-worker run: each worker's own error and stderr
+    for worker in getattr(run, "worker_outcomes", None) or ():
+        kind, said = getattr(worker, "error_type", ""), getattr(worker, "error_message", "")
+        parts += [getattr(worker, "stderr_tail", ""), f"{kind}: {said}" if kind and said else said]
     return [replace(e, line=0) for e in evidence_lines("\n".join(p for p in parts if p).splitlines())]
 
 
@@ -145,8 +149,7 @@ def smoke_findings(
             findings.extend(replace(f, code=f"smoke.{f.code}", title=f"Smoke training {what}: {run.status}; "
                                     f"{f.title[:1].lower()}{f.title[1:]}") for f in shown)
             continue
-        errored = bool(getattr(run, "error_type", "") or getattr(run, "error_message", "")
-                       or any(getattr(step, "error", "") for step in getattr(run, "checkpoint", None) or ()))
+        errored = raised(run)
         if errored and run.layer == USER_MODEL:  # the user's code failed in its own words
             findings.append(_own_error_finding(run, what, lines, code_tail))
             continue
@@ -197,6 +200,15 @@ def smoke_findings(
             "smoke results. Meanwhile try the run's layer/strategy on one GPU to narrow it down.",
         ))
     return findings
+
+
+def raised(run: SmokeRunLike) -> bool:
+    """Whether the run, a checkpoint step of it or a worker of it failed with an error message."""
+    steps = getattr(run, "checkpoint", None) or ()
+    workers = getattr(run, "worker_outcomes", None) or ()
+    return bool(getattr(run, "error_type", "") or getattr(run, "error_message", "")
+                or any(getattr(step, "error", "") for step in steps)
+                or any(getattr(worker, "error_message", "") for worker in workers))
 
 
 def _own_error_finding(run: SmokeRunLike, what: str, lines: list[EvidenceLine], code_tail: str) -> Finding:
