@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -412,18 +413,26 @@ def _word_list(raw: dict[str, Any], key: str, allowed: tuple[str, ...] | None, b
     return tuple(value)
 
 
+def _tables(raw: list[Any], field_name: str, keys: tuple[str, ...], not_a_table: str,
+            bad: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each table of an array field with its name (``sources[2]``); others and unknown keys are
+    problems."""
+    for i, item in enumerate(raw):
+        name = f"{field_name}[{i}]"
+        if not isinstance(item, dict):
+            bad(name, not_a_table)
+            continue
+        for key in sorted(set(item) - set(keys)):
+            bad(f"{name}.{key}", f"unknown field; allowed: {', '.join(keys)}")
+        yield name, item
+
+
 def _sources(raw: Any, bad: Any) -> tuple[Source, ...]:
     if not isinstance(raw, list) or not raw:
         bad("sources", "at least one source is required")
         return ()
     out = []
-    for i, src in enumerate(raw):
-        name = f"sources[{i}]"
-        if not isinstance(src, dict):
-            bad(name, "must be a table")
-            continue
-        for key in sorted(set(src) - set(SOURCE_KEYS)):
-            bad(f"{name}.{key}", "unknown field")
+    for name, src in _tables(raw, "sources", SOURCE_KEYS, "must be a table", bad):
         url, ref = src.get("url", ""), src.get("ref", "")
         if not isinstance(url, str) or not isinstance(ref, str):
             bad(name, "url and ref must be strings")
@@ -467,13 +476,7 @@ def _signatures(raw: Any, sources: tuple[Source, ...], bad: Any) -> tuple[Signat
         return ()
     cited = {s.cite for s in sources if s.cite}  # a URL, or a write-up's ref (the doctor's own reproduction)
     out = []
-    for i, sig in enumerate(raw):
-        name = f"signatures[{i}]"
-        if not isinstance(sig, dict):
-            bad(name, "must be a table with text and source")
-            continue
-        for key in sorted(set(sig) - set(SIGNATURE_KEYS)):
-            bad(f"{name}.{key}", f"unknown field; allowed: {', '.join(SIGNATURE_KEYS)}")
+    for name, sig in _tables(raw, "signatures", SIGNATURE_KEYS, "must be a table with text and source", bad):
         text, source, identifies = sig.get("text"), sig.get("source"), sig.get("identifies", True)
         if not isinstance(text, str) or not text.strip():
             bad(f"{name}.text", "required, the line as the source shows it")
