@@ -326,3 +326,15 @@ def test_benign_lines_are_not_failures(tmp_path: Path, capsys, text) -> None:
     paste = tmp_path / "issue.md"
     paste.write_text(f"{text}\n\n{PIP_LIST}")
     assert not [f for f in findings_of(capsys, "--from", str(paste)) if f["code"] == "matrix.unknown-error"]
+
+
+def test_a_traceback_alone_names_the_keras3_multi_worker_entry_of_the_bundled_matrix(tmp_path: Path, capsys) -> None:
+    """The line mgpu-doctor's own multi-worker smoke printed (TensorFlow 2.21, Keras 3.15.1): no
+    versions typed, the entry is named by its line."""
+    paste = tmp_path / "issue.md"
+    paste.write_text(TRACEBACK.replace("with MultiWorkerMirroredStrategy", "on two nodes with ray==2.30.0"))
+    found = findings_of(capsys, "--from", str(paste))
+    [named] = [f for f in found if f["code"] == "known-issue.keras-20585-mwms-model-fit"]
+    assert named["severity"] == "warning"
+    assert "the pasted text, line 9: ValueError: Attempt to convert a value (PerReplica:{" in named["evidence"]
+    assert "tf-keras" in named["fix"]
