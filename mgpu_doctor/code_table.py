@@ -20,6 +20,7 @@ from mgpu_doctor.multiworker import findings as multiworker
 from mgpu_doctor.pasted import findings as pasted
 from mgpu_doctor.smoke import known_issues as smoke_matching
 from mgpu_doctor.smoke import leak as leak_probe
+from mgpu_doctor.training import code as user_code
 from mgpu_doctor.training import observed as user_model
 
 # What smoke/rules.py emits per run (LAYER: dense, lstm, ...).
@@ -52,6 +53,7 @@ def declared_codes() -> list[CodeRow]:
     rows += [(crash_code("CHECK"), "any check that itself failed (a bug)")]
     rows += [(code, f"`{name}`") for name, codes in GATE_CODES.items() for code in codes]
     rows += [(code, "`--model`") for code in user_model.CODES]
+    rows += [(code, "`--code PATH`, a paste's code blocks") for code in user_code.CODES]
     rows += [(code, "`smoke`") for code in SMOKE_CODES]
     rows += [(code, "`smoke` (looked up in the matrix)") for code in smoke_matching.CODES]
     rows += [(code, "`smoke --leak-probe`, `--level long` (looked up in the matrix)")

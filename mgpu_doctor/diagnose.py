@@ -33,6 +33,7 @@ from mgpu_doctor.gate.requirements import Requirements, layer_outcomes, requirem
 from mgpu_doctor.matrix.compat_tables import CompatTableError, bundled_cuda_driver_table, load_bundled_tables
 from mgpu_doctor.matrix.environment import BadEnvironment
 from mgpu_doctor.matrix.known_issues import VERSION_KEYS
+from mgpu_doctor.model.evidence import EvidenceText, evidence_lines
 from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Section
 from mgpu_doctor.model.redact import Identity, mask_snapshot, redact_report
 from mgpu_doctor.model.report import Report, new_report
@@ -47,6 +48,7 @@ from mgpu_doctor.probes.user_model import observe_model
 from mgpu_doctor.process.interpreter import Interpreter
 from mgpu_doctor.smoke.request import SmokeRequest
 from mgpu_doctor.training.apply import with_training
+from mgpu_doctor.training.code import CodeReading, code_outcome, paste_reading, read_code, with_code
 from mgpu_doctor.training.declared import checked_recorded, over_recorded, query_profile
 from mgpu_doctor.training.observed import CHECK_NAME as MODEL_CHECK
 from mgpu_doctor.training.observed import model_outcome, with_observed
@@ -79,6 +81,8 @@ class DiagnoseOptions:
     # How the user trains, declared in the project's files and the options (--strategy, --usage, ...)
     training: TrainingProfile = field(default_factory=TrainingProfile)
     model: ModelRequest | None = None  # --model: the user's model, built and read in a child
+    logs: tuple[Path, ...] = ()  # --log FILE: training logs whose lines may show the failure
+    code: tuple[Path, ...] = ()  # --code PATH: the user's training code, read and never run
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,7 @@ class Facts:
     smoke_runs: list[SmokeRun] = field(default_factory=list)
     level: str = ""  # the level the file's report ran at, where it says
     training: TrainingProfile | None = None  # the training profile the file's report recorded
+    code: CodeReading | None = None  # a paste's code blocks, read and never run
 
 
 def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
@@ -108,15 +113,21 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
                        "doctor runs; a report made with --model carries what it observed")
     checks = with_team_matrix(options.checks, options.matrix_dirs)
     load_tables()
+    logs = read_logs(options.logs)
+    readings = [read_user_code(path) for path in options.code]
     facts = obtain_facts(options, progress)
-    original = facts.snapshot
+    readings = ([facts.code] if facts.code is not None else []) + readings
+    original = replace(facts.snapshot, logs=facts.snapshot.logs + logs) if logs else facts.snapshot
     training = over_recorded(facts.training, options.training)
     model = model_section(options, progress)
     if model is not None and model[1] is not None:
         training = with_observed(training, model[1])
+    for reading in readings:
+        training = with_code(training, reading)
     env = with_training(resolve(original), training)
     outcomes = [run_check(c, env) for c in checks]
     outcomes += [model[0]] if model is not None else []
+    outcomes += [code_outcome(reading) for reading in readings]
     notes: list[str] = []
     if original.pasted is not None:  # what the paste's own log lines prove, and what was read
         from mgpu_doctor.pasted.findings import PASTED_CHECK
@@ -158,6 +169,38 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
     if options.redact:
         report = redact_report(report, original, Identity.current())
     return Diagnosis(report, section is not None and section.interrupted)
+
+
+def read_logs(paths: tuple[Path, ...]) -> list[EvidenceText]:
+    """``--log FILE``: the lines of each log that may show a failure (bad files: exit 2)."""
+    from mgpu_doctor.process.inputs import InputError, read_log_tail
+
+    texts = []
+    for path in paths:
+        try:
+            text, skipped = read_log_tail(path)
+        except (OSError, InputError) as exc:
+            raise BadInput(f"--log {path}: {getattr(exc, 'strerror', None) or exc}") from None
+        lines = text.splitlines()
+        size = len(text.encode())
+        last = f"{size // 2**20} MiB" if size >= 2**20 else f"{size // 2**10} KiB"
+        origin = str(path) + (f" (its last {last})" if skipped else "")
+        texts.append(EvidenceText(origin, evidence_lines(lines), len(lines)))
+    return texts
+
+
+def read_user_code(path: Path) -> CodeReading:
+    """``--code PATH``: the strategy, layers and usage the user's code shows (a bad path: exit 2)."""
+    from mgpu_doctor.probes.code_files import python_sources
+
+    try:
+        sources = python_sources(path)
+    except OSError as exc:
+        raise BadInput(f"--code {path}: {exc.strerror or exc}") from None
+    if not sources.files:
+        raise BadInput(f"--code {path}: no Python file (.py, .ipynb) there"
+                       + (f" that could be read ({sources.skipped[0]})" if sources.skipped else ""))
+    return read_code(str(path), sources.files, sources.skipped)
 
 
 def libraries_table(env: ResolvedEnvironment) -> LibrariesView | Unavailable:
@@ -231,16 +274,18 @@ def pasted_facts(path: Path, not_json: NotJsonText) -> Facts:
     if len(not_json.text) > MAX_PASTE_CHARS:
         raise BadInput(f"{path}: {len(not_json.text) // 2**20} MiB of text: larger than the "
                        f"{MAX_PASTE_CHARS // 2**20} MiB a pasted text may be, and not a snapshot")
+    if not_json.text.lstrip("\ufeff \t\r\n").startswith(("{", "[")):
+        raise BadInput(str(not_json))  # meant as JSON (a snapshot cut short): say where it breaks
+    code = paste_reading(not_json.text, "the pasted text")
     try:
-        snapshot = snapshot_from_paste(not_json.text, str(path))
+        snapshot = snapshot_from_paste(not_json.text, str(path), has_code=bool(code and code.facts))
     except NothingRecognised:
-        if not_json.text.lstrip().startswith(("{", "[")):
-            raise BadInput(str(not_json)) from None  # meant as JSON: say where it breaks
         raise BadInput(f"{path}: not valid JSON (a snapshot or report; a Markdown report from `mgpu-doctor "
                        "report` works too), and not a paste with anything mgpu-doctor reads (System "
-                       "information, nvidia-smi, pip list, build info, TensorFlow log lines)") from None
+                       "information, nvidia-smi, pip list, build info, TensorFlow log lines, an error, "
+                       "training code)") from None
     # Written elsewhere, by someone else: its credentials are masked, --no-redact or not.
-    return Facts(mask_snapshot(snapshot), f"pasted text {path}")
+    return Facts(mask_snapshot(snapshot), f"pasted text {path}", code=code)
 
 
 def recorded_training(report_data: dict[str, Any] | None, path: Path) -> TrainingProfile | None:

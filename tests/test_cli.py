@@ -119,6 +119,17 @@ def test_bad_from_file(capsys, tmp_path, content, message):
     assert code == 2 and message in err and err.startswith(f"mgpu-doctor: error: {bad}")
 
 
+@pytest.mark.parametrize("command", ["check", "report"])
+def test_a_snapshot_cut_short_is_judged_as_json_though_it_holds_log_lines(capsys, tmp_path, command):
+    """Its own TensorFlow log lines (the stderr it recorded) once made it read as a paste."""
+    whole = path_of("sick-box").read_text()
+    cut = tmp_path / "cut.json"
+    cut.write_text(whole[:len(whole) // 2] + '"stderr": "2024-01-01 10:00:00.000000: W tensorflow/core/x.cc:1] '
+                   "Could not load dynamic library 'libcudart.so.12'; dlerror: not found\n")
+    code, _, err = run(capsys, command, "--from", str(cut))
+    assert code == 2 and "not valid JSON" in err and err.startswith(f"mgpu-doctor: error: {cut}")
+
+
 def test_internal_error_is_exit_3_without_traceback(capsys, monkeypatch):
     import mgpu_doctor.diagnose as pipeline
 

@@ -247,7 +247,11 @@ def test_every_tested_configuration_off_by_one_raises_the_right_finding(scenario
     newer_libs = [replace(c, versions={"ctypes": f"{cuda_major}.{cuda_minor + 1}"}) if c.name == "cudart" else c
                   for c in newer.libraries.copies]
     newer = replace(newer, libraries=replace(newer.libraries, copies=newer_libs))
-    assert codes(newer, "cuda-libraries")[0].get("libraries.newer-minor") is Severity.INFO
+    # before CUDA 11 libcudart's file name carries the minor: another minor is not loadable at all
+    soname_bound = cuda_major < 11
+    assert codes(newer, "cuda-libraries")[0].get(
+        "libraries.soname-minor" if soname_bound else "libraries.newer-minor") is (
+        Severity.ERROR if soname_bound else Severity.INFO)
     cudnn_next = configured(scenario, build.tensorflow, build.cuda, build.cudnn, full)
     cudnn_libs = [replace(c, versions={"ctypes": f"{cudnn_major + 1}.0.0"}) if c.name == "cudnn" else c
                   for c in cudnn_next.libraries.copies]
@@ -261,7 +265,9 @@ def test_every_tested_configuration_off_by_one_raises_the_right_finding(scenario
     if cuda_minor > 0:
         older_rt = configured(scenario, build.tensorflow, f"{cuda_major}.{cuda_minor - 1}", build.cudnn, full)
         older_rt = replace(older_rt, tensorflow=newer.tensorflow)
-        assert codes(older_rt, "cuda-libraries")[0].get("libraries.older-minor") is Severity.WARNING
+        assert codes(older_rt, "cuda-libraries")[0].get(
+            "libraries.soname-minor" if soname_bound else "libraries.older-minor") is (
+            Severity.ERROR if soname_bound else Severity.WARNING)
 
 
 def test_missing_library_names_what_is_off_the_path(scenario):

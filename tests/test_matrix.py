@@ -543,3 +543,20 @@ def test_an_upper_bound_on_a_library_is_a_compatibility_limit_not_a_fix(tmp_path
     assert 'cudnn = "<8.6"' in text
     assert problems_of(tmp_path, text) == []
     assert problems_of(tmp_path, text.replace('cudnn = "<8.6"', 'nccl = "<2.18"'))  # nccl fixes bugs
+
+
+@pytest.mark.parametrize(("terms", "entry"), [
+    # the uneven-batch BatchNormalization entry is for <=1.12.0: "1.12" is any 1.12.x
+    (["tensorflow==1.12", "gpus=2", "strategy=multi_gpu_model", "layers=batchnorm",
+      "scenario=uneven_final_batch"], "multi-gpu-model-batchnorm-nan-empty-replica"),
+    (["tensorflow==2.2", "gpus=2", "usage=device_subset,mixed_precision"],
+     "tf-39775-set-visible-devices-mixed-precision-policy-tf22"),
+    (["keras==3.6", "tensorflow==2.17.0", "gpus=2", "usage=multiprocessing_workers"],
+     "keras-20425-pydataset-workers-hang-end-of-epoch"),
+])
+def test_a_short_version_that_straddles_an_entry_is_cannot_tell_never_dropped(capsys, terms, entry) -> None:
+    main(["matrix", "query", *terms, "--format", "json"])
+    found = {f["code"]: f for c in json.loads(capsys.readouterr().out)["checks"] for f in c["findings"]}
+    assert f"known-issue.{entry}" in found, sorted(found)
+    assert found[f"known-issue.{entry}"]["severity"] == "info"
+    assert found[f"known-issue.{entry}"]["title"].startswith("Cannot tell whether this known issue applies")

@@ -480,10 +480,38 @@ def test_a_build_other_than_the_pip_wheel_is_not_given_the_wheels_build(capsys, 
 
 
 def test_the_pip_wheel_of_the_same_versions_is_still_judged_by_its_build(capsys):
-    rc, found, _ = query_findings(capsys, ["tensorflow==1.15.5", "cuda==11.8"])
+    rc, found, _ = query_findings(capsys, ["tensorflow==1.15.5", "build=pip", "cuda==11.8"])
     assert rc == 1 and found["libraries.major-mismatch"] == "error"
     rc, found, _ = query_findings(capsys, ["tensorflow==2.15.0", "build=pip", "cuda==11.8"])
     assert rc == 1 and found["libraries.major-mismatch"] == "error"
+
+
+def test_tensorflow_1_15_on_cuda_11_is_nvidia_s_build_or_cannot_be_told(capsys):
+    """Only NVIDIA's build of 1.15 runs on CUDA 11: without the build named, not an error."""
+    rc, found, _ = query_findings(capsys, ["tensorflow==1.15.5", "cuda==11.8"])
+    assert rc == 0 and found["libraries.nvidia-build-only"] == "info", found
+    assert "libraries.major-mismatch" not in found
+
+
+@pytest.mark.parametrize(("tensorflow", "cuda", "code", "severity"), [
+    ("2.1.0", "10.2", "libraries.soname-minor", "error"),  # opens libcudart.so.10.1 only
+    ("2.1.0", "10.0", "libraries.soname-minor", "error"),
+    ("1.14.0", "10.1", "libraries.soname-minor", "error"),
+    ("2.1.0", "10.1", "libraries.match", "ok"),
+    ("2.10.0", "11.8", "libraries.newer-minor", "info"),  # from CUDA 11 every 11.x is libcudart.so.11.0
+])
+def test_before_cuda_11_the_runtime_s_minor_is_in_its_file_name(capsys, tensorflow, cuda, code, severity):
+    _, found, _ = query_findings(capsys, [f"tensorflow=={tensorflow}", f"cuda=={cuda}"])
+    assert found.get(code) == severity, found
+
+
+@pytest.mark.parametrize(("tensorflow", "extra"), [("2.1.0", False), ("1.15.0", False), ("2.3.1", False),
+                                                    ("2.15.0", True)])
+def test_a_fix_names_the_and_cuda_extra_only_where_the_release_has_one(capsys, tensorflow, extra):
+    main(["matrix", "query", f"tensorflow=={tensorflow}", "build=pip", "cuda==9.0", "--format", "json"])
+    report = json.loads(capsys.readouterr().out)
+    fixes = [f["fix"] for c in report["checks"] for f in c["findings"] if f["code"].startswith("libraries.")]
+    assert fixes and all(("[and-cuda]" in fix) is extra for fix in fixes), fixes
 
 
 def test_a_bad_build_term_is_one_line_exit_2(capsys):

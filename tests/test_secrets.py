@@ -44,6 +44,9 @@ SECRET_KINDS = {
     "secret-named variable": ("PLANTEDbyName", "PLANTEDbyName"),
     "generated-looking value": ("Q2xhdWRlUGxhbnRlZFNlY3JldDEyMzQ1Njc4OTA", "Q2xhdWRlUGxhbnRlZFNlY3JldDEy"),
     "PEM block": (PEM, "PEMtail9Qw"),
+    "secret-named assignment": ("aws_secret_access_key=PLANTEDawsSecret1/K7MDENG", "PLANTEDawsSecret1"),
+    "webhook URL": ("https://hooks.slack.com/services/T0PLANT/B0PLANT/PLANTEDslackHook9", "PLANTEDslackHook9"),
+    "conda token channel": ("https://conda.anaconda.org/t/PLANTEDcondaTok-77/mychannel", "PLANTEDcondaTok-77"),
 }
 CREDENTIALS = ("s3cr3tPW1", "hunter2PW2", "p4ssw0rdPW3", "pa55wordPW4", "ghp_abcdefghij", "hf_abcdefghij",
                "plainTokenValue", "kl0pSecretPW5", "MzEfYyjiWA4R4x", *(canary for _, canary in SECRET_KINDS.values()))
@@ -218,7 +221,8 @@ def test_a_pem_block_is_masked_whole_from_begin_to_end(text, masked):
 
 # Shapes that made a backtracking pattern try a long run again from each position inside it.
 ADVERSARIAL = ["a", "a:", "a@", "a:b@", "eyJ-", "sk-", "a://b", "aB3", "bearer ", "key=", "a:1,", "a.",
-               "-----BEGIN X-----", "x@y:", "@:"]
+               "-----BEGIN X-----", "x@y:", "@:", "a_key", "token_", "=", "a_key=", "hooks.slack.com/services/a",
+               "anaconda.org/t/"]
 LINEAR_CHECK = """
 import sys, time
 from mgpu_doctor.process.masking import mask_credentials, mask_env_value
@@ -270,3 +274,46 @@ def test_user_password_forms_are_masked(text, masked):
 ])
 def test_ordinary_values_are_not_masked(text):
     assert mask_credentials(text) == text
+
+
+def planted_paste() -> str:
+    """An issue body with every kind, in a template line, a prose line, a traceback and a TensorFlow
+    log line whose token lies past the 300 characters a log line is cut to."""
+    kinds = "\n".join(f"- setting {i}: {value}" for i, (value, _) in enumerate(SECRET_KINDS.values()))
+    padding = "x" * 290
+    return ("### System information\n- TensorFlow version: 2.15.0\n- Python version: 3.11\n" + kinds + "\n\n"
+            "```\nTraceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
+            "RuntimeError: upload failed for WANDB_API_KEY=PLANTEDwandbKey0123456789abcdef0123\n"
+            f"2024-01-01 10:00:00.000000: W tensorflow/core/x.cc:1] Could not load dynamic library "
+            f"'libcudart.so.12'; dlerror: {padding} ghp_PLANTEDcutTokenabcdefghijklmnop12\n```\n")
+
+
+PASTE_CANARIES = (*(canary for _, canary in SECRET_KINDS.values()), "PLANTEDwandbKey", "PLANTEDcutTok")
+PASTE_COMMANDS = [
+    ["check", "--from", "{paste}", "-v", "--junit", "{tmp}/paste.xml"],
+    ["check", "--from", "{paste}", "--format", "json"],
+    ["check", "--from", "{paste}", "--format", "markdown"],
+    ["check", "--from", "{paste}", "--format", "html"],
+    ["check", "--from", "{paste}", "--format", "json", "--no-redact"],
+    ["report", "--from", "{paste}", "-o", "{tmp}/paste-report.md"],
+    ["report", "--from", "{paste}", "--format", "html", "-o", "{tmp}/paste-report.html"],
+    ["check", "--quick", "--log", "{paste}", "--format", "json", "--no-redact"],
+]
+
+
+def test_no_output_of_a_pasted_text_carries_a_planted_secret(tmp_path):
+    paste = tmp_path / "issue.md"
+    paste.write_text(planted_paste())
+    shown = []
+    for argv in PASTE_COMMANDS:
+        argv = [a.replace("{paste}", str(paste)).replace("{tmp}", str(tmp_path)) for a in argv]
+        proc = subprocess.run([sys.executable, "-m", "mgpu_doctor", *argv], capture_output=True, text=True,
+                              errors="replace", timeout=120, cwd=tmp_path, check=False)
+        assert proc.returncode in (0, 1), (argv, proc.stderr)
+        shown.append(proc.stdout + proc.stderr)
+    shown += [(tmp_path / name).read_text() for name in ("paste.xml", "paste-report.md", "paste-report.html")]
+    for text in shown:
+        leaked = [c for c in PASTE_CANARIES if c in text]
+        assert not leaked, (leaked, text[:2000])
+    # the lines were there to find, masked: the test is not vacuous
+    assert "WANDB_API_KEY=***" in shown[1] and "libcudart.so.12" in shown[1]

@@ -28,7 +28,14 @@ CODES = (
     "libraries.newer-minor",
     "libraries.version-unknown",
     "libraries.version-short",
+    "libraries.soname-minor",
+    "libraries.nvidia-build-only",
 )
+# Before CUDA 11, libcudart's file name carries the minor (libcudart.so.10.1): a TensorFlow built
+# for 10.1 opens that file and no other, so 10.0 or 10.2 cannot stand in. From CUDA 11 on every
+# 11.x provides libcudart.so.11.0 (minor version compatibility).
+FIRST_MINOR_COMPATIBLE_CUDA = 11
+NVIDIA_TF1_DOC = "https://docs.nvidia.com/deeplearning/frameworks/tensorflow-wheel-release-notes/"
 
 
 def check_tensorflow_build_libraries(env: ResolvedEnvironment) -> list[Finding]:
@@ -41,7 +48,9 @@ def check_tensorflow_build_libraries(env: ResolvedEnvironment) -> list[Finding]:
     built = built_for(env)
     findings: list[Finding] = []
     cuda_major = env.built_cuda.version.major if env.built_cuda.version is not None else None
-    wheel_hint = f"pip install 'tensorflow[and-cuda]=={built.tensorflow}'"
+    wheel_hint = install_hint(env, built)
+    chosen = env.built_cuda.chosen
+    assumed = chosen is not None and chosen.origin.name == "TESTED_BUILD"  # the pip wheel's, not read
     for name, value, expected in (("cudart", env.cuda, built.cuda), ("cudnn", env.cudnn, built.cudnn)):
         lib = env.libraries.get(name)
         if lib is not None and lib.copy is None:
@@ -50,8 +59,11 @@ def check_tensorflow_build_libraries(env: ResolvedEnvironment) -> list[Finding]:
             continue  # nothing in use is known (a query that does not name it)
         evidence = [f"built for: {('cuDNN ' + built.cudnn) if name == 'cudnn' else 'CUDA ' + built.cuda} "
                     f"({built.source})", f"in use: {in_use_text(lib, value)}"]
-        findings.extend(_compare(name, expected, value.text if value.observed else "", evidence, built,
-                                 wheel_hint))
+        found = value.text if value.observed else ""
+        if name == "cudart" and assumed and _nvidia_only(built, found, env):
+            findings.append(_nvidia_build_only(built, found, evidence))
+            continue
+        findings.extend(_compare(name, expected, found, evidence, built, wheel_hint))
     missing = [n for n in REQUIRED if snapshot is not None and not isinstance(snapshot.libraries, Unavailable)
                and (n not in env.libraries or env.libraries[n].copy is None)]
     for name in MAIN_LIBRARIES:
@@ -80,6 +92,46 @@ def check_tensorflow_build_libraries(env: ResolvedEnvironment) -> list[Finding]:
             [f"built for: CUDA {built.cuda}, cuDNN {built.cudnn} ({built.source})"],
         ))
     return findings
+
+
+def install_hint(env: ResolvedEnvironment, built: BuiltFor) -> str:
+    """How to get the CUDA and cuDNN a TensorFlow was built for: its `[and-cuda]` extra where that
+    release has one (2.14 on), else the versions themselves."""
+    if env.and_cuda_pins:
+        return f"pip install '{env.tensorflow_distribution or 'tensorflow'}[and-cuda]=={built.tensorflow}'"
+    cudnn = f" and cuDNN {built.cudnn}" if built.cudnn else ""
+    return (f"Install CUDA {built.cuda}{cudnn} (no pip extra installs them for TensorFlow "
+            f"{built.tensorflow}: NVIDIA's installers, or conda's cudatoolkit and cudnn packages)")
+
+
+def _nvidia_only(built: BuiltFor, found: str, env: ResolvedEnvironment) -> bool:
+    """TensorFlow 1.x with a CUDA 11 or newer: only NVIDIA's build (nvidia-tensorflow, the NGC
+    containers) runs there, while the build was assumed to be the pip wheel's (CUDA 10.0)."""
+    have, tf = major_minor(found), major_minor(built.tensorflow)
+    if have is None or tf is None or tf[0] != 1 or have[0] < FIRST_MINOR_COMPATIBLE_CUDA:
+        return False
+    if env.build_why:  # the build was named (`build=pip`) or shown: judged as that build
+        return False
+    snapshot = env.snapshot
+    if snapshot is None or isinstance(snapshot.packages, Unavailable):
+        return True  # a query or a paste names a version, not which build
+    return not any(snapshot.packages.versions.get(name) for name in ("tensorflow", "tensorflow-gpu"))
+
+
+def _nvidia_build_only(built: BuiltFor, found: str, evidence: list[str]) -> Finding:
+    return Finding(
+        "libraries.nvidia-build-only", Severity.INFO,
+        f"Cannot tell whether CUDA {found} fits TensorFlow {built.tensorflow}: only NVIDIA's build of "
+        "TensorFlow 1.15 runs on CUDA 11 or newer, and which build this is is not known",
+        evidence + [f"the pip wheel of TensorFlow {built.tensorflow} was built for CUDA {built.cuda} and "
+                    f"cannot load CUDA {found}; nvidia-tensorflow (NVIDIA's 1.15 builds, also in the NGC "
+                    "containers) is built for CUDA 11 and later"],
+        fix="If this is the pip wheel (`tensorflow` or `tensorflow-gpu` 1.15), install CUDA "
+            f"{built.cuda} and cuDNN {built.cudnn or '7'} for it, or move to nvidia-tensorflow; if it is "
+            "NVIDIA's build, name it (`nvidia-tensorflow==...` or `build=nvidia` in `matrix query`) "
+            "to have it judged as that build.",
+        links=[NVIDIA_TF1_DOC],
+    )
 
 
 def _missing_finding(
@@ -126,6 +178,20 @@ def _compare(name: str, expected: str, found: str, evidence: list[str], built: B
                            ", older ones may miss symbols the build relies on")],
             fix=f"Name the full version (`mgpu-doctor libs` reads it); {label} {expected} or newer "
             f"within {want[0]}.x fits.",
+            links=[TF_SOURCE_DOC],
+        )]
+    soname_bound = have[0] == want[0] < FIRST_MINOR_COMPATIBLE_CUDA
+    if name == "cudart" and soname_bound and not only_major and have != want:
+        soname = f"libcudart.so.{want[0]}.{want[1]}"
+        return [Finding(
+            "libraries.soname-minor", Severity.ERROR,
+            f"{label} in use is {found}, TensorFlow {built.tensorflow} was built for {expected} and opens "
+            f"{soname}: it cannot load {found}",
+            evidence + [f"before CUDA {FIRST_MINOR_COMPATIBLE_CUDA}, libcudart's file name carries the "
+                        f"minor: CUDA {found} provides libcudart.so.{have[0]}.{have[1]}, not {soname}"],
+            fix=f"{wheel_hint[:1].upper()}{wheel_hint[1:]}, beside or instead of {found} (put its lib64 "
+                "first on LD_LIBRARY_PATH); or use a TensorFlow built for "
+                f"CUDA {have[0]}.{have[1]}.",
             links=[TF_SOURCE_DOC],
         )]
     if have[0] != want[0]:

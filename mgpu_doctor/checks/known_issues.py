@@ -9,14 +9,16 @@ from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.environment.matrix_view import environment_from_resolved
 from mgpu_doctor.environment.resolve import ResolvedEnvironment
 from mgpu_doctor.matrix.environment import Environment
+from mgpu_doctor.matrix.evidence_findings import UNKNOWN_ERROR, GivenText, evidence_findings
 from mgpu_doctor.matrix.known_issue_findings import known_issue_findings
 from mgpu_doctor.matrix.known_issues import Matrix, load_matrix
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
 from mgpu_doctor.model.findings import Finding, Severity
+from mgpu_doctor.model.snapshot import Snapshot
 
 NAME = "known-issues"
 TITLE = "Known multi-GPU issues for these versions"
-CODES = ("known-issue.ID", "matrix.no-known-issue", "matrix.problems", "matrix.needs-version")
+CODES = ("known-issue.ID", "matrix.no-known-issue", "matrix.problems", "matrix.needs-version", UNKNOWN_ERROR)
 
 
 def matrix_findings(matrix: Matrix) -> list[Finding]:
@@ -42,14 +44,29 @@ def make_check_function(
         matrix = load_matrix(bundled_matrix_dir(), extra_dirs)
         env = environment_from_resolved(resolved)
         findings = matrix_findings(matrix)
+        texts = given_texts(resolved.snapshot)
+        shown = evidence_findings(matrix.issues, env, texts) if texts else []
         if resolved.snapshot is not None and "tensorflow" not in env.versions and "keras" not in env.versions:
             why = env.missing.get("tensorflow", "not known")
-            if findings:
-                return findings
+            if findings or shown:
+                return findings + shown
             raise CheckSkipped(f"TensorFlow version {why}")
-        return findings + findings_for(matrix, env)
+        named = {f.code for f in shown}
+        by_versions = [f for f in findings_for(matrix, env)
+                       if f.code not in named and not (shown and f.code == "matrix.no-known-issue")]
+        return findings + shown + by_versions
 
     return check_known_issues
+
+
+def given_texts(snapshot: Snapshot | None) -> list[GivenText]:
+    """The texts whose lines may show the failure: a pasted text, the logs given with `--log`."""
+    if snapshot is None:
+        return []
+    texts = [GivenText(f"the log {log.origin}", log.lines) for log in snapshot.logs if log.lines]
+    if snapshot.pasted is not None and snapshot.pasted.evidence:
+        texts.insert(0, GivenText("the pasted text", snapshot.pasted.evidence))
+    return texts
 
 
 def findings_for(matrix: Matrix, env: Environment) -> list[Finding]:

@@ -231,6 +231,12 @@ def add_diagnose_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--from", dest="from_file", metavar="FILE",
                    help="check a saved snapshot or report (`mgpu-doctor snapshot -o FILE`, "
                         "`mgpu-doctor report -o FILE`) instead of this machine")
+    p.add_argument("--code", dest="code", metavar="PATH", action="append", default=[],
+                   help="your training code (a file or a folder), read and never run: the strategy, layers "
+                        "and usage it shows decide the known issues that depend on them (repeatable)")
+    p.add_argument("--log", dest="logs", metavar="FILE", action="append", default=[],
+                   help="a training log (or a saved traceback) to read too: its error and log lines are "
+                        "matched against the known issues (repeatable; a big log is read from its end)")
     p.add_argument("--baseline", metavar="FILE",
                    help="also say what changed since a known-good run: its snapshot, JSON report or bug "
                         "report (`drift.*` findings; keep the last green report of a CI job and pass it "
@@ -376,4 +382,6 @@ def diagnose_options(args: argparse.Namespace, command: str) -> DiagnoseOptions:
         ack_file=Path(args.ack) if args.ack else None, redact=args.redact,
         baseline=Path(args.baseline) if getattr(args, "baseline", None) else None,
         training=training_profile(args), model=model_request(args),
+        logs=tuple(Path(f) for f in getattr(args, "logs", []) or []),
+        code=tuple(Path(f) for f in getattr(args, "code", []) or []),
     )

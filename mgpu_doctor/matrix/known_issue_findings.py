@@ -26,6 +26,8 @@ def worth_reporting(a: Assessment) -> bool:
         return True
     if a.verdict is not Verdict.CANNOT_TELL:
         return False
+    if a.version_straddles:  # a version named short of its patch release: never dropped silently
+        return True
     return a.version_agrees if a.issue.affects else bool(a.agrees)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.matrix.toml_files import DataFileError, read_versioned
 from mgpu_doctor.model.distributions import TF_COMPANIONS
+from mgpu_doctor.model.evidence import keeps
 from mgpu_doctor.model.versions import parse_specifier
 
 SCHEMA_VERSION = 1
@@ -35,7 +37,12 @@ CONDITION_KEYS = ("layers", "usage", "min_gpus", "max_gpus", "min_workers", "max
 # Conditions on how the model is trained, which a machine's snapshot cannot show.
 USAGE_KEYS = ("layers", "usage", "strategy", "scenario")
 ISSUE_KEYS = ("id", "title", "symptom", "confidence", "summary", "workaround", "fixed_in",
-              "affects", "conditions", "sources", "examples")
+              "affects", "conditions", "sources", "examples", "signatures")
+SIGNATURE_KEYS = ("text", "source", "identifies")
+# The one wildcard of a signature: any text within the line (a version, a shape, a path).
+WILDCARD = "\u2026"
+SIGNATURE_MIN_LITERAL = 20  # literal characters: shorter pieces match too many lines
+SIGNATURE_MAX_CHARS = 240
 SOURCE_KEYS = ("url", "kind", "title", "verified", "ref", "note")
 # Where a release fixes the bug an entry reports: an upper bound on these reads as "fixed in".
 FIXED_BY_RELEASE = ("tensorflow", "keras", "tf-keras", "nccl")
@@ -90,6 +97,26 @@ class Conditions:
 
 
 @dataclass(frozen=True)
+class Signature:
+    """A line the failure prints, as a source shows it, ``…`` standing for what varies.
+
+    ``identifies``: the line alone names this cause; when many causes print it (an out-of-memory
+    line, CUDNN_STATUS_INTERNAL_ERROR) it is false, and the entry is named only where the versions
+    and conditions fit too.
+    """
+
+    text: str
+    source: str  # the URL of the entry's source that shows the line
+    identifies: bool = True
+
+    @property
+    def pieces(self) -> tuple[str, ...]:
+        """The literal pieces, lowercased with whitespace runs as one space, that a line must hold
+        in this order."""
+        return tuple(p for p in (" ".join(part.split()).lower() for part in self.text.split(WILDCARD)) if p)
+
+
+@dataclass(frozen=True)
 class Example:
     """An environment (same keys as `matrix query`) the entry must match, or must not."""
 
@@ -113,6 +140,7 @@ class KnownIssue:
     examples: tuple[Example, ...] = ()
     fixed_in: str = ""
     origin: str = ""  # the file it came from
+    signatures: tuple[Signature, ...] = ()
 
 
 def known_issue_line(entry_id: str) -> str:
@@ -227,6 +255,7 @@ def parse_issue(raw: Any, file: str, index: int) -> tuple[KnownIssue | None, lis
     conditions = _conditions(raw.get("conditions", {}), bad)
     sources = _sources(raw.get("sources"), bad)
     examples = _examples(raw.get("examples", []), bad)
+    signatures = _signatures(raw.get("signatures", []), sources, bad)
     if not problems:
         _as_sources_say(affects, fixed_in, text["workaround"], sources, bad)
     if problems:
@@ -235,7 +264,7 @@ def parse_issue(raw: Any, file: str, index: int) -> tuple[KnownIssue | None, lis
         id=text["id"], title=text["title"], symptom=text["symptom"],
         confidence=text["confidence"], summary=text["summary"], workaround=text["workaround"],
         affects=affects, conditions=conditions, sources=sources, examples=examples,
-        fixed_in=fixed_in, origin=file,
+        fixed_in=fixed_in, origin=file, signatures=signatures,
     ), []
 
 
@@ -384,18 +413,26 @@ def _word_list(raw: dict[str, Any], key: str, allowed: tuple[str, ...] | None, b
     return tuple(value)
 
 
+def _tables(raw: list[Any], field_name: str, keys: tuple[str, ...], not_a_table: str,
+            bad: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each table of an array field with its name (``sources[2]``); others and unknown keys are
+    problems."""
+    for i, item in enumerate(raw):
+        name = f"{field_name}[{i}]"
+        if not isinstance(item, dict):
+            bad(name, not_a_table)
+            continue
+        for key in sorted(set(item) - set(keys)):
+            bad(f"{name}.{key}", f"unknown field; allowed: {', '.join(keys)}")
+        yield name, item
+
+
 def _sources(raw: Any, bad: Any) -> tuple[Source, ...]:
     if not isinstance(raw, list) or not raw:
         bad("sources", "at least one source is required")
         return ()
     out = []
-    for i, src in enumerate(raw):
-        name = f"sources[{i}]"
-        if not isinstance(src, dict):
-            bad(name, "must be a table")
-            continue
-        for key in sorted(set(src) - set(SOURCE_KEYS)):
-            bad(f"{name}.{key}", "unknown field")
+    for name, src in _tables(raw, "sources", SOURCE_KEYS, "must be a table", bad):
         url, ref = src.get("url", ""), src.get("ref", "")
         if not isinstance(url, str) or not isinstance(ref, str):
             bad(name, "url and ref must be strings")
@@ -430,6 +467,40 @@ def _examples(raw: Any, bad: Any) -> tuple[Example, ...]:
         for key in sorted(set(ex["env"]) - set(ENV_KEYS)):
             bad(f"{name}.env.{key}", f"unknown key; allowed: {', '.join(ENV_KEYS)}")
         out.append(Example(matches=ex["matches"], env=dict(ex["env"])))
+    return tuple(out)
+
+
+def _signatures(raw: Any, sources: tuple[Source, ...], bad: Any) -> tuple[Signature, ...]:
+    if not isinstance(raw, list):
+        bad("signatures", "must be an array of tables")
+        return ()
+    cited = {s.cite for s in sources if s.cite}  # a URL, or a write-up's ref (the doctor's own reproduction)
+    out = []
+    for name, sig in _tables(raw, "signatures", SIGNATURE_KEYS, "must be a table with text and source", bad):
+        text, source, identifies = sig.get("text"), sig.get("source"), sig.get("identifies", True)
+        if not isinstance(text, str) or not text.strip():
+            bad(f"{name}.text", "required, the line as the source shows it")
+            continue
+        if not isinstance(identifies, bool):
+            bad(f"{name}.identifies", "must be true or false")
+            continue
+        signature = Signature(text.strip(), source if isinstance(source, str) else "", identifies)
+        literal = sum(len(p) for p in signature.pieces)
+        if "\n" in text.strip():
+            bad(f"{name}.text", "one line: the pieces are matched within a single line")
+        elif len(text) > SIGNATURE_MAX_CHARS:
+            bad(f"{name}.text", f"{len(text)} characters, at most {SIGNATURE_MAX_CHARS}: keep the "
+                "telling part")
+        elif literal < SIGNATURE_MIN_LITERAL:
+            bad(f"{name}.text", f"{literal} literal characters besides {WILDCARD}, at least "
+                f"{SIGNATURE_MIN_LITERAL}: a shorter line matches too many failures")
+        elif not keeps(text.replace(WILDCARD, " ")):
+            bad(f"{name}.text", "not a line the doctor keeps as evidence (it names none of the words of "
+                "mgpu_doctor/model/evidence.py EVIDENCE_WORDS): it could never be matched")
+        if not signature.source or signature.source not in cited:
+            bad(f"{name}.source", "the URL (or a write-up's ref) of one of this entry's sources, the one "
+                "whose thread shows the line")
+        out.append(signature)
     return tuple(out)
 
 

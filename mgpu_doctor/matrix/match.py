@@ -46,11 +46,15 @@ class Assessment:
     usage_unknown: tuple[str, ...]  # "if your model uses ..." lines
     disagrees: tuple[str, ...]
     version_agrees: bool = False  # some version the entry names is known and in its range
+    # some version the entry names is known but cannot be placed against its range: a short version
+    # ("1.12", "11") whose completions fall on both sides, a nightly between two releases
+    version_straddles: bool = False
     deciders: tuple[Decider, ...] = ()  # the unknown facts behind `unknown` and `usage_unknown`
 
 
 class _Recorder:
     def __init__(self) -> None:
+        self.straddles = False
         self.agrees: list[str] = []
         self.unknown: list[str] = []
         self.usage: list[str] = []
@@ -84,7 +88,8 @@ def assess(issue: KnownIssue, env: Environment) -> Assessment:
     else:
         verdict = Verdict.MATCHES
     return Assessment(issue, verdict, tuple(record.agrees), tuple(record.unknown), tuple(record.usage),
-                      tuple(record.disagrees), version_agrees, tuple(record.deciders))
+                      tuple(record.disagrees), version_agrees, version_straddles=record.straddles,
+                      deciders=tuple(record.deciders))
 
 
 def _assess_versions(issue: KnownIssue, env: Environment, record: _Recorder) -> None:
@@ -103,6 +108,7 @@ def _assess_versions(issue: KnownIssue, env: Environment, record: _Recorder) -> 
             missing = f"{key} {text}: {env.missing.get(key, 'not known')}"
         else:
             missing = f"{key} {have}{origin} cannot be placed against {text}"
+            record.straddles = record.straddles or answer is Tri.UNKNOWN
         record(answer, f"{key} {have}{origin} is in {text}", f"{key} {have}{origin} is not in {text}",
                missing, decider=Decider(key, (text,)))
 

@@ -52,6 +52,7 @@ AREAS: dict[str, str] = {
     "crash": "a check that itself failed (`crash.CHECK`)",
     "require": "the `--require-*` gates",
     "user-model": "your own model (`--model`), built and read in a child",
+    "code": "your training code (`--code PATH`, a paste's code blocks), read and never run",
     "smoke": "the smoke trainings (`smoke.LAYER.CONDITION`)",
     "multiworker": "the multi-worker smoke trainings",
     "fleet": "`fleet`'s comparison of nodes",

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mgpu_doctor.model.evidence import EvidenceLine
+
 
 @dataclass(frozen=True)
 class PastedPart:
@@ -59,3 +61,6 @@ class PastedFacts:
     provenance: dict[str, str]
     log: list[LogLine] = field(default_factory=list)
     other_lines: int = 0  # non-blank lines outside every recognised part (prose, code, tracebacks)
+    # Lines that may show the failure (an exception, an error or warning line, a traceback's frames),
+    # matched against the known issues' signatures.
+    evidence: list[EvidenceLine] = field(default_factory=list)

@@ -174,6 +174,7 @@ class SmokeRun:
     gpu_memory_slope_mb_per_epoch: float | None = None
     error_type: str = ""
     error_message: str = ""
+    traceback: str = ""  # the traceback of the error where the child raised it
     signal: str = ""
     retried_after: str = ""  # "" unless a first attempt died by a signal: how it died
     stacks: str = ""  # every thread's Python stack when a hang was declared

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mgpu_doctor.model.collective_facts import CollectiveFacts, not_in_snapshot
+from mgpu_doctor.model.evidence import EvidenceText
 from mgpu_doctor.model.markdown_json_block import (
     EmbeddedJsonError,
     extract_json,
@@ -304,6 +305,8 @@ class Snapshot:
     pasted: PastedFacts | None = None
     # JAX's view (version, CUDA plugin, devices): added later too.
     jax: JaxFacts | Unavailable = field(default_factory=not_in_snapshot)
+    # Training logs given with `check --log FILE`: the lines that may show the failure.
+    logs: list[EvidenceText] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(to_jsonable(self), indent=2, sort_keys=False) + "\n"

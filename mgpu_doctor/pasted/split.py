@@ -10,6 +10,7 @@ import datetime as _dt
 from collections.abc import Callable
 
 from mgpu_doctor import __version__
+from mgpu_doctor.model.evidence import evidence_lines, failures
 from mgpu_doctor.model.pasted import PastedFacts, PastedPart, PastedVersion
 from mgpu_doctor.model.snapshot import (
     KIND,
@@ -30,6 +31,7 @@ from mgpu_doctor.pasted.system_info import find_system_info
 from mgpu_doctor.pasted.text import RANK_TEMPLATE, Found, paste_lines
 from mgpu_doctor.pasted.tf_log import find_log
 from mgpu_doctor.pasted.tools import find_collect_env, find_tf_env
+from mgpu_doctor.process.masking import mask_credentials
 
 READERS: tuple[Callable[[list[str]], list[Found]], ...] = (
     find_system_info, find_xml, find_query, find_table, find_packages, find_build_info, find_collect_env,
@@ -61,10 +63,13 @@ def split_paste(text: str) -> tuple[list[str], list[Found]]:
     return lines, found
 
 
-def snapshot_from_paste(text: str, source: str, now: _dt.datetime | None = None) -> Snapshot:
-    """The snapshot a paste describes. Raises :class:`NothingRecognised`."""
+def snapshot_from_paste(text: str, source: str, now: _dt.datetime | None = None,
+                        has_code: bool = False) -> Snapshot:
+    """The snapshot a paste describes. Raises :class:`NothingRecognised` when it holds no part,
+    no failure line and (``has_code``: what its code blocks show, read by the caller) no code."""
     lines, found = split_paste(text)
-    if not found:
+    evidence = evidence_lines(lines)
+    if not found and not failures(evidence) and not has_code:
         raise NothingRecognised(source)
     where = {id(f): _where(f) for f in found}
     versions: dict[str, PastedVersion] = {}
@@ -94,6 +99,7 @@ def snapshot_from_paste(text: str, source: str, now: _dt.datetime | None = None)
         file=source, parts=parts, versions=versions, provenance=provenance,
         log=[entry for f in found for entry in f.log],
         other_lines=sum(1 for i, line in enumerate(lines) if line.strip() and i not in covered),
+        evidence=evidence,
     )
     created = (now or _dt.datetime.now(_dt.timezone.utc)).replace(microsecond=0).isoformat()
     return Snapshot(
@@ -123,7 +129,7 @@ def _stated_where(found: Found, key: str, where: dict[int, str]) -> str:
 
 
 def _cut(text: str) -> str:
-    text = text.strip()
+    text = mask_credentials(text.strip())  # before the cut: a cut token no longer looks like one
     return text if len(text) <= UNREAD_CHARS else text[:UNREAD_CHARS - 1] + "…"
 
 

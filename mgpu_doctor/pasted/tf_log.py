@@ -9,6 +9,7 @@ import re
 from mgpu_doctor.model.pasted import LogLine
 from mgpu_doctor.model.snapshot import TfDevice
 from mgpu_doctor.pasted.text import RANK_LOG, Found
+from mgpu_doctor.process.masking import mask_credentials
 
 # A log line starts with one of these (glog's "I0101 12:00:00.000 ..." or absl's timestamped
 # "2021-01-01 12:00:00.000: I tensorflow/...", or a bare "E tensorflow/...").
@@ -123,6 +124,7 @@ def _version(text: str) -> str:
 
 
 def _read_entry(out: Found, line: int, text: str) -> bool:
+    text = mask_credentials(text)  # before the cut: a cut token no longer looks like one
     shown = text if len(text) <= TEXT_CHARS else text[:TEXT_CHARS - 1] + "…"
     if "Loaded runtime" in text and (m := _MISMATCH.search(text)):
         lib = m.group("lib").lower()

@@ -55,6 +55,24 @@ class InputError(ValueError):
     """An input that cannot be read as what it should be; the message is one line naming it."""
 
 
+def read_log_tail(path: Path, limit: int = MAX_INPUT_BYTES) -> tuple[str, bool]:
+    """A log as text, its last ``limit`` bytes where it is longer (a failure is at a log's end), and
+    whether its start was left out. Raises OSError or :class:`InputError`."""
+    if stat.S_ISFIFO(path.stat().st_mode):
+        return read_text(path, "a log", limit), False
+    with path.open("rb") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        fh.seek(max(0, size - limit))
+        data = fh.read(limit)
+    cut = size > limit
+    if cut:  # start at a whole line
+        data = data[data.find(b"\n") + 1:]
+    if b"\x00" in data[:4096]:
+        raise InputError(f"{path}: is a binary file, not a log")
+    # a log is read as it is: a progress bar's broken byte does not make it unreadable
+    return data.decode("utf-8", errors="replace"), cut
+
+
 def read_text(path: Path, what: str = "a text file", limit: int = MAX_INPUT_BYTES) -> str:
     """The file as text, read at most ``limit`` bytes of it. Raises OSError or :class:`InputError`."""
     if stat.S_ISFIFO(path.stat().st_mode):

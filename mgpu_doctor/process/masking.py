@@ -50,10 +50,21 @@ _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}")
 # versions, flags or (lower-case hex) UUIDs and hashes.
 _HIGH_ENTROPY = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/=_-]{32,}(?![A-Za-z0-9+/=_-])")
 
+# NAME=value or NAME: value where the name says it holds a secret wherever in the name it says so
+# (aws_secret_access_key, WANDB_API_KEY, db.password, HF_TOKEN); the name is read whole, bounded.
+_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_.-])([A-Za-z][A-Za-z0-9_.-]{0,79})\s{0,4}[=:]\s{0,4}(?!=)")
+_ASSIGNED_VALUE = re.compile(r"\"[^\"\s]{1,400}\"|'[^'\s]{1,400}'|[^\s,;&'\"]{1,400}")
+_SECRET_IN_NAME = re.compile(r"(?i)token|secret|password|passwd|passphrase|credential"
+                             r"|(^|[_.-])(api[_.-]?|access[_.-]?|private[_.-]?|auth[_.-]?)?keys?($|[_.-])")
+# Webhook and channel URLs whose path is the credential: Slack, Discord, a conda token channel.
+_SECRET_URL = re.compile(r"(hooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_-]{1,200}"
+                         r"|(discord(?:app)?\.com/api/webhooks/)[A-Za-z0-9/_.-]{1,200}"
+                         r"|(conda\.anaconda\.org/t/)[A-Za-z0-9_.-]{1,200}")
+
 # What every pattern above needs somewhere in the text: most strings (a GPU name, a PCI bus id, a
 # version) have none of it and are returned after one search.
 _TRIGGERS = re.compile("pass|pwd|token|secret|key|auth|bearer|basic|gh[pousr]_|github_pat_|glpat-|hf_|sk-"
-                       "|akia|xox|eyj")
+                       "|akia|xox|eyj|credential|hooks.slack|discord|anaconda.org/t/")
 
 
 def _maybe_secret(text: str) -> bool:
@@ -88,7 +99,25 @@ def mask_credentials(text: str) -> str:
     text = _TOKEN_PATTERNS.sub(MASK, text)
     text = _DOTTED_WORDS.sub(_mask_jwts, text)
     text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
+    text = _SECRET_URL.sub(lambda m: f"{m.group(1) or m.group(2) or m.group(3)}{MASK}", text)
+    text = _mask_assignments(text)
     return _KEY_VALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
+
+
+def _mask_assignments(text: str) -> str:
+    """The value after each secret-named ``NAME=`` / ``NAME:``; the names are found without taking
+    the values, so ``TF_X=aws_secret_access_key=...`` finds the inner one too."""
+    parts, pos = [], 0
+    for match in _ASSIGNMENT.finditer(text):
+        if match.start() < pos or _SECRET_IN_NAME.search(match.group(1)) is None:
+            continue
+        value = _ASSIGNED_VALUE.match(text, match.end())
+        if value is None or value.group(0).strip("\"'") == MASK:
+            continue
+        quote = value.group(0)[0] if value.group(0)[0] in "\"'" else ""
+        parts += [text[pos:match.end()], quote, MASK, quote]
+        pos = value.end()
+    return "".join(parts) + text[pos:] if parts else text
 
 
 def _mask_pem_blocks(text: str) -> str:

@@ -15,9 +15,12 @@ from typing import Protocol
 
 from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.matrix.environment import Environment
+from mgpu_doctor.matrix.evidence_findings import signature_finding
 from mgpu_doctor.matrix.known_issue_findings import worth_reporting
 from mgpu_doctor.matrix.known_issues import KnownIssue, known_issue_line
 from mgpu_doctor.matrix.match import Verdict, assess
+from mgpu_doctor.matrix.signatures import signature_hits
+from mgpu_doctor.model.evidence import EvidenceLine, evidence_lines, failures
 from mgpu_doctor.model.findings import CheckOutcome, Finding, Severity, status_for
 from mgpu_doctor.model.smoke_runs import USAGE_SCENARIOS
 from mgpu_doctor.model.versions import below, parse_specifier
@@ -62,7 +65,26 @@ class SmokeRunLike(Protocol):
 
 
 # The codes of the findings that look a failed smoke run up in the matrix.
-CODES = ("smoke.known-issue.ID", "smoke.not-in-matrix.RUN", "smoke.not-reproduced.ID")
+CODES = ("smoke.known-issue.ID", "smoke.not-in-matrix.RUN", "smoke.not-reproduced.ID", "smoke.own-error.RUN")
+
+
+def error_lines(run: SmokeRunLike) -> list[EvidenceLine]:
+    """The lines of a run's error (the tail of its stderr, its traceback, its exception) that may
+    show the failure, unnumbered: they are matched against the known issues' signatures."""
+    def text(name: str) -> str:
+        value = getattr(run, name, "")
+        return value if isinstance(value, str) else ""
+
+    error_type, message, trace = text("error_type"), text("error_message"), text("traceback")
+    said = f"{error_type}: {message}" if error_type and not message.startswith(error_type) else message
+    parts = [text("stderr_tail"), trace] + ([said] if said.strip() and said.strip() not in trace else [])
+    # a checkpoint run's save, load or resume failed in its own step
+    parts += [step.error for step in getattr(run, "checkpoint", None) or () if getattr(step, "error", "")]
+    # a multi-worker run: each worker's own error and stderr
+    for worker in getattr(run, "worker_outcomes", None) or ():
+        kind, said = getattr(worker, "error_type", ""), getattr(worker, "error_message", "")
+        parts += [getattr(worker, "stderr_tail", ""), f"{kind}: {said}" if kind and said else said]
+    return [replace(e, line=0) for e in evidence_lines("\n".join(p for p in parts if p).splitlines())]
 
 
 def run_environment(environment: Environment, run: SmokeRunLike, strategy: str = "mirrored") -> Environment:
@@ -118,42 +140,96 @@ def smoke_findings(
         kind = "simulated CPU" if run.device_kind == "cpu-virtual" else run.device_kind.upper()
         what = (f"{layer} on {run.devices} {kind} device(s), "
                 f"{run.scenario.replace('_', ' ')}")
-        candidates = [i for i in issues if i.symptom in symptoms]
-        known = [a for a in (assess(i, env) for i in candidates) if a.verdict is Verdict.MATCHES]
         scenario = run.scenario.replace("_", "-")  # codes are lowercase words joined by hyphens
         code_tail = f"{run.layer}-{run.variant}-{run.devices}{run.device_kind}-{scenario}"
-        still = [] if known else still_happening(candidates, env)
+        lines = error_lines(run)
+        hits = signature_hits(issues, lines, "its error")
+        shown = [f for f in (signature_finding(h, env) for h in hits) if f is not None]
+        if shown:  # what the run printed names the cause, whatever the versions say
+            findings.extend(replace(f, code=f"smoke.{f.code}", title=f"Smoke training {what}: {run.status}; "
+                                    f"{f.title[:1].lower()}{f.title[1:]}") for f in shown)
+            continue
+        errored = raised(run)
+        if errored and run.layer == USER_MODEL:  # the user's code failed in its own words
+            findings.append(_own_error_finding(run, what, lines, code_tail))
+            continue
+        # An entry whose lines the run did not print is not what the run shows; one whose sources
+        # show no line cannot be told apart by it.
+        candidates = [i for i in issues if i.symptom in symptoms and not (errored and i.signatures)]
+        known = [a for a in (assess(i, env) for i in candidates) if a.verdict is Verdict.MATCHES]
+        # "still happens" is said of the doctor's own models only, and never of a run whose error
+        # no entry's line names: the user's model fails for its own reasons too
+        still = [] if known or errored or run.layer == USER_MODEL else still_happening(candidates, env)
         if still:
             findings.extend(_still_finding(issue, newer, what, run.status) for issue, newer in still)
             continue
         if known:
             for a in known:
                 issue = a.issue
+                own = run.layer == USER_MODEL
                 findings.append(Finding(
                     code=f"smoke.known-issue.{issue.id}",
                     severity=Severity.WARNING,
-                    title=f"Smoke training {what}: {run.status}; a known issue: {issue.title}",
+                    title=f"Smoke training {what}: {run.status}; "
+                    + ("a known issue could explain it: " if own else "a known issue: ") + issue.title,
                     evidence=[known_issue_line(issue.id)]
                     + [f"matches: {line}" for line in a.agrees]
                     + [f"unchecked: {line}" for line in a.usage_unknown]
                     + [f"symptom: {issue.symptom}; confidence: {issue.confidence}"
-                       + (f"; fixed in {issue.fixed_in}" if issue.fixed_in else "")],
+                       + (f"; fixed in {issue.fixed_in}" if issue.fixed_in else "")]
+                    + (["your model's own loss and layers can make the same symptom: the smoke does not "
+                        "tell the two apart"] if own else []),
                     fix=issue.workaround,
                     links=[s.url for s in issue.sources if s.url],
                 ))
             continue
         versions = ", ".join(f"{k} {v}" for k, v in sorted(env.versions.items()))
+        own_words = [f"its error: {f.line.text}" for f in failures(lines)][-1:]
         findings.append(Finding(
             code=f"smoke.not-in-matrix.{code_tail}",
             severity=Severity.WARNING,
             title=f"Smoke training {what}: {run.status}; not in the matrix of known issues",
-            evidence=[f"status: {run.status}", f"versions: {versions or 'not known'}",
-                      f"no known issue with symptom {' or '.join(symptoms)} matches this run"],
+            evidence=[f"status: {run.status}", *own_words, f"versions: {versions or 'not known'}",
+                      f"no known issue with symptom {' or '.join(symptoms)} matches this run"
+                      + (", and no known issue's line matches its error" if errored else "")]
+            + (["your model's own loss and layers make NaN too (a mean over a replica that the uneven final "
+                "batch leaves empty is 0 / 0): the smoke does not locate it"]
+               if run.layer == USER_MODEL and run.status in ("nan", "diverged") else []),
             fix=f"Run `{REPORT_COMMAND}` and attach mgpu-report.md to a new issue (TensorFlow or "
             "Keras, whichever the stack points to): it holds the versions, the GPUs and the "
             "smoke results. Meanwhile try the run's layer/strategy on one GPU to narrow it down.",
         ))
     return findings
+
+
+def raised(run: SmokeRunLike) -> bool:
+    """Whether the run, a checkpoint step of it or a worker of it failed with an error message."""
+    steps = getattr(run, "checkpoint", None) or ()
+    workers = getattr(run, "worker_outcomes", None) or ()
+    return bool(getattr(run, "error_type", "") or getattr(run, "error_message", "")
+                or any(getattr(step, "error", "") for step in steps)
+                or any(getattr(worker, "error_message", "") for worker in workers))
+
+
+def _own_error_finding(run: SmokeRunLike, what: str, lines: list[EvidenceLine], code_tail: str) -> Finding:
+    """The user's model failed with an error no known issue prints: that error, in its own words."""
+    failed = failures(lines)
+    last = failed[-1] if failed else None
+    error_type, message = getattr(run, "error_type", ""), getattr(run, "error_message", "")
+    said = last.line.text if last is not None else f"{error_type}: {message.strip().splitlines()[-1:]}"
+    frame = next((f.frame_text for f in reversed(failed) if f.frame_text), "")
+    where = f"raised in your code ({frame})" if frame else "your model's training raised it"
+    return Finding(
+        code=f"smoke.own-error.{code_tail}",
+        severity=Severity.WARNING,
+        title=f"Smoke training {what}: {run.status}; {where}, and no known issue prints it: {said[:120]}",
+        evidence=[f"its error: {said}"] + ([f"your code: {frame}"] if frame else [])
+        + ["no known issue's line matches it; an error of your model is not blamed on entries by versions "
+           "alone (`mgpu-doctor matrix query` lists the entries for your versions)"],
+        fix="Fix it in your model's code or data (run the model function once by itself to see it), then "
+            "run the smoke again; if it only fails on several devices, check that the model and optimizer "
+            f"are created inside `strategy.scope()`, and `{REPORT_COMMAND}` holds what an issue needs.",
+    )
 
 
 def still_happening(

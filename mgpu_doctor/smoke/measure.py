@@ -107,6 +107,7 @@ def run_from_child(spec: SmokeSpec, data: dict[str, Any]) -> SmokeRun:
         gpu_memory_slope_mb_per_epoch=slope(gpu),
         error_type=str(data.get("error_type", "")),
         error_message=str(data.get("error_message", ""))[-MAX_TEXT:],
+        traceback=str(data.get("traceback", ""))[-MAX_TEXT:],
         signal=str(data.get("signal", "")),
         retried_after=retried_after,
         stderr_tail=str(data.get("stderr_tail", ""))[-MAX_TEXT:],

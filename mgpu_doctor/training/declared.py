@@ -104,15 +104,30 @@ def parse_value(key: str, value: Any, where: str) -> Any:
                 raise ProfileError(f"{where}: {shorten(item)} is not a word; accepted: {', '.join(words)}")
             word = item.strip().lower()
             if word and word not in words:
-                raise ProfileError(f"{where}: {shorten(word)} is not one of {', '.join(words)}")
+                raise ProfileError(f"{where}: {shorten(word)} is not a word of {key}"
+                                   + _close(word, words, key))
             if word and word not in out:
                 out.append(word)
         if not out:
             raise ProfileError(f"{where}: names no word; accepted: {', '.join(words)}")
         return tuple(out)
     if not isinstance(value, str) or value.strip().lower() not in words:
-        raise ProfileError(f"{where}: {shorten(value)} is not one of {', '.join(words)}")
+        said = value.strip().lower() if isinstance(value, str) else ""
+        raise ProfileError(f"{where}: {shorten(value)} is not a word of {key}{_close(said, words, key)}")
     return value.strip().lower()
+
+
+def _close(word: str, words: tuple[str, ...], key: str) -> str:
+    """"; did you mean save_model?" with the closest words, else where the list is (a long list in
+    one line is unreadable: usage has over 70 words)."""
+    import difflib
+
+    close = difflib.get_close_matches(word, words, n=3, cutoff=0.6) if word else []
+    if close:
+        return f"; did you mean {' or '.join(close)}?"
+    if len(words) <= 12:
+        return f"; accepted: {', '.join(words)}"
+    return f" (`mgpu-doctor check --help` lists all {len(words)}, under {OPTIONS[key]})"
 
 
 def _over(profile: TrainingProfile, facts: Mapping[str, tuple[Any, str]]) -> TrainingProfile:

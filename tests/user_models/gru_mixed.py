@@ -84,3 +84,19 @@ def slow_dataset():
     shapes = ((6, 4), (1,))
     pipeline = tf.data.Dataset.from_tensor_slices((x, y)).map(read)
     return pipeline.map(lambda a, b: (tf.ensure_shape(a, shapes[0]), b)).batch(32)
+
+
+def divides_by_zero():
+    """A custom loss that divides by the replica's batch size: NaN on a replica the last uneven
+    batch leaves empty (0 / 0), whatever the layers do."""
+    def mean_squared(y_true, y_pred):
+        squared = tf.reduce_sum(tf.square(tf.cast(y_true, "float32") - tf.cast(y_pred, "float32")))
+        return squared / tf.cast(tf.shape(y_true)[0], "float32")
+
+    inputs = keras.Input((6, 4))
+    x = keras.layers.Flatten()(inputs)
+    x = keras.layers.BatchNormalization()(x)
+    outputs = keras.layers.Dense(1)(x)
+    model = keras.Model(inputs, outputs)
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05), loss=mean_squared)
+    return model

@@ -1,0 +1,343 @@
+"""Known issues recognised by what the failure printed: signatures in the matrix, the evidence
+lines kept from a text, and the matching."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mgpu_doctor.cli import main
+from mgpu_doctor.matrix.environment import Environment
+from mgpu_doctor.matrix.known_issues import load_known_issue_files, load_matrix
+from mgpu_doctor.matrix.paths import bundled_matrix_dir
+from mgpu_doctor.matrix.signatures import signature_hits
+from mgpu_doctor.model.evidence import LINE_CHARS, MAX_LINES, evidence_lines, keeps
+from mgpu_doctor.model.smoke_runs import SmokeRun
+from mgpu_doctor.smoke.known_issues import smoke_findings
+from mgpu_doctor.smoke.plan import USER_MODEL
+from tests.test_matrix import entry, problems_of
+
+URL = "https://github.com/tensorflow/tensorflow/issues/1"
+MATRIX = load_matrix(bundled_matrix_dir())
+
+
+def signature(text: str, source: str = URL, extra: str = "") -> str:
+    return f'[[issue.signatures]]\ntext = "{text}"\nsource = "{source}"\n{extra}'
+
+
+@pytest.mark.parametrize(("text", "source", "why"), [
+    ("Segfault", URL, "literal characters"),  # too short to name a cause
+    ("Attempt to convert a value … with an unsupported type", "https://github.com/x/y/issues/9",
+     "of one of this entry's sources"),
+    ("model.fit(dataset, epochs=3, verbose=2)", URL, "not a line the doctor keeps"),
+    ("x" * 250 + " error", URL, "at most 240"),
+])
+def test_validate_refuses_a_signature_that_cannot_name_the_cause(tmp_path: Path, text, source, why) -> None:
+    found = problems_of(tmp_path, entry(extra=signature(text, source)))
+    assert len(found) == 1 and why in found[0], found
+    assert found[0].startswith(f"{tmp_path / 'rules.toml'} [rule-entry] signatures[0]."), found
+
+
+def test_validate_accepts_a_signature_from_a_source(tmp_path: Path) -> None:
+    sig = signature("ValueError: Attempt to convert a value (PerReplica:{…}) with an unsupported type")
+    assert problems_of(tmp_path, entry(extra=sig)) == []
+    assert problems_of(tmp_path, entry(extra=sig + "identifies = false\n")) == []
+    assert "identifies" in problems_of(tmp_path, entry(extra=sig + 'identifies = "no"\n'))[0]
+
+
+def loaded(tmp_path: Path, *texts: str):
+    path = tmp_path / "rules.toml"
+    path.write_text("schema_version = 1\n" + entry(extra="".join(signature(t) for t in texts)))
+    result = load_known_issue_files([path])
+    assert not result.problems, result.problems
+    return result.issues
+
+
+def test_a_signature_matches_its_pieces_in_order_within_one_line(tmp_path: Path) -> None:
+    issues = loaded(tmp_path, "Loaded runtime CuDNN library: … but source was compiled with: …")
+    lines = evidence_lines([
+        "I get this:",
+        "2018-08-01 10:00:00.000000: E tensorflow/stream_executor/cuda/cuda_dnn.cc:343] Loaded  runtime "
+        "CUDNN library: 7.1.4 but source was compiled with: 7.2.1.  CuDNN library major and minor ...",
+    ])
+    [hit] = signature_hits(issues, lines, "pasted text")
+    assert hit.line.line == 2 and hit.where == "pasted text, line 2"
+    # the same pieces out of order, or split over two lines, are not the line
+    assert signature_hits(issues, evidence_lines(["but source was compiled with: 7.2 Loaded runtime CuDNN "
+                                                  "library: 7.1 error"]), "x") == []
+    assert signature_hits(issues, evidence_lines(["Loaded runtime CuDNN library: 7.1.4 error",
+                                                  "but source was compiled with: 7.2.1"]), "x") == []
+
+
+def test_evidence_keeps_failure_lines_once_masked_and_cut() -> None:
+    token = "ghp_" + "a1B2" * 9
+    lines = ["just prose", "ValueError: boom", "ValueError: boom", '  File "train.py", line 41, in <module>',
+             f"error: GITHUB_TOKEN={token} " + "x" * 400]
+    kept = evidence_lines(lines)
+    assert [(e.line, e.repeated) for e in kept] == [(2, 1), (4, 0), (5, 0)]
+    assert token[:8] not in kept[2].text and len(kept[2].text) == LINE_CHARS
+    assert keeps("NCCL WARN Call to connect returned Connection refused") and not keeps("Epoch 1/3")
+
+
+def test_evidence_of_a_long_log_keeps_its_start_and_its_end() -> None:
+    kept = evidence_lines([f"error {i}" for i in range(MAX_LINES * 3)])
+    assert len(kept) == MAX_LINES and kept[0].line == 1 and kept[-1].line == MAX_LINES * 3
+
+
+# --- the findings: check --from PASTE, check --log FILE ------------------------------------------
+
+TRACEBACK = """I get this when training with MultiWorkerMirroredStrategy:
+
+```
+Traceback (most recent call last):
+  File "train.py", line 41, in <module>
+    model.fit(ds, epochs=3)
+  File "/usr/lib/python3/site-packages/keras/src/utils/traceback_utils.py", line 122, in error_handler
+    raise e.with_traceback(filtered_tb) from None
+ValueError: Attempt to convert a value (PerReplica:{
+  0: <tf.Tensor: shape=(), dtype=float32, numpy=0.5>
+}) with an unsupported type (<class 'tensorflow.python.distribute.values.PerReplica'>) to a Tensor.
+```
+"""
+# The same traceback ending in a line no bundled entry prints (the team matrix of the tests names it).
+SYNTHETIC = TRACEBACK.replace("ValueError: Attempt to convert a value (PerReplica:{",
+                              "ValueError: Cannot fold a PerReplica value into our metric (mgpu-test):")
+TEAM_ENTRY = '''schema_version = 1
+
+[[issue]]
+id = "team-perreplica"
+title = "Keras 3 fit under MultiWorkerMirroredStrategy fails converting a PerReplica value"
+symptom = "error"
+confidence = "reported"
+summary = "Seen on our cluster."
+workaround = "From our tracker: train with tf-keras."
+affects = {{ keras = "{keras}" }}
+[[issue.sources]]
+url = "https://example.org/our-tracker/7"
+kind = "issue"
+[[issue.signatures]]
+text = "ValueError: Cannot fold a PerReplica value into our metric"
+source = "https://example.org/our-tracker/7"
+identifies = {identifies}
+'''
+
+
+def team_matrix(tmp_path: Path, keras: str = ">=3.0", identifies: str = "true") -> Path:
+    directory = tmp_path / "team"
+    directory.mkdir()
+    (directory / "team.toml").write_text(TEAM_ENTRY.format(keras=keras, identifies=identifies))
+    return directory
+
+
+def findings_of(capsys, *argv: str) -> list[dict]:
+    code = main(["check", *argv, "--format", "json", "--no-redact"])
+    out, err = capsys.readouterr()
+    assert code in (0, 1), err
+    return [f for c in json.loads(out)["checks"] for f in c["findings"]]
+
+
+def test_a_traceback_alone_names_the_known_issue_its_line_shows(tmp_path: Path, capsys) -> None:
+    paste = tmp_path / "issue.md"
+    paste.write_text(SYNTHETIC)
+    found = findings_of(capsys, "--from", str(paste), "--matrix", str(team_matrix(tmp_path)))
+    [named] = [f for f in found if f["code"] == "known-issue.team-perreplica"]
+    assert named["severity"] == "warning" and named["title"].startswith("Known issue shown by the pasted text, line 9")
+    assert "the pasted text, line 9: ValueError: Cannot fold a PerReplica value into our metric (mgpu-test):" in named["evidence"]
+    assert any(e.startswith("not known: keras >=3.0") for e in named["evidence"]), named["evidence"]
+    assert named["fix"] == "From our tracker: train with tf-keras."
+    assert not [f for f in found if f["code"] == "matrix.unknown-error"]  # the line is named: not unknown
+
+
+def test_an_error_no_signature_names_is_reported_as_itself(tmp_path: Path, capsys) -> None:
+    paste = tmp_path / "issue.md"
+    paste.write_text(SYNTHETIC)
+    found = findings_of(capsys, "--from", str(paste))
+    [own] = [f for f in found if f["code"] == "matrix.unknown-error"]
+    assert own["severity"] == "warning"
+    assert "your code: train.py, line 41, in <module>" in own["evidence"]
+    assert "what the line means: a per-replica value reached code that wants one tensor" in own["evidence"]
+    assert own["fix"].startswith("General advice (no known issue names this line): ")
+
+
+def test_a_line_many_causes_print_names_an_entry_only_where_nothing_contradicts_it(tmp_path, capsys) -> None:
+    paste = tmp_path / "issue.md"
+    paste.write_text(SYNTHETIC + "\nkeras==3.5.0\n")
+    fits = findings_of(capsys, "--from", str(paste), "--matrix",
+                       str(team_matrix(tmp_path, ">=3.0,<=3.6.0", "false")))
+    [named] = [f for f in fits if f["code"] == "known-issue.team-perreplica"]
+    assert named["title"].startswith("A possible cause of the pasted text, line 9 (many causes print that line)")
+    (tmp_path / "team").rename(tmp_path / "old")
+    outside = findings_of(capsys, "--from", str(paste), "--matrix", str(team_matrix(tmp_path, "<=2.15.0", "false")))
+    assert not [f for f in outside if f["code"] == "known-issue.team-perreplica"]
+    assert [f for f in outside if f["code"] == "matrix.unknown-error"]  # then it is the error itself
+
+
+def test_a_line_that_identifies_its_cause_names_it_outside_the_reported_versions(tmp_path, capsys) -> None:
+    paste = tmp_path / "issue.md"
+    paste.write_text(SYNTHETIC + "\nkeras==3.5.0\n")
+    found = findings_of(capsys, "--from", str(paste), "--matrix", str(team_matrix(tmp_path, "<=2.15.0")))
+    [named] = [f for f in found if f["code"] == "known-issue.team-perreplica"]
+    assert named["severity"] == "warning"
+    assert "the line names this cause all the same: it is still there, or back" in named["evidence"]
+
+
+def test_a_training_log_is_read_from_its_end(tmp_path: Path, capsys, monkeypatch) -> None:
+    import mgpu_doctor.process.inputs as inputs
+
+    log = tmp_path / "train.log"
+    log.write_text("ValueError: early and cut away\n" + "Epoch 1/1 step\n" * 2000 + SYNTHETIC)
+    monkeypatch.setattr(inputs, "MAX_INPUT_BYTES", 4096)
+    monkeypatch.setattr(inputs.read_log_tail, "__defaults__", (4096,))
+    found = findings_of(capsys, "--quick", "--log", str(log), "--matrix", str(team_matrix(tmp_path)))
+    [named] = [f for f in found if f["code"] == "known-issue.team-perreplica"]
+    assert named["title"].startswith(f"Known issue shown by the log {log} (its last 3 KiB), line ")
+    assert not any("early and cut away" in e for f in found for e in f["evidence"])
+
+
+def test_a_log_that_cannot_be_read_is_bad_input(tmp_path: Path, capsys) -> None:
+    assert main(["check", "--quick", "--log", str(tmp_path / "missing.log")]) == 2
+    assert "--log" in capsys.readouterr().err
+    binary = tmp_path / "core"
+    binary.write_bytes(b"\x7fELF\x00\x00\x01")
+    assert main(["check", "--quick", "--log", str(binary)]) == 2
+
+
+# --- the smoke: a run's own error before versions --------------------------------------------
+
+BN_NAN_ENTRY = "smoke.known-issue.tf-mirrored-nan-empty-replica-batch"
+
+
+def user_run(status: str, error_type: str = "", error_message: str = "", layer: str = USER_MODEL,
+             scenario: str = "uneven_final_batch", traceback: str = "") -> SmokeRun:
+    return SmokeRun(layer, "", 2, "cpu-virtual", scenario, status, error_type=error_type,
+                    error_message=error_message, traceback=traceback)
+
+
+def test_a_user_model_that_cannot_be_imported_is_its_own_error_not_an_upstream_bug() -> None:
+    env = Environment(versions={"tensorflow": "2.15.1", "keras": "2.15.0"}, gpus=2)
+    trace = ('Traceback (most recent call last):\n'
+             '  File "/venv/lib/python3.11/site-packages/mgpu_doctor/child_scripts/_smoke_user_model.py", '
+             'line 40, in build\n'
+             '  File "/work/proj/models/net.py", line 3, in <module>\n'
+             "    import tensorflow_addons as tfa\nModuleNotFoundError: No module named 'tensorflow_addons'\n")
+    findings = smoke_findings(MATRIX.issues, env, [user_run("error", "ModuleNotFoundError",
+                                                            "No module named 'tensorflow_addons'", traceback=trace)])
+    assert [f.code for f in findings] == ["smoke.own-error.model--2cpu-virtual-uneven-final-batch"]
+    [own] = findings
+    assert "your code: /work/proj/models/net.py, line 3, in <module>" in own.evidence
+    assert "its error: ModuleNotFoundError: No module named 'tensorflow_addons'" in own.evidence
+    assert "still happens" not in own.title
+
+
+def test_a_user_model_s_nan_is_never_an_old_entry_still_happening() -> None:
+    env = Environment(versions={"tensorflow": "2.21.0", "keras": "3.15.1"}, gpus=2, layers=("batchnorm", "dense"))
+    stock = smoke_findings(MATRIX.issues, env, [user_run("nan", layer="batchnorm")])
+    assert any("still happens" in f.title for f in stock)  # the doctor's own BatchNormalization model
+    mine = smoke_findings(MATRIX.issues, env, [user_run("nan")])
+    assert not any("still happens" in f.title for f in mine), [f.title for f in mine]
+    old = Environment(versions={"tensorflow": "2.4.0"}, gpus=2, layers=("batchnorm", "dense"))
+    [could] = [f for f in smoke_findings(MATRIX.issues, old, [user_run("nan")]) if f.code == BN_NAN_ENTRY]
+    assert "a known issue could explain it" in could.title
+    assert any("your model's own loss and layers" in e for e in could.evidence)
+
+
+def test_a_smoke_error_is_looked_up_by_its_line_first(tmp_path: Path) -> None:
+    issues = loaded(tmp_path, "InvalidArgumentError: … Collective ops … must have the same … key")
+    env = Environment(versions={"tensorflow": "2.21.0"}, gpus=2)
+    run = user_run("error", "InvalidArgumentError", "in user code: Collective ops 0 and 1 must have the same "
+                   "instance key", layer="dense", scenario="even")
+    [found] = smoke_findings(issues, env, [run])
+    assert found.code == "smoke.known-issue.rule-entry" and "known issue shown by its error" in found.title
+    # an error no line of that entry names is not that entry, whatever the versions say
+    other = user_run("error", "ValueError", "shapes (2, 3) and (4,) are incompatible",
+                     layer="dense", scenario="even")
+    [unknown] = smoke_findings(issues, Environment(versions={"tensorflow": "2.10.0"}, gpus=2), [other])
+    assert unknown.code.startswith("smoke.not-in-matrix.")
+    assert "its error: ValueError: shapes (2, 3) and (4,) are incompatible" in unknown.evidence
+
+
+USER_MODELS = str(Path(__file__).parent / "user_models")
+
+
+def smoke_findings_of(capsys, monkeypatch, model: str) -> list[dict]:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    main(["smoke", "--model", model, "--model-path", USER_MODELS, "--virtual-devices", "2", "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    return [f for c in out["checks"] for f in c["findings"]]
+
+
+@pytest.mark.tensorflow
+@pytest.mark.slow
+def test_smoke_model_whose_module_does_not_import_is_the_user_s_error(capsys, monkeypatch) -> None:
+    found = smoke_findings_of(capsys, monkeypatch, "broken_import:build")
+    own = [f for f in found if f["code"].startswith("smoke.own-error.")]
+    assert own and all("tensorflow_addons_that_is_not_installed" in f["title"] for f in own), own
+    assert any(e.endswith("broken_import.py, line 3, in <module>") for f in own for e in f["evidence"])
+    assert not [f for f in found if f["code"].startswith(("smoke.known-issue.", "smoke.not-in-matrix."))]
+    assert not [f for f in found if "still happens" in f["title"]]
+
+
+@pytest.mark.tensorflow
+@pytest.mark.slow
+def test_smoke_model_whose_loss_divides_by_zero_is_not_an_upstream_bug(capsys, monkeypatch) -> None:
+    found = smoke_findings_of(capsys, monkeypatch, "gru_mixed:divides_by_zero")
+    nan = [f for f in found if f["code"] == f"smoke.{USER_MODEL}.nan"]
+    assert nan, [f["code"] for f in found]  # the empty replica's 0 / 0
+    assert not [f for f in found if "still happens" in f["title"]]
+    blamed = [f for f in found if f["code"].startswith("smoke.known-issue.") and "uneven" in f["title"]]
+    assert all("could explain it" in f["title"] for f in blamed), blamed
+
+
+@pytest.mark.parametrize(("body", "code", "words"), [
+    ("When I start training I get the message Loaded runtime CuDNN library: 7.1.4 but source was compiled "
+     "with: 7.2.1 and then it crashes.", "pasted.runtime-older-than-build", "cuDNN 7.1.4 was loaded"),
+    ("Hi, on import I see: Could not load dynamic library 'libcudart.so.10.2'; dlerror: libcudart.so.10.2: "
+     "cannot open shared object file and no GPU is used", "pasted.library-not-loaded", "libcudart.so.10.2"),
+])
+def test_the_generic_lines_are_read_inside_a_sentence_of_the_body(tmp_path: Path, capsys, body, code, words) -> None:
+    paste = tmp_path / "issue.md"
+    paste.write_text(body + "\n")
+    [found] = [f for f in findings_of(capsys, "--from", str(paste)) if f["code"] == code]
+    assert found["severity"] == "error" and words in found["title"]
+
+
+PIP_LIST = "```\nPackage        Version\n-------------- -------\ntensorflow-gpu 2.4.1\n```\n"
+
+
+@pytest.mark.parametrize(("text", "means"), [
+    ("ncclCommInitRank failed: unhandled system error", "NCCL, which exchanges the gradients between GPUs, failed"),
+    ('when i run the script, it shows mistake "ValueError: Flattening a PerReplica to components is not '
+     'supported in replica context."', "a per-replica value reached code that wants one tensor"),
+    ("RuntimeError: CUDA driver version is insufficient for CUDA runtime version",
+     "the driver is older than the CUDA runtime needs"),
+])
+def test_a_line_naming_a_failing_mechanism_is_read_as_a_failure(tmp_path: Path, capsys, text, means) -> None:
+    paste = tmp_path / "issue.md"
+    paste.write_text(f"{text}\n\n{PIP_LIST}")
+    [own] = [f for f in findings_of(capsys, "--from", str(paste)) if f["code"] == "matrix.unknown-error"]
+    assert f"what the line means: {means}" in own["evidence"]
+
+
+@pytest.mark.parametrize("text", [
+    "host:7436:7497 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]",  # no InfiniBand: falls back
+    "W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load dynamic library 'libnvinfer.so.7'",
+    "it does not run out of memory on one GPU",
+])
+def test_benign_lines_are_not_failures(tmp_path: Path, capsys, text) -> None:
+    paste = tmp_path / "issue.md"
+    paste.write_text(f"{text}\n\n{PIP_LIST}")
+    assert not [f for f in findings_of(capsys, "--from", str(paste)) if f["code"] == "matrix.unknown-error"]
+
+
+def test_a_traceback_alone_names_the_keras3_multi_worker_entry_of_the_bundled_matrix(tmp_path: Path, capsys) -> None:
+    """The line mgpu-doctor's own multi-worker smoke printed (TensorFlow 2.21, Keras 3.15.1): no
+    versions typed, the entry is named by its line."""
+    paste = tmp_path / "issue.md"
+    paste.write_text(TRACEBACK.replace("with MultiWorkerMirroredStrategy", "on two nodes with ray==2.30.0"))
+    found = findings_of(capsys, "--from", str(paste))
+    [named] = [f for f in found if f["code"] == "known-issue.keras-20585-mwms-model-fit"]
+    assert named["severity"] == "warning"
+    assert "the pasted text, line 9: ValueError: Attempt to convert a value (PerReplica:{" in named["evidence"]
+    assert "tf-keras" in named["fix"]
