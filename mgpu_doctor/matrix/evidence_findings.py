@@ -125,7 +125,7 @@ def unknown_error_finding(failure: Failure, origin: str) -> Finding:
 def _covered_by(failure: Failure, named: dict[str, Finding], issues: Sequence[KnownIssue]) -> bool:
     """Whether a named entry's signature matches this failure line too (another line matched first)."""
     text = normalised(failure.line.text)
-    return any(pieces_in(s.pieces, text) for i in issues if i.id in named for s in i.signatures)
+    return any(pieces_in(p, text) for i in issues if i.id in named for s in i.signatures for p in s.forms)
 
 
 def _distinct(found: list[Failure]) -> list[Failure]:

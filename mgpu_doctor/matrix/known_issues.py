@@ -53,6 +53,10 @@ NONE_POSTED = "None posted"
 NONE_CONFIRMED = "None confirmed"  # the sources suggest something that nobody confirmed
 GENERIC_ADVICE = "Generic advice:"
 _RELEASE_NUMBER = re.compile(r"\d+\.\d+(?:\.\d+)?")
+# TensorFlow's status codes as its C++ code prints them before a message ("INVALID_ARGUMENT: ...").
+_STATUS_PREFIX = re.compile(r"(?:invalid_argument|failed_precondition|internal|unavailable|resource_exhausted"
+                            r"|unknown|aborted|out_of_range|unimplemented|not_found|cancelled|deadline_exceeded"
+                            r"|permission_denied|already_exists|data_loss|unauthenticated): ")
 # The keys of `matrix query` and of an entry's examples.
 ENV_KEYS = VERSION_KEYS + ("gpus", "workers", "layers", "usage", "strategy", "scenario",
                            "compute_capability", "gpu_name", "platform", "cpu_vendor", "interconnect",
@@ -114,6 +118,17 @@ class Signature:
         """The literal pieces, lowercased with whitespace runs as one space, that a line must hold
         in this order."""
         return tuple(p for p in (" ".join(part.split()).lower() for part in self.text.split(WILDCARD)) if p)
+
+    @property
+    def forms(self) -> tuple[tuple[str, ...], ...]:
+        """The pieces, and where the line starts with TensorFlow's status code (``INVALID_ARGUMENT:``,
+        as its C++ log prints it) the pieces without it: Python shows the same error as
+        ``InvalidArgumentError: ...`` or on a line of its own."""
+        pieces = self.pieces
+        status = _STATUS_PREFIX.match(pieces[0]) if pieces else None
+        if status is None or status.end() >= len(pieces[0]):
+            return (pieces,)
+        return (pieces, (pieces[0][status.end():], *pieces[1:]))
 
 
 @dataclass(frozen=True)

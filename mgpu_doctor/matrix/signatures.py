@@ -52,11 +52,11 @@ def signature_hits(issues: Iterable[KnownIssue], lines: Sequence[EvidenceLine],
     for issue in issues:
         best: tuple[int, Signature] | None = None
         for signature in issue.signatures:
-            pieces = signature.pieces
+            forms = signature.forms
             for index, text in enumerate(texts):
                 if best is not None and index >= best[0]:
                     break
-                if pieces_in(pieces, text):
+                if any(pieces_in(pieces, text) for pieces in forms):
                     best = (index, signature)
                     break
         if best is not None:

@@ -65,10 +65,11 @@ def keeps(text: str) -> bool:
     return _WORDS.search(text) is not None or FRAME.match(text) is not None
 
 
-def evidence_lines(lines: list[str], first_line: int = 1) -> list[EvidenceLine]:
+def evidence_lines(lines: list[str], first_line: int = 1, keep_all: bool = False) -> list[EvidenceLine]:
     """The distinct lines of ``lines`` that :func:`keeps`, in order, each once with its repeat
     count; at most :data:`MAX_LINES` (the first and last halves: a log's failure is at its end).
 
+    ``keep_all``: every non-blank line (a text that is all error, as a smoke run's).
     Credentials are masked before a line is cut, so a cut never keeps part of a secret that
     masking would have recognised whole.
     """
@@ -77,7 +78,7 @@ def evidence_lines(lines: list[str], first_line: int = 1) -> list[EvidenceLine]:
     repeats: list[int] = []
     for number, raw in enumerate(lines, start=first_line):
         text = " ".join(raw.split())
-        if not text or not keeps(text):
+        if not text or not (keep_all or keeps(text)):
             continue
         if text in first:
             repeats[first[text]] += 1

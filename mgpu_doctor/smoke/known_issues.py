@@ -84,7 +84,9 @@ def error_lines(run: SmokeRunLike) -> list[EvidenceLine]:
     for worker in getattr(run, "worker_outcomes", None) or ():
         kind, said = getattr(worker, "error_type", ""), getattr(worker, "error_message", "")
         parts += [getattr(worker, "stderr_tail", ""), f"{kind}: {said}" if kind and said else said]
-    return [replace(e, line=0) for e in evidence_lines("\n".join(p for p in parts if p).splitlines())]
+    # all of the run's own error is evidence (a message's later lines name no error word)
+    lines = "\n".join(p for p in parts if p).splitlines()
+    return [replace(e, line=0) for e in evidence_lines(lines, keep_all=True)]
 
 
 def run_environment(environment: Environment, run: SmokeRunLike, strategy: str = "mirrored") -> Environment:
