@@ -66,9 +66,9 @@ EXPECTED: dict[str, tuple[list[str], dict[str, str], set[tuple[str, str]]]] = {
         ["System information (TensorFlow 1.x template)", "nvidia-smi"],
         {"python": "3.6", "cuda": "10.5", "driver": "440.33.01"}, {("gpu.mixed", "warning")}),
     "tf-62032-smi-450.md": (["nvidia-smi"], {"driver": "450.203.08"}, set()),
-    "tf-43718-smi-455.md": (["nvidia-smi", "TensorFlow log"], {"driver": "455.23.05"}, set()),
+    "tf-43718-smi-455.md": (["Versions in prose", "nvidia-smi", "TensorFlow log"], {"driver": "455.23.05"}, set()),
     "tf-29362-smi-384.md": (["nvidia-smi"], {"driver": "384.130"}, {("gpu.mixed", "warning")}),
-    "tf-28171-smi-410.md": (["nvidia-smi"], {"driver": "410.78"}, set()),
+    "tf-28171-smi-410.md": (["Container image", "nvidia-smi"], {"driver": "410.78"}, set()),
     "tf-26072-smi-q-410.md": (["nvidia-smi -q"], {"driver": "410.78"}, set()),
     "tf-94650-log-2.19.md": (["TensorFlow log"], {"cudnn": "9.10.1"}, set()),
     "tf-29948-log-2.0beta.md": (["TensorFlow log"], {}, set()),
@@ -122,21 +122,45 @@ EXPECTED: dict[str, tuple[list[str], dict[str, str], set[tuple[str, str]]]] = {
     "keras-14831-versions-2.5.md": (
         ["Versions as typed"], {"tensorflow": "2.5.0", "python": "3.9.0", "cuda": "11.2"}, set()),
     "hvd-1603-template-tf-1.15.md": (
-        ["Environment (Horovod template)"], {"tensorflow": "1.15", "cuda": "10.1"}, set()),
+        ["Environment (Horovod template)"], {"tensorflow": "1.15", "cuda": "10.1", "horovod": "0.18.2", "mpi": "3.1.0"},
+        set()),
     "hvd-4039-template-tf-2.12.md": (
-        ["Environment (Horovod template)"], {"tensorflow": "2.12.0", "python": "3.10"}, set()),
+        ["Environment (Horovod template)"], {"tensorflow": "2.12.0", "python": "3.10", "horovod": "0.28.1"}, set()),
     "hvd-1453-template-pytorch.md": (  # PyTorch 1.1: no TensorFlow version in it
-        ["Environment (Horovod template)"], {"python": "3.6.6", "cuda": "10.1", "nccl": "2.3"}, set()),
+        ["Environment (Horovod template)"], {"python": "3.6.6", "cuda": "10.1", "nccl": "2.3", "horovod": "0.18.1"},
+        set()),
     "hvd-3372-template-cuinit.md": (
         ["Environment (Horovod template)", "TensorFlow log"],
-        {"tensorflow": "2.6.0", "python": "3.9.5", "cuda": "11.3.1", "nccl": "2.10.3"},
+        {"tensorflow": "2.6.0", "python": "3.9.5", "cuda": "11.3.1", "nccl": "2.10.3", "horovod": "0.23.0", "mpi": "4.1.1"},
         {("pasted.cuinit-failed", "error")}),
     "hvd-4051-template-pytorch-nccl.md": (  # torch.cuda.nccl.version() as "2, 14, 3"
-        ["Environment (Horovod template)"], {"python": "3.9", "cuda": "11.7", "nccl": "2.14.3"}, set()),
+        ["Environment (Horovod template)"],
+        {"python": "3.9", "cuda": "11.7", "nccl": "2.14.3", "horovod": "0.28", "mpi": "4.1.4"}, set()),
     "nccl-1936-log-2.27.md": (["NCCL log"], {"nccl": "2.27.5"}, set()),
     "nccl-857-log-2.10.md": (["NCCL log"], {"nccl": "2.10.3"}, set()),
     "nccl-340-tf-log-2.5.7.md": (["TensorFlow log"], {"nccl": "2.5.7"}, set()),
     "nccl-788-smi-oneline-470.md": (["nvidia-smi"], {"driver": "470.161.03"}, set()),
+    # Versions in the text's own words, tool lines next to them, images and launch commands.
+    "tf-29362-nvcc-5.5.md": (  # nvcc on PATH is 5.5: the toolkit, not the CUDA the template states
+        ["Versions as typed", "nvcc --version"], {"tensorflow": "1.2.0", "cuda": "8.0.61", "cuda_toolkit": "5.5.0"},
+        set()),
+    "tf-40277-template-tf2.1.0-gpu-py3.md": (  # "TF2.1.0-gpu-py3": a version glued to its name
+        ["System information (TensorFlow 2.x template)"], {"tensorflow": "2.1.0", "python": "3.6", "cuda": "10.1"},
+        set()),
+    "tf-21788-prose-docker-1.10.md": (["Versions in prose"], {"tensorflow": "1.10"}, set()),
+    "tf-44208-docker-image-2.2.1.md": (
+        ["System information (TensorFlow 2.x template)", "Container image", "nvidia-smi"],
+        {"tensorflow": "2.2.1", "python": "3.8.5", "driver": "450.80.02"}, set()),
+    "tf-41132-docker-2.3.0rc0.md": (["Container image"], {"tensorflow": "2.3.0rc0"}, set()),
+    "tf-45571-found-device-2x-v100.md": (["TensorFlow log"], {}, set()),
+    "keras-8213-worked-before.md": (  # what worked two weeks ago is not what is installed
+        ["Versions in prose"], {}, {("matrix.unknown-error", "warning")}),
+    "hvd-1893-template-horovodrun.md": (
+        ["Environment (Horovod template)", "Horovod/MPI launch"],
+        {"tensorflow": "2.1.0", "python": "3.6.8", "cuda": "10.1.243", "nccl": "2.6.4", "horovod": "0.19.1",
+         "mpi": "4.0.1"}, set()),
+    "hvd-215-mpirun-32.md": (["Horovod/MPI launch"], {}, set()),
+    "hvd-1167-horovodrun-verbose.md": (["Horovod/MPI launch"], {}, set()),
     # Formats no TensorFlow/Keras/Horovod/NCCL thread had whole: from other projects' threads.
     "other-sionna-1044-smi-580-log.md": (["nvidia-smi", "TensorFlow log"], {"driver": "580.95.05"}, set()),
     "other-wyoming-20-smi-550.md": (["nvidia-smi"], {"driver": "550.135"}, {("gpu.memory-in-use", "warning")}),
@@ -145,6 +169,16 @@ EXPECTED: dict[str, tuple[list[str], dict[str, str], set[tuple[str, str]]]] = {
     "other-a0s-1-smi-xml-418.md": (["nvidia-smi -q -x"], {"driver": "418.56"}, set()),
     "other-pytorch-150852-collect-env.md": (
         ["PyTorch collect_env"], {"python": "3.10.16", "cuda": "12.6.85", "driver": "535.154.05"}, set()),
+    "other-kubeflow-1169-dockerfile.md": (  # TensorFlow 2.1 is built for CUDA 10.1
+        ["Versions in prose", "Container image"], {"tensorflow": "2.1.0", "cuda": "10.0"},
+        {("libraries.older-minor", "warning")}),
+    "other-desom-3-pip-install-pins.md": (
+        ["Versions in prose"], {"tensorflow": "1.5", "keras": "2.0.9", "python": "3.6", "cuda": "9.0", "cudnn": "7"},
+        set()),
+    "other-maskrcnn-511-prose-1.7.md": (["Versions in prose"], {"tensorflow": "1.7.0", "keras": "2.1.6"}, set()),
+    "other-nvidia-docker-459-found-device-1x.md": (["TensorFlow log"], {}, set()),
+    "other-nvidia-docker-1071-ngc-19.08.md": (["Container image", "Versions in prose"], {"driver": "390.116"}, set()),
+    "other-saturncloud-155-env-yml-diff.md": (["Versions in prose"], {"tensorflow": "2.2.0"}, set()),
     "other-condaforge-157-build-info.md": (
         ["tf.sysconfig.get_build_info()"], {"built_cuda": "11.2", "built_cudnn": "8"}, set()),
 }

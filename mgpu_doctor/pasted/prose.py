@@ -17,7 +17,7 @@ from mgpu_doctor.pasted.text import MAX_SCANNED, RANK_PROSE, Found
 # "tensorflow/tensorflow:…", "tensorflow-estimator") is not that package's version.
 _MENTION = re.compile(
     r"(?i)(?<![\w/.\\-])(?P<name>tensorflow[-_]gpu|tensorflow|tf-nightly|tf|keras|python|cuda[ _-]?toolkit|cuda"
-    r"|cudnn|nccl|horovod|open ?mpi|nvidia[ -]driver|driver)"
+    r"|cudnn|nccl|horovod|open ?mpi|nvidia[ -]drivers?|drivers?)"
     r"(?P<key>\s{0,3}(?:version|ver\.?)(?![a-z]))?"
     r"(?P<sep>\s{0,3}(?:==?|:|\bis\b|-)?\s{0,3})"
     r"v?(?P<v>\d{1,4}(?:\.\d{1,6}){0,3}(?:-?rc\d{1,3}|\.?dev\d{0,10}|\.post\d{1,4})?)(?![\w.]{0,40}\d)")
@@ -25,7 +25,8 @@ _NAMES = {"tensorflow": "tensorflow", "tensorflow-gpu": "tensorflow", "tensorflo
           "tf-nightly": "tensorflow", "tf": "tensorflow", "keras": "keras", "python": "python", "cuda": "cuda",
           "cudatoolkit": "cuda", "cuda toolkit": "cuda", "cuda-toolkit": "cuda", "cuda_toolkit": "cuda",
           "cudnn": "cudnn", "nccl": "nccl", "horovod": "horovod", "openmpi": "mpi", "open mpi": "mpi",
-          "nvidia driver": "driver", "nvidia-driver": "driver", "driver": "driver"}
+          "nvidia driver": "driver", "nvidia-driver": "driver", "driver": "driver", "nvidia drivers": "driver",
+          "nvidia-drivers": "driver", "drivers": "driver"}
 # A major alone ("CUDA8", "cudnn-7", "cuDNN 7") is a version for these; "Python 3", "TF 2" say too little.
 _MAJOR_ALONE = {"cuda": range(5, 14), "cudnn": range(5, 10)}
 # A requirement with a range ("keras>=2.4,<2.5") says what is allowed, not what is installed.
@@ -43,6 +44,8 @@ _NOT_WORKING = re.compile(r"(?i)\b(?:not|n't|never|no longer)\s{1,3}(?:\w{1,10}\
 _CURRENT = re.compile(
     r"(?i)\b(?:now|current(?:ly)?|new (?:env(?:ironment)?|set-?up|versions?|config(?:uration)?|machine)"
     r"|after (?:the |my )?(?:upgrad|updat)\w{0,3}|today|but (?:with|on|in)|upgraded to|updated to)\b")
+_REMOVED_ITEM = re.compile(r"^-- [\w-]")
+_ADDED_ITEM = re.compile(r"^\+- [\w-]")
 _HEADING_END = re.compile(r":\s{0,3}[*_`]{0,3}\s{0,3}$")
 _MARKDOWN_HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
 KIND = "Versions in prose"
@@ -95,7 +98,13 @@ def previous_lines(lines: list[str]) -> dict[int, int]:
     content, the next heading or a "now"/"new environment"."""
     out: dict[int, int] = {}
     block = False
+    # A changed conda environment.yml shown as a diff: its removed items ("-- tensorflow=2.1.0") are the
+    # old set-up, its added ones ("+- tensorflow==2.2.0") the new.
+    yaml_diff = any(_ADDED_ITEM.match(line) for line in lines) and any(_REMOVED_ITEM.match(line) for line in lines)
     for i, line in enumerate(lines):
+        if yaml_diff and _REMOVED_ITEM.match(line):
+            out[i] = len(line[:MAX_SCANNED])
+            continue
         text = line[:MAX_SCANNED]
         if not text.strip():
             block = block and _still_opening(lines, i)
