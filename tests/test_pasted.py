@@ -518,3 +518,110 @@ def test_the_gpu_checks_run_on_what_nvidia_smi_q_says(tmp_path, capsys):
     paste.write_text(SMI_Q, encoding="utf-8")
     found = problems(report_of(capsys, str(paste)))
     assert {"gpu.ecc-uncorrected", "gpu.pcie-width-degraded"} <= {code for code, _ in found}
+
+
+# The forms people write versions and commands in (each file: a real thread, its URL in its first line).
+
+def paste(name: str):
+    return snapshot_from_paste((PASTES / name).read_text(encoding="utf-8"), name)
+
+
+def test_a_version_in_prose_ranks_below_a_tools_output():
+    snap = paste("tf-43718-smi-455.md")  # "Nvidia Driver 455.23" typed, nvidia-smi prints 455.23.05
+    driver = snap.pasted.versions["driver"]
+    assert (driver.text, driver.source) == ("455.23.05", "pasted: nvidia-smi, lines 8-22")
+    assert driver.others == ["455.23 (pasted: Versions in prose, line 5)"]
+    pins = paste("other-desom-3-pip-install-pins.md")  # pip install tensorflow-gpu==1.5, cudatoolkit=9.0 cudnn=7
+    assert pins.pasted.versions["tensorflow"].source == "pasted: Versions in prose, line 15"
+    assert resolve(pins).tensorflow.text == "1.5"
+
+
+def test_nvcc_names_the_toolkit_and_the_cuda_version_only_where_nothing_else_does():
+    snap = paste("tf-29362-nvcc-5.5.md")
+    versions = snap.pasted.versions
+    assert (versions["cuda"].text, versions["cuda_toolkit"].source) == ("8.0.61", "pasted: nvcc --version, line 15")
+    nvcc_only = "\n".join((PASTES / "tf-29362-nvcc-5.5.md").read_text(encoding="utf-8").splitlines()[10:16])
+    alone = snapshot_from_paste(nvcc_only, "x")
+    assert alone.pasted.versions["cuda"].text == "5.5.0" and resolve(alone).cuda.text == "5.5.0"
+
+
+def test_nvidia_smis_cuda_version_is_the_drivers_not_the_runtime():
+    for name in ("tf-44208-docker-image-2.2.1.md", "nccl-788-smi-oneline-470.md"):
+        snap = paste(name)
+        assert "cuda" not in snap.pasted.versions, name
+        cuda = resolve(snap).cuda  # in the 2.2.1 image: what TensorFlow 2.2 was built for, not 11.0
+        assert cuda.chosen is None or cuda.chosen.origin.name != "PASTED", name
+
+
+def test_found_device_lines_give_the_gpus_and_their_compute_capability():
+    from mgpu_doctor.environment.resolve import machine_facts
+
+    old = machine_facts(paste("other-nvidia-docker-459-found-device-1x.md"))  # "major: 5 minor: 2"
+    assert (old.gpus, old.compute_capabilities, old.gpu_names) == (
+        2, ("5.2", "5.2"), ("GeForce GTX TITAN X", "GeForce GTX TITAN X"))
+    # 2.x: "computeCapability: 7.0"; XLA's "StreamExecutor device (3)" lines name the GPUs the cut log
+    # has no "Found device" line for
+    new = paste("tf-45571-found-device-2x-v100.md")
+    assert [d.name for d in new.tensorflow.physical_devices] == [f"/physical_device:GPU:{i}" for i in range(4)]
+    assert new.tensorflow.physical_devices[0].details["pci_bus_id"] == "0000:34:00.0"
+    assert machine_facts(new).compute_capabilities == ("7.0",) * 4
+
+
+def test_container_images_name_tensorflow_and_ngc_images_only_themselves():
+    snap = paste("tf-44208-docker-image-2.2.1.md")
+    assert [(i.image, i.kind, i.tensorflow, i.line) for i in snap.pasted.images] == [
+        ("tensorflow/tensorflow:2.2.1-gpu-py3-jupyter", "tensorflow", "2.2.1", 11)]
+    assert snap.pasted.versions["tensorflow"].source == "pasted: Container image, line 11"
+    ngc = paste("other-nvidia-docker-1071-ngc-19.08.md")
+    assert [(i.image, i.kind, i.tensorflow) for i in ngc.pasted.images] == [
+        ("nvcr.io/nvidia/tensorflow:19.08-py3", "ngc", "")]
+    assert "tensorflow" not in ngc.pasted.versions  # the tag is NVIDIA's release, not TensorFlow's
+    assert ngc.pasted.versions["driver"].text == "390.116"
+    latest = paste("tf-28171-smi-410.md")  # tensorflow/tensorflow:latest-gpu names no release
+    assert latest.pasted.images and "tensorflow" not in latest.pasted.versions
+
+
+def test_horovodrun_and_mpirun_lines_are_a_horovod_training_of_that_many_processes():
+    launches = paste("hvd-1893-template-horovodrun.md").pasted.launches
+    assert [(x.tool, x.processes, x.hosts, x.line) for x in launches] == [("horovodrun", 4, ["localhost:4"], 17)]
+    assert [(x.tool, x.processes) for x in paste("hvd-215-mpirun-32.md").pasted.launches] == [("mpirun", 32)]
+    verbose = paste("hvd-1167-horovodrun-verbose.md").pasted.launches
+    assert [(x.tool, x.processes, x.hosts) for x in verbose] == [
+        ("horovodrun", 3, ["localhost:3"]), ("mpirun", 3, ["localhost:3"])]
+    template = paste("hvd-1893-template-horovodrun.md").pasted.versions
+    assert (template["horovod"].text, template["mpi"].text) == ("0.19.1", "4.0.1")
+
+
+def test_a_set_up_the_text_calls_old_or_working_is_not_what_is_installed(capsys):
+    snap = paste("keras-8213-worked-before.md")  # "Two weeks ago with keras 2.0.9, cudnn-7, cuda 9.1 ... worked"
+    assert snap.pasted.versions == {}
+    assert [p.split(" (")[0] for p in snap.pasted.previous] == ["keras 2.0.9", "cudnn 7", "cuda 9.1"]
+    diff = paste("other-saturncloud-155-env-yml-diff.md")  # an environment.yml diff: "-- tensorflow=2.1.0"
+    assert diff.pasted.versions["tensorflow"].text == "2.2.0"
+    assert [p.split(" (")[0] for p in diff.pasted.previous] == ["tensorflow 2.1.0"]
+    found = problems(report_of(capsys, "other-saturncloud-155-env-yml-diff.md"))
+    assert not any(code.startswith(("packages.", "versions.")) for code, _ in found)
+    code, out, _ = run(capsys, "check", "--from", str(PASTES / "keras-8213-worked-before.md"))
+    assert "kept apart as a set-up the text calls old or working" in out and "keras 2.0.9 (line 2)" in out
+
+
+@pytest.mark.parametrize("name", ["hvd-215-mpirun-32.md", "other-desom-3-pip-install-pins.md",
+                                  "other-kubeflow-1169-dockerfile.md", "tf-41132-docker-2.3.0rc0.md"])
+def test_a_paste_that_states_a_version_or_a_launch_is_read_not_rejected(capsys, name):
+    code, out, err = run(capsys, "check", "--from", str(PASTES / name))
+    assert code in (0, 1) and err == "" and "Pasted " in out
+
+
+def test_the_prose_readers_stay_linear_on_huge_lines():
+    from mgpu_doctor.pasted.commands import find_images, find_launches, find_nvcc
+    from mgpu_doctor.pasted.prose import find_prose, previous_lines
+    from mgpu_doctor.pasted.text import paste_lines
+
+    line = "tf1.12.0-" * 200_000 + " mpirun -np 4 " + "tensorflow/tensorflow:" * 50_000 + "\n"
+    lines = paste_lines(line * 3 + "Cuda compilation tools, " * 100_000 + "\n" + "previously: " * 100_000)
+    started = time.monotonic()
+    prose = find_prose(lines, set())
+    for reader in (find_images, find_launches, find_nvcc, previous_lines):
+        reader(lines)
+    assert time.monotonic() - started < 2  # a bound, not a benchmark: each line is read to a limit
+    assert prose[0].versions["tensorflow"] == "1.12.0"
