@@ -29,7 +29,8 @@ def find_nvcc(lines: list[str]) -> list[Found]:
             continue
         first = i
         for j in range(i - 1, max(-1, i - 4), -1):  # its header and "Copyright"/"Built on" lines
-            if _NVCC_HEAD.search(lines[j][:MAX_SCANNED]) or lines[j].lstrip().startswith(("Copyright", "Built on")):
+            head = lines[j][:MAX_SCANNED]
+            if _NVCC_HEAD.search(head) or head.lstrip().startswith(("Copyright", "Built on")):
                 first = j
         last = i + 1 if i + 1 < len(lines) and lines[i + 1].lstrip().startswith("Build cuda_") else i
         version = match.group("full") or match.group("release")

@@ -16,16 +16,19 @@ from mgpu_doctor.pasted.text import MAX_SCANNED, RANK_PROSE, Found
 # What a name in a sentence states. A name glued to a package's ("tf.keras", "nccl-tests",
 # "tensorflow/tensorflow:…", "tensorflow-estimator") is not that package's version.
 _MENTION = re.compile(
-    r"(?i)(?<![\w/.\\-])(?P<name>tensorflow[-_]gpu|tensorflow|tf-nightly|tf|keras|python|cuda[ _-]?toolkit|cuda"
+    r"(?i)(?<![\w/.\\-])(?P<name>tensorflow[-_]gpu|tensorflow|tf-nightly|tf|keras|python"
+    r"|cuda[ _-]?toolkit|cuda"
     r"|cudnn|nccl|horovod|open ?mpi|nvidia[ -]drivers?|drivers?)"
     r"(?P<key>\s{0,3}(?:version|ver\.?)(?![a-z]))?"
     r"(?P<sep>\s{0,3}(?:==?|:|\bis\b|-)?\s{0,3})"
     r"v?(?P<v>\d{1,4}(?:\.\d{1,6}){0,3}(?:-?rc\d{1,3}|\.?dev\d{0,10}|\.post\d{1,4})?)(?![\w.]{0,40}\d)")
 _NAMES = {"tensorflow": "tensorflow", "tensorflow-gpu": "tensorflow", "tensorflow_gpu": "tensorflow",
-          "tf-nightly": "tensorflow", "tf": "tensorflow", "keras": "keras", "python": "python", "cuda": "cuda",
+          "tf-nightly": "tensorflow", "tf": "tensorflow", "keras": "keras", "python": "python",
+          "cuda": "cuda",
           "cudatoolkit": "cuda", "cuda toolkit": "cuda", "cuda-toolkit": "cuda", "cuda_toolkit": "cuda",
           "cudnn": "cudnn", "nccl": "nccl", "horovod": "horovod", "openmpi": "mpi", "open mpi": "mpi",
-          "nvidia driver": "driver", "nvidia-driver": "driver", "driver": "driver", "nvidia drivers": "driver",
+          "nvidia driver": "driver", "nvidia-driver": "driver", "driver": "driver",
+          "nvidia drivers": "driver",
           "nvidia-drivers": "driver", "drivers": "driver"}
 # A major alone ("CUDA8", "cudnn-7", "cuDNN 7") is a version for these; "Python 3", "TF 2" say too little.
 _MAJOR_ALONE = {"cuda": range(5, 14), "cudnn": range(5, 10)}
@@ -33,7 +36,8 @@ _MAJOR_ALONE = {"cuda": range(5, 14), "cudnn": range(5, 10)}
 _RANGE_AFTER = re.compile(r"\s{0,3}(?:>=|<=|~=|!=|<|>)")
 # The text calls a set-up old or working: its versions are not the installed ones.
 _PREVIOUS = re.compile(
-    r"(?i)\b(?:previous(?:ly)?|used to (?:use|have|run)|(?:was|were|had been) (?:using|on)|(?:had|used) before"
+    r"(?i)\b(?:previous(?:ly)?|used to (?:use|have|run)|(?:was|were|had been) (?:using|on)"
+    r"|(?:had|used) before"
     r"|old (?:env(?:ironment)?|set-?up|versions?|config(?:uration)?|install(?:ation)?|machine)"
     r"|(?:this|that|it) (?:works|worked)|works (?:fine|well)|worked (?:fine|well|before|with)"
     r"|working (?:env(?:ironment)?|set-?up|config(?:uration)?|versions?)|works:|worked:"
@@ -49,6 +53,7 @@ _ADDED_ITEM = re.compile(r"^\+- [\w-]")
 _HEADING_END = re.compile(r":\s{0,3}[*_`]{0,3}\s{0,3}$")
 _MARKDOWN_HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
 KIND = "Versions in prose"
+OLD_SETUP = "a set-up the text calls old or working"
 
 
 def find_prose(lines: list[str], covered: set[int]) -> list[Found]:
@@ -69,7 +74,7 @@ def find_prose(lines: list[str], covered: set[int]) -> list[Found]:
                 continue
             out.used.append(i)
             if cut is not None and match.start() < cut:
-                out.previous.append(f"{what} {version} (line {i + 1}: a set-up the text calls old or working)")
+                out.previous.append(f"{what} {version} (line {i + 1}: {OLD_SETUP})")
             elif what == "cuda" and match.group("key") and re.search(r"(?i)driver", text[:match.start()]):
                 out.facts.append(f"the driver supports CUDA {version} (line {i + 1}): not the CUDA runtime")
             elif what not in out.versions:
@@ -100,7 +105,8 @@ def previous_lines(lines: list[str]) -> dict[int, int]:
     block = False
     # A changed conda environment.yml shown as a diff: its removed items ("-- tensorflow=2.1.0") are the
     # old set-up, its added ones ("+- tensorflow==2.2.0") the new.
-    yaml_diff = any(_ADDED_ITEM.match(line) for line in lines) and any(_REMOVED_ITEM.match(line) for line in lines)
+    yaml_diff = (any(_ADDED_ITEM.match(line) for line in lines)
+                 and any(_REMOVED_ITEM.match(line) for line in lines))
     for i, line in enumerate(lines):
         if yaml_diff and _REMOVED_ITEM.match(line):
             out[i] = len(line[:MAX_SCANNED])
@@ -152,8 +158,8 @@ def _mention(match: re.Match[str], text: str) -> tuple[str, str]:
     name = re.sub(r"\s+", " ", match.group("name").lower())
     what = _NAMES.get(name, "")
     version = match.group("v")
-    if _RANGE_AFTER.match(text, match.end("name")) or _RANGE_AFTER.match(text, match.end("key") if
-                                                                          match.group("key") else match.end()):
+    after_key = match.end("key") if match.group("key") else match.end("name")
+    if _RANGE_AFTER.match(text, match.end("name")) or _RANGE_AFTER.match(text, after_key):
         return "", ""
     if what in ("tensorflow", "keras", "python") and name in ("tf", "python") and "." not in version:
         return "", ""

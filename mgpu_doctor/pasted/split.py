@@ -28,7 +28,7 @@ from mgpu_doctor.pasted.build_info import find_build_info
 from mgpu_doctor.pasted.commands import find_images, find_launches, find_nvcc
 from mgpu_doctor.pasted.nvidia_smi import NOT_PASTED, bus_key, find_query, find_table, find_xml, not_pasted
 from mgpu_doctor.pasted.packages import INTERESTING, find_packages
-from mgpu_doctor.pasted.prose import find_prose, previous_lines
+from mgpu_doctor.pasted.prose import OLD_SETUP, find_prose, previous_lines
 from mgpu_doctor.pasted.system_info import find_system_info
 from mgpu_doctor.pasted.text import MAX_SCANNED, RANK_LOG, RANK_PROSE, RANK_TEMPLATE, Found, paste_lines
 from mgpu_doctor.pasted.tf_log import find_log
@@ -42,7 +42,7 @@ READERS: tuple[Callable[[list[str]], list[Found]], ...] = (
 _SMI_ORDER = ("nvidia-smi -q -x", "nvidia-smi -q", "nvidia-smi")
 VERSION_KEYS = ("tensorflow", "keras", "python", "cuda", "cudnn", "nccl", "driver", "built_cuda",
                 "built_cudnn", "cuda_toolkit", "horovod", "mpi")
-OLD_SETUP = "a set-up the text calls old or working"
+
 UNREAD_SHOWN = 20
 MAX_PASTE_CHARS = 8 * 2**20  # an issue body is at most 64 KiB; a long log a few MiB
 UNREAD_CHARS = 120
@@ -63,7 +63,7 @@ def split_paste(text: str) -> tuple[list[str], list[Found]]:
     found = [f for f in found if not (f.rank == RANK_TEMPLATE and any(
         o is not f and o.rank != RANK_TEMPLATE and f.first in spans[id(o)] and f.last in spans[id(o)]
         for o in found))]
-    # An image or a launch line may also say a version in words ("image: nvcr.io/...:19.08-py3 and driver 390.116").
+    # An image or a launch line may also say a version in words ("image ...:19.08-py3, drivers: 390.116").
     covered = {i for f in found if not (f.images or f.launches) for i in f.lines()}
     found += find_prose(lines, covered)  # what the text says in its own words, where no part read it
     _set_apart_old_setups(lines, found)
@@ -76,7 +76,9 @@ def _set_apart_old_setups(lines: list[str], found: list[Found]) -> None:
     packages are kept as what the text calls old or working, never as what is installed."""
     old = previous_lines(lines)
     for f in found:
-        if f.rank >= RANK_LOG or f.rank == RANK_PROSE or f.launches or f.first not in old or old[f.first] < len(lines[f.first][:MAX_SCANNED]):
+        if f.rank >= RANK_LOG or f.rank == RANK_PROSE or f.launches or f.first not in old:
+            continue
+        if old[f.first] < len(lines[f.first][:MAX_SCANNED]):  # only the start of the line is old
             continue
         f.previous += [f"{key} {value} (line {f.version_lines.get(key, f.first) + 1}: {OLD_SETUP})"
                        for key, value in f.versions.items()]
