@@ -320,6 +320,9 @@ def test_a_paste_report_fits_the_schema(capsys):
     jsonschema.Draft202012Validator(schema).validate(report)
     report["snapshot"]["pasted"]["parts"][0]["first_line"] = "one"
     assert not jsonschema.Draft202012Validator(schema).is_valid(report)
+    for name in ("hvd-1893-template-horovodrun.md", "other-nvidia-docker-1071-ngc-19.08.md",
+                 "keras-8213-worked-before.md"):  # launches, images, an old set-up
+        jsonschema.Draft202012Validator(schema).validate(report_of(capsys, name))
 
 
 def test_nothing_recognisable_is_one_line_and_exit_2(tmp_path, capsys):
