@@ -320,7 +320,8 @@ def test_schema_describes_every_dataclass_field():
         "device_row": DeviceRow, "libraries_view": library_view.LibrariesView,
         "library_row": library_view.LibraryRow, "library_copy_view": library_view.CopyView,
         "pasted": pasted.PastedFacts, "pasted_part": pasted.PastedPart, "pasted_version": pasted.PastedVersion,
-        "pasted_log_line": pasted.LogLine, "drift": Drift, "drift_row": DriftRow,
+        "pasted_log_line": pasted.LogLine, "pasted_image": pasted.PastedImage, "pasted_launch": pasted.PastedLaunch,
+        "drift": Drift, "drift_row": DriftRow,
     }
     for name, cls in pairs.items():
         assert {f.name for f in dataclasses.fields(cls)} <= set(defs[name]["properties"]), name

@@ -66,9 +66,9 @@ EXPECTED: dict[str, tuple[list[str], dict[str, str], set[tuple[str, str]]]] = {
         ["System information (TensorFlow 1.x template)", "nvidia-smi"],
         {"python": "3.6", "cuda": "10.5", "driver": "440.33.01"}, {("gpu.mixed", "warning")}),
     "tf-62032-smi-450.md": (["nvidia-smi"], {"driver": "450.203.08"}, set()),
-    "tf-43718-smi-455.md": (["nvidia-smi", "TensorFlow log"], {"driver": "455.23.05"}, set()),
+    "tf-43718-smi-455.md": (["Versions in prose", "nvidia-smi", "TensorFlow log"], {"driver": "455.23.05"}, set()),
     "tf-29362-smi-384.md": (["nvidia-smi"], {"driver": "384.130"}, {("gpu.mixed", "warning")}),
-    "tf-28171-smi-410.md": (["nvidia-smi"], {"driver": "410.78"}, set()),
+    "tf-28171-smi-410.md": (["Container image", "nvidia-smi"], {"driver": "410.78"}, set()),
     "tf-26072-smi-q-410.md": (["nvidia-smi -q"], {"driver": "410.78"}, set()),
     "tf-94650-log-2.19.md": (["TensorFlow log"], {"cudnn": "9.10.1"}, set()),
     "tf-29948-log-2.0beta.md": (["TensorFlow log"], {}, set()),
@@ -122,22 +122,45 @@ EXPECTED: dict[str, tuple[list[str], dict[str, str], set[tuple[str, str]]]] = {
     "keras-14831-versions-2.5.md": (
         ["Versions as typed"], {"tensorflow": "2.5.0", "python": "3.9.0", "cuda": "11.2"}, set()),
     "hvd-1603-template-tf-1.15.md": (  # the 1.15 wheel opens libcudart.so.10.0: CUDA 10.1 cannot stand in
-        ["Environment (Horovod template)"], {"tensorflow": "1.15", "cuda": "10.1"},
+        ["Environment (Horovod template)"], {"tensorflow": "1.15", "cuda": "10.1", "horovod": "0.18.2", "mpi": "3.1.0"},
         {("libraries.soname-minor", "error")}),
     "hvd-4039-template-tf-2.12.md": (
-        ["Environment (Horovod template)"], {"tensorflow": "2.12.0", "python": "3.10"}, set()),
+        ["Environment (Horovod template)"], {"tensorflow": "2.12.0", "python": "3.10", "horovod": "0.28.1"}, set()),
     "hvd-1453-template-pytorch.md": (  # PyTorch 1.1: no TensorFlow version in it
-        ["Environment (Horovod template)"], {"python": "3.6.6", "cuda": "10.1", "nccl": "2.3"}, set()),
+        ["Environment (Horovod template)"], {"python": "3.6.6", "cuda": "10.1", "nccl": "2.3", "horovod": "0.18.1"},
+        set()),
     "hvd-3372-template-cuinit.md": (
         ["Environment (Horovod template)", "TensorFlow log"],
-        {"tensorflow": "2.6.0", "python": "3.9.5", "cuda": "11.3.1", "nccl": "2.10.3"},
+        {"tensorflow": "2.6.0", "python": "3.9.5", "cuda": "11.3.1", "nccl": "2.10.3", "horovod": "0.23.0", "mpi": "4.1.1"},
         {("pasted.cuinit-failed", "error")}),
     "hvd-4051-template-pytorch-nccl.md": (  # torch.cuda.nccl.version() as "2, 14, 3"
-        ["Environment (Horovod template)"], {"python": "3.9", "cuda": "11.7", "nccl": "2.14.3"}, set()),
+        ["Environment (Horovod template)"],
+        {"python": "3.9", "cuda": "11.7", "nccl": "2.14.3", "horovod": "0.28", "mpi": "4.1.4"}, set()),
     "nccl-1936-log-2.27.md": (["NCCL log"], {"nccl": "2.27.5"}, set()),
     "nccl-857-log-2.10.md": (["NCCL log"], {"nccl": "2.10.3"}, set()),
     "nccl-340-tf-log-2.5.7.md": (["TensorFlow log"], {"nccl": "2.5.7"}, set()),
     "nccl-788-smi-oneline-470.md": (["nvidia-smi"], {"driver": "470.161.03"}, set()),
+    # Versions in the text's own words, tool lines next to them, images and launch commands.
+    "tf-29362-nvcc-5.5.md": (  # nvcc on PATH is 5.5: the toolkit, not the CUDA the template states
+        ["Versions as typed", "nvcc --version"], {"tensorflow": "1.2.0", "cuda": "8.0.61", "cuda_toolkit": "5.5.0"},
+        set()),
+    "tf-40277-template-tf2.1.0-gpu-py3.md": (  # "TF2.1.0-gpu-py3": a version glued to its name
+        ["System information (TensorFlow 2.x template)"], {"tensorflow": "2.1.0", "python": "3.6", "cuda": "10.1"},
+        set()),
+    "tf-21788-prose-docker-1.10.md": (["Versions in prose"], {"tensorflow": "1.10"}, set()),
+    "tf-44208-docker-image-2.2.1.md": (
+        ["System information (TensorFlow 2.x template)", "Container image", "nvidia-smi"],
+        {"tensorflow": "2.2.1", "python": "3.8.5", "driver": "450.80.02"}, set()),
+    "tf-41132-docker-2.3.0rc0.md": (["Container image"], {"tensorflow": "2.3.0rc0"}, set()),
+    "tf-45571-found-device-2x-v100.md": (["TensorFlow log"], {}, set()),
+    "keras-8213-worked-before.md": (  # what worked two weeks ago is not what is installed
+        ["Versions in prose"], {}, {("matrix.unknown-error", "warning")}),
+    "hvd-1893-template-horovodrun.md": (
+        ["Environment (Horovod template)", "Horovod/MPI launch"],
+        {"tensorflow": "2.1.0", "python": "3.6.8", "cuda": "10.1.243", "nccl": "2.6.4", "horovod": "0.19.1",
+         "mpi": "4.0.1"}, set()),
+    "hvd-215-mpirun-32.md": (["Horovod/MPI launch"], {}, set()),
+    "hvd-1167-horovodrun-verbose.md": (["Horovod/MPI launch"], {}, set()),
     # Formats no TensorFlow/Keras/Horovod/NCCL thread had whole: from other projects' threads.
     "other-sionna-1044-smi-580-log.md": (["nvidia-smi", "TensorFlow log"], {"driver": "580.95.05"}, set()),
     "other-wyoming-20-smi-550.md": (["nvidia-smi"], {"driver": "550.135"}, {("gpu.memory-in-use", "warning")}),
@@ -146,6 +169,16 @@ EXPECTED: dict[str, tuple[list[str], dict[str, str], set[tuple[str, str]]]] = {
     "other-a0s-1-smi-xml-418.md": (["nvidia-smi -q -x"], {"driver": "418.56"}, set()),
     "other-pytorch-150852-collect-env.md": (
         ["PyTorch collect_env"], {"python": "3.10.16", "cuda": "12.6.85", "driver": "535.154.05"}, set()),
+    "other-kubeflow-1169-dockerfile.md": (  # TensorFlow 2.1 is built for CUDA 10.1
+        ["Versions in prose", "Container image"], {"tensorflow": "2.1.0", "cuda": "10.0"},
+        {("libraries.older-minor", "warning")}),
+    "other-desom-3-pip-install-pins.md": (
+        ["Versions in prose"], {"tensorflow": "1.5", "keras": "2.0.9", "python": "3.6", "cuda": "9.0", "cudnn": "7"},
+        set()),
+    "other-maskrcnn-511-prose-1.7.md": (["Versions in prose"], {"tensorflow": "1.7.0", "keras": "2.1.6"}, set()),
+    "other-nvidia-docker-459-found-device-1x.md": (["TensorFlow log"], {}, set()),
+    "other-nvidia-docker-1071-ngc-19.08.md": (["Container image", "Versions in prose"], {"driver": "390.116"}, set()),
+    "other-saturncloud-155-env-yml-diff.md": (["Versions in prose"], {"tensorflow": "2.2.0"}, set()),
     "other-condaforge-157-build-info.md": (
         ["tf.sysconfig.get_build_info()"], {"built_cuda": "11.2", "built_cudnn": "8"}, set()),
 }
@@ -287,6 +320,9 @@ def test_a_paste_report_fits_the_schema(capsys):
     jsonschema.Draft202012Validator(schema).validate(report)
     report["snapshot"]["pasted"]["parts"][0]["first_line"] = "one"
     assert not jsonschema.Draft202012Validator(schema).is_valid(report)
+    for name in ("hvd-1893-template-horovodrun.md", "other-nvidia-docker-1071-ngc-19.08.md",
+                 "keras-8213-worked-before.md"):  # launches, images, an old set-up
+        jsonschema.Draft202012Validator(schema).validate(report_of(capsys, name))
 
 
 def test_nothing_recognisable_is_one_line_and_exit_2(tmp_path, capsys):
@@ -485,3 +521,110 @@ def test_the_gpu_checks_run_on_what_nvidia_smi_q_says(tmp_path, capsys):
     paste.write_text(SMI_Q, encoding="utf-8")
     found = problems(report_of(capsys, str(paste)))
     assert {"gpu.ecc-uncorrected", "gpu.pcie-width-degraded"} <= {code for code, _ in found}
+
+
+# The forms people write versions and commands in (each file: a real thread, its URL in its first line).
+
+def paste(name: str):
+    return snapshot_from_paste((PASTES / name).read_text(encoding="utf-8"), name)
+
+
+def test_a_version_in_prose_ranks_below_a_tools_output():
+    snap = paste("tf-43718-smi-455.md")  # "Nvidia Driver 455.23" typed, nvidia-smi prints 455.23.05
+    driver = snap.pasted.versions["driver"]
+    assert (driver.text, driver.source) == ("455.23.05", "pasted: nvidia-smi, lines 8-22")
+    assert driver.others == ["455.23 (pasted: Versions in prose, line 5)"]
+    pins = paste("other-desom-3-pip-install-pins.md")  # pip install tensorflow-gpu==1.5, cudatoolkit=9.0 cudnn=7
+    assert pins.pasted.versions["tensorflow"].source == "pasted: Versions in prose, line 15"
+    assert resolve(pins).tensorflow.text == "1.5"
+
+
+def test_nvcc_names_the_toolkit_and_the_cuda_version_only_where_nothing_else_does():
+    snap = paste("tf-29362-nvcc-5.5.md")
+    versions = snap.pasted.versions
+    assert (versions["cuda"].text, versions["cuda_toolkit"].source) == ("8.0.61", "pasted: nvcc --version, line 15")
+    nvcc_only = "\n".join((PASTES / "tf-29362-nvcc-5.5.md").read_text(encoding="utf-8").splitlines()[10:16])
+    alone = snapshot_from_paste(nvcc_only, "x")
+    assert alone.pasted.versions["cuda"].text == "5.5.0" and resolve(alone).cuda.text == "5.5.0"
+
+
+def test_nvidia_smis_cuda_version_is_the_drivers_not_the_runtime():
+    for name in ("tf-44208-docker-image-2.2.1.md", "nccl-788-smi-oneline-470.md"):
+        snap = paste(name)
+        assert "cuda" not in snap.pasted.versions, name
+        cuda = resolve(snap).cuda  # in the 2.2.1 image: what TensorFlow 2.2 was built for, not 11.0
+        assert cuda.chosen is None or cuda.chosen.origin.name != "PASTED", name
+
+
+def test_found_device_lines_give_the_gpus_and_their_compute_capability():
+    from mgpu_doctor.environment.resolve import machine_facts
+
+    old = machine_facts(paste("other-nvidia-docker-459-found-device-1x.md"))  # "major: 5 minor: 2"
+    assert (old.gpus, old.compute_capabilities, old.gpu_names) == (
+        2, ("5.2", "5.2"), ("GeForce GTX TITAN X", "GeForce GTX TITAN X"))
+    # 2.x: "computeCapability: 7.0"; XLA's "StreamExecutor device (3)" lines name the GPUs the cut log
+    # has no "Found device" line for
+    new = paste("tf-45571-found-device-2x-v100.md")
+    assert [d.name for d in new.tensorflow.physical_devices] == [f"/physical_device:GPU:{i}" for i in range(4)]
+    assert new.tensorflow.physical_devices[0].details["pci_bus_id"] == "0000:34:00.0"
+    assert machine_facts(new).compute_capabilities == ("7.0",) * 4
+
+
+def test_container_images_name_tensorflow_and_ngc_images_only_themselves():
+    snap = paste("tf-44208-docker-image-2.2.1.md")
+    assert [(i.image, i.kind, i.tensorflow, i.line) for i in snap.pasted.images] == [
+        ("tensorflow/tensorflow:2.2.1-gpu-py3-jupyter", "tensorflow", "2.2.1", 11)]
+    assert snap.pasted.versions["tensorflow"].source == "pasted: Container image, line 11"
+    ngc = paste("other-nvidia-docker-1071-ngc-19.08.md")
+    assert [(i.image, i.kind, i.tensorflow) for i in ngc.pasted.images] == [
+        ("nvcr.io/nvidia/tensorflow:19.08-py3", "ngc", "")]
+    assert "tensorflow" not in ngc.pasted.versions  # the tag is NVIDIA's release, not TensorFlow's
+    assert ngc.pasted.versions["driver"].text == "390.116"
+    latest = paste("tf-28171-smi-410.md")  # tensorflow/tensorflow:latest-gpu names no release
+    assert latest.pasted.images and "tensorflow" not in latest.pasted.versions
+
+
+def test_horovodrun_and_mpirun_lines_are_a_horovod_training_of_that_many_processes():
+    launches = paste("hvd-1893-template-horovodrun.md").pasted.launches
+    assert [(x.tool, x.processes, x.hosts, x.line) for x in launches] == [("horovodrun", 4, ["localhost:4"], 17)]
+    assert [(x.tool, x.processes) for x in paste("hvd-215-mpirun-32.md").pasted.launches] == [("mpirun", 32)]
+    verbose = paste("hvd-1167-horovodrun-verbose.md").pasted.launches
+    assert [(x.tool, x.processes, x.hosts) for x in verbose] == [
+        ("horovodrun", 3, ["localhost:3"]), ("mpirun", 3, ["localhost:3"])]
+    template = paste("hvd-1893-template-horovodrun.md").pasted.versions
+    assert (template["horovod"].text, template["mpi"].text) == ("0.19.1", "4.0.1")
+
+
+def test_a_set_up_the_text_calls_old_or_working_is_not_what_is_installed(capsys):
+    snap = paste("keras-8213-worked-before.md")  # "Two weeks ago with keras 2.0.9, cudnn-7, cuda 9.1 ... worked"
+    assert snap.pasted.versions == {}
+    assert [p.split(" (")[0] for p in snap.pasted.previous] == ["keras 2.0.9", "cudnn 7", "cuda 9.1"]
+    diff = paste("other-saturncloud-155-env-yml-diff.md")  # an environment.yml diff: "-- tensorflow=2.1.0"
+    assert diff.pasted.versions["tensorflow"].text == "2.2.0"
+    assert [p.split(" (")[0] for p in diff.pasted.previous] == ["tensorflow 2.1.0"]
+    found = problems(report_of(capsys, "other-saturncloud-155-env-yml-diff.md"))
+    assert not any(code.startswith(("packages.", "versions.")) for code, _ in found)
+    code, out, _ = run(capsys, "check", "--from", str(PASTES / "keras-8213-worked-before.md"))
+    assert "kept apart as a set-up the text calls old or working" in out and "keras 2.0.9 (line 2)" in out
+
+
+@pytest.mark.parametrize("name", ["hvd-215-mpirun-32.md", "other-desom-3-pip-install-pins.md",
+                                  "other-kubeflow-1169-dockerfile.md", "tf-41132-docker-2.3.0rc0.md"])
+def test_a_paste_that_states_a_version_or_a_launch_is_read_not_rejected(capsys, name):
+    code, out, err = run(capsys, "check", "--from", str(PASTES / name))
+    assert code in (0, 1) and err == "" and "Pasted " in out
+
+
+def test_the_prose_readers_stay_linear_on_huge_lines():
+    from mgpu_doctor.pasted.commands import find_images, find_launches, find_nvcc
+    from mgpu_doctor.pasted.prose import find_prose, previous_lines
+    from mgpu_doctor.pasted.text import paste_lines
+
+    line = "tf1.12.0-" * 200_000 + " mpirun -np 4 " + "tensorflow/tensorflow:" * 50_000 + "\n"
+    lines = paste_lines(line * 3 + "Cuda compilation tools, " * 100_000 + "\n" + "previously: " * 100_000)
+    started = time.monotonic()
+    prose = find_prose(lines, set())
+    for reader in (find_images, find_launches, find_nvcc, previous_lines):
+        reader(lines)
+    assert time.monotonic() - started < 2  # a bound, not a benchmark: each line is read to a limit
+    assert prose[0].versions["tensorflow"] == "1.12.0"

@@ -855,9 +855,28 @@ def machine_facts(snapshot: Snapshot) -> MachineFacts:
     if not isinstance(tf, Unavailable) and not isinstance(tf.physical_devices, Unavailable):
         # What TensorFlow sees is what training gets (CUDA_VISIBLE_DEVICES, MIG applied).
         gpus = sum(1 for d in tf.physical_devices if d.device_type == "GPU")
+        if ccs is None or names is None:
+            # Without NVML (a pasted log), TensorFlow's own device lines name the GPUs and their
+            # compute capabilities ("Found device 0 ... computeCapability: 8.6", "major: 7 minor: 0").
+            seen = [d for d in tf.physical_devices if d.device_type == "GPU"]
+            from_tf = [_capability(d.details.get("compute_capability", "")) for d in seen]
+            if ccs is None and seen and all(from_tf):
+                ccs = tuple(from_tf)
+                missing.pop("compute_capability", None)
+            if names is None and seen and all(d.details.get("device_name") for d in seen):
+                names = tuple(d.details["device_name"] for d in seen)
+                missing.pop("gpu_name", None)
+        if gpus:
+            missing.pop("gpus", None)
     return MachineFacts(gpus=gpus, workers=workers, compute_capabilities=ccs, gpu_names=names,
                         platform=_platform(snapshot), interconnect=interconnect, backend=_backend(snapshot),
                         missing=missing)
+
+
+def _capability(text: str) -> str:
+    """"(8, 6)" (TensorFlow's device details) -> "8.6"; "" when it is not a capability."""
+    parts = [p.strip() for p in text.strip("() ").split(",")]
+    return ".".join(parts) if len(parts) == 2 and all(p.isdecimal() for p in parts) else ""
 
 
 def _workers(tf_config: str | None) -> int | None:

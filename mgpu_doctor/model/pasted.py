@@ -49,6 +49,32 @@ class LogLine:
 
 
 @dataclass(frozen=True)
+class PastedImage:
+    """A container image the paste names (``docker run``, ``FROM``, a tag typed in a template).
+
+    ``kind``: ``tensorflow`` (Docker Hub's tensorflow/tensorflow, whose tag names the TensorFlow
+    release), ``ngc`` (NVIDIA's nvcr.io images, whose tag is NVIDIA's release, not TensorFlow's).
+    """
+
+    line: int
+    image: str
+    kind: str
+    tensorflow: str = ""  # the TensorFlow release the tag names ("" where the tag does not say)
+
+
+@dataclass(frozen=True)
+class PastedLaunch:
+    """A ``horovodrun``/``mpirun``/``mpiexec`` command line: a Horovod/MPI training of ``processes``
+    processes (0: the line does not say), on ``hosts`` ("a:4", as typed)."""
+
+    line: int
+    tool: str
+    processes: int
+    hosts: list[str] = field(default_factory=list)
+    text: str = ""
+
+
+@dataclass(frozen=True)
 class PastedFacts:
     """Everything the snapshot of a paste knows about the paste itself."""
 
@@ -64,3 +90,8 @@ class PastedFacts:
     # Lines that may show the failure (an exception, an error or warning line, a traceback's frames),
     # matched against the known issues' signatures.
     evidence: list[EvidenceLine] = field(default_factory=list)
+    # Versions of a set-up the text calls old, previous or working ("this works: ...", "Old environment:"),
+    # kept apart from what is installed: "tensorflow 1.15 (line 4: previous set-up)".
+    previous: list[str] = field(default_factory=list)
+    images: list[PastedImage] = field(default_factory=list)
+    launches: list[PastedLaunch] = field(default_factory=list)

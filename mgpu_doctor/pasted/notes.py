@@ -18,6 +18,12 @@ def pasted_notes(pasted: PastedFacts) -> list[str]:
     if len(pasted.parts) > PARTS_SHOWN:
         notes.append(f"Pasted: {len(pasted.parts) - PARTS_SHOWN} more part(s) recognised "
                      "(see the JSON report)")
+    if pasted.previous:
+        shown = "; ".join(entry.split(" (", 1)[0] + f" ({entry.split('(', 1)[1].split(':', 1)[0]})"
+                          for entry in pasted.previous[:8])
+        notes.append("Pasted: kept apart as a set-up the text calls old or working, not what is installed: "
+                     + shown
+                     + ("; ..." if len(pasted.previous) > 8 else ""))
     if pasted.other_lines:
         notes.append(f"Pasted: {pasted.other_lines} other non-blank line(s) are not an output "
                      "mgpu-doctor reads "

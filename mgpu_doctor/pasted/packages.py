@@ -65,7 +65,9 @@ def _rows(lines: list[str], first: int, start: int, kind: str, header: bool) -> 
     interesting = {n for n in out.packages if INTERESTING.match(n)}
     # Without a header, a row or two of prose could look like "name 1.2": only lists naming a package
     # the doctor knows, or long lists, count.
-    if not out.packages or (not header and not interesting and len(out.packages) < 5):
+    # One row without a header ("Tensorflow 1.10") is a sentence: the prose reader reads it.
+    few = len(out.packages) < 2 or not interesting and len(out.packages) < 5
+    if not out.packages or (not header and few):
         return None
     rows = [lines[j] for j in range(start, out.last + 1) if lines[j].strip()]
     if kind == "pip list" and all(_FREEZE.match(row) for row in rows):

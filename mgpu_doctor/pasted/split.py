@@ -25,22 +25,25 @@ from mgpu_doctor.model.snapshot import (
 )
 from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.pasted.build_info import find_build_info
+from mgpu_doctor.pasted.commands import find_images, find_launches, find_nvcc
 from mgpu_doctor.pasted.nvidia_smi import NOT_PASTED, bus_key, find_query, find_table, find_xml, not_pasted
-from mgpu_doctor.pasted.packages import find_packages
+from mgpu_doctor.pasted.packages import INTERESTING, find_packages
+from mgpu_doctor.pasted.prose import OLD_SETUP, find_prose, previous_lines
 from mgpu_doctor.pasted.system_info import find_system_info
-from mgpu_doctor.pasted.text import RANK_TEMPLATE, Found, paste_lines
+from mgpu_doctor.pasted.text import MAX_SCANNED, RANK_LOG, RANK_PROSE, RANK_TEMPLATE, Found, paste_lines
 from mgpu_doctor.pasted.tf_log import find_log
 from mgpu_doctor.pasted.tools import find_collect_env, find_tf_env
 from mgpu_doctor.process.masking import mask_credentials
 
 READERS: tuple[Callable[[list[str]], list[Found]], ...] = (
     find_system_info, find_xml, find_query, find_table, find_packages, find_build_info, find_collect_env,
-    find_tf_env, find_log,
+    find_tf_env, find_log, find_nvcc, find_images, find_launches,
 )
 # How a table of GPUs is preferred: the fullest output first.
 _SMI_ORDER = ("nvidia-smi -q -x", "nvidia-smi -q", "nvidia-smi")
 VERSION_KEYS = ("tensorflow", "keras", "python", "cuda", "cudnn", "nccl", "driver", "built_cuda",
-                "built_cudnn")
+                "built_cudnn", "cuda_toolkit", "horovod", "mpi")
+
 UNREAD_SHOWN = 20
 MAX_PASTE_CHARS = 8 * 2**20  # an issue body is at most 64 KiB; a long log a few MiB
 UNREAD_CHARS = 120
@@ -57,10 +60,33 @@ def split_paste(text: str) -> tuple[list[str], list[Found]]:
     found = [f for f in found if f.facts or f.gpus or f.packages or f.log or f.versions]
     # A typed-template reader also sees "Key: value" lines inside tool output (collect_env, nvidia-smi -q):
     # the tool's own reader is the one to trust there.
+    spans = {id(f): f.lines() for f in found}
     found = [f for f in found if not (f.rank == RANK_TEMPLATE and any(
-        o is not f and o.rank != RANK_TEMPLATE and o.first <= f.first and f.last <= o.last for o in found))]
+        o is not f and o.rank != RANK_TEMPLATE and f.first in spans[id(o)] and f.last in spans[id(o)]
+        for o in found))]
+    # An image or a launch line may also say a version in words ("image ...:19.08-py3, drivers: 390.116").
+    covered = {i for f in found if not (f.images or f.launches) for i in f.lines()}
+    found += find_prose(lines, covered)  # what the text says in its own words, where no part read it
+    _set_apart_old_setups(lines, found)
     found.sort(key=lambda f: (f.first, f.kind))
     return lines, found
+
+
+def _set_apart_old_setups(lines: list[str], found: list[Found]) -> None:
+    """A list or template under "Old environment:", "this works:", "previously I used": its versions and
+    packages are kept as what the text calls old or working, never as what is installed."""
+    old = previous_lines(lines)
+    for f in found:
+        if f.rank >= RANK_LOG or f.rank == RANK_PROSE or f.launches or f.first not in old:
+            continue
+        if old[f.first] < len(lines[f.first][:MAX_SCANNED]):  # only the start of the line is old
+            continue
+        f.previous += [f"{key} {value} (line {f.version_lines.get(key, f.first) + 1}: {OLD_SETUP})"
+                       for key, value in f.versions.items()]
+        f.previous += [f"{name} {value} ({f.kind}, line {f.first + 1}: {OLD_SETUP})"
+                       for name, value in f.packages.items() if INTERESTING.match(name)]
+        f.versions, f.packages, f.gpus, f.driver = {}, {}, [], ""
+        f.kind = f"{f.kind} ({OLD_SETUP})"
 
 
 def snapshot_from_paste(text: str, source: str, now: _dt.datetime | None = None,
@@ -75,6 +101,11 @@ def snapshot_from_paste(text: str, source: str, now: _dt.datetime | None = None,
     versions: dict[str, PastedVersion] = {}
     for key in VERSION_KEYS:
         stating = [f for f in found if f.versions.get(key)]
+        if key == "cuda" and not stating:  # nvcc's toolkit, only where nothing else names the CUDA version
+            stating = [f for f in found if f.versions.get("cuda_toolkit")]
+            for f in stating:
+                f.versions["cuda"] = f.versions["cuda_toolkit"]
+                f.version_lines["cuda"] = f.version_lines["cuda_toolkit"]
         if stating:
             best = max(stating, key=lambda f: f.rank)  # max keeps the first of equal ranks
             versions[key] = PastedVersion(
@@ -100,6 +131,9 @@ def snapshot_from_paste(text: str, source: str, now: _dt.datetime | None = None,
         log=[entry for f in found for entry in f.log],
         other_lines=sum(1 for i, line in enumerate(lines) if line.strip() and i not in covered),
         evidence=evidence,
+        previous=[entry for f in found for entry in f.previous],
+        images=[image for f in found for image in f.images],
+        launches=[launch for f in found for launch in f.launches],
     )
     created = (now or _dt.datetime.now(_dt.timezone.utc)).replace(microsecond=0).isoformat()
     return Snapshot(

@@ -37,7 +37,7 @@ _PACKAGE_ROW = re.compile(r"^\s*[-*]\s+(?:tensorflow|tensorflow-gpu|tf-nightly)\
                           r"(\s+\S+)*\s*$")
 _NEVER_A_KEY = re.compile(r"^\s*(?:$|\d+(?!\.\s)|[|+=<\[]|[IWEF]\d{4})")
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+\S")
-_VERSION_KEYS = ("tensorflow", "keras", "python", "cuda", "cudnn", "nccl", "driver")
+_VERSION_KEYS = ("tensorflow", "keras", "python", "cuda", "cudnn", "nccl", "driver", "horovod", "mpi")
 
 
 def _key(text: str) -> str | None | bool:

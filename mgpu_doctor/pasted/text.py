@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from mgpu_doctor.model.pasted import LogLine
+from mgpu_doctor.model.pasted import LogLine, PastedImage, PastedLaunch
 from mgpu_doctor.model.snapshot import GpuFacts, TfDevice
 
 _FENCE = re.compile(r"^\s*(```+|~~~+)")
@@ -16,6 +16,7 @@ VERSION = r"\d+(?:\.\d+)+(?:(?:-?rc|a|b|[.-]?dev|\.post)\d*)?(?:\+[\w.]+)?"
 _VERSION_WORD = re.compile(rf"(?<![\w.-])v?({VERSION})(?![\w.]*\d)")
 _GIT_DESCRIBE = re.compile(r"\bv\d+\.\d+\.\d+(?:-rc\d+)?-\d+-g[0-9a-f]+|\bb'v[^']*'"
                            r"|\bv\d+\.\d+\.\d+-rc\d+-\S+")
+MAX_SCANNED = 2000  # a line is searched this far: a pasted line can be megabytes long
 EMPTY_VALUES = frozenset({"", "n/a", "na", "none", "-", "no", "unknown", "?", "not applicable", "nil",
                           "null", "no gpu", "cpu", "no response"})
 
@@ -36,9 +37,14 @@ def paste_lines(text: str) -> list[str]:
     return out
 
 
+_NAME_GLUED = re.compile(r"(?i)(?<![\w.-])(?:tf|tensorflow(?:-gpu)?|cuda|cudnn|python|keras)(?=\d)")
+
+
 def first_version(value: str) -> str:
-    """The first version in a typed value: "v2.4.0-49-g85c8b2a 2.4.1" -> "2.4.1", "CUDA 11.2" -> "11.2"."""
-    value = _GIT_DESCRIBE.sub(" ", value)
+    """The first version in a typed value: "v2.4.0-49-g85c8b2a 2.4.1" -> "2.4.1", "CUDA 11.2" -> "11.2",
+    "TF2.1.0-gpu-py3" -> "2.1.0"."""
+    value = _GIT_DESCRIBE.sub(" ", value[:MAX_SCANNED])
+    value = _NAME_GLUED.sub(" ", value)
     tuple_form = re.search(r"(?<![\w.])(\d+),\s*(\d+),\s*(\d+)(?![\w.])", value)  # torch.cuda.nccl.version()
     if tuple_form and not _VERSION_WORD.search(value):
         return ".".join(tuple_form.groups())
@@ -80,13 +86,18 @@ class Found:
     log: list[LogLine] = field(default_factory=list)
     os_release: str = ""
     tensorflow_ran: bool = False
+    used: list[int] = field(default_factory=list)  # the lines read, where not every line first..last is
+    previous: list[str] = field(default_factory=list)  # versions of a set-up the text calls old or working
+    images: list[PastedImage] = field(default_factory=list)
+    launches: list[PastedLaunch] = field(default_factory=list)
 
-    def lines(self) -> range:
-        return range(self.first, self.last + 1)
+    def lines(self) -> range | list[int]:
+        return self.used or range(self.first, self.last + 1)
 
 
 # How much one statement is worth against another, by the reader that found it.
-RANK_TEMPLATE, RANK_PACKAGES, RANK_TOOL, RANK_SMI, RANK_BUILD, RANK_LOG = 1, 2, 3, 4, 5, 6
+# A version said in a sentence ("with TensorFlow 2.4.1 on 2 GPUs") is worth least of all.
+RANK_PROSE, RANK_TEMPLATE, RANK_PACKAGES, RANK_TOOL, RANK_SMI, RANK_BUILD, RANK_LOG = 0, 1, 2, 3, 4, 5, 6
 
 
 def find_blocks(lines: list[str], read_block: Callable[[list[str], int], Found | None]) -> list[Found]:

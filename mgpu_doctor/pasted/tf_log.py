@@ -34,6 +34,10 @@ _FOUND = re.compile(r"Found device (?P<ordinal>\d+) with properties:\s*"
                     r"(?:pciBusID:?\s*(?P<bus>[0-9a-fA-F:.]+)\s+)?"
                     r"name:\s*(?P<name>.+?)\s+(?:computeCapability:\s*(?P<cc>\d+\.\d+)|major:\s*(?P<major>\d+)\s+"
                     r"minor:\s*(?P<minor>\d+).*?pciBusID:?\s*(?P<bus1x>[0-9a-fA-F:.]+))")
+# XLA's list of the GPUs it compiles for (TensorFlow 2.0 to 2.4): every visible GPU with its capability,
+# also where the log was cut before the "Found device" lines of the later ones.
+_XLA_DEVICE = re.compile(r"StreamExecutor device \((?P<ordinal>\d{1,4})\):\s{0,3}(?P<name>[^,]{1,120}),"
+                         r"\s{0,3}Compute Capability\s{0,3}(?P<cc>\d{1,2}\.\d{1,2})")
 _CUDNN_VERSION = re.compile(r"Loaded cuDNN version (?P<v>\d{4,6})\b")
 _NCCL_VERSION = re.compile(r"NCCL version (?P<v>\d+\.\d+\.\d+)(?:\+cuda(?P<cuda>[\d.]+))?")
 _CUINIT = re.compile(r"failed call to cuInit:\s*(?P<why>\S.*)")
@@ -164,7 +168,21 @@ def _read_entry(out: Found, line: int, text: str) -> bool:
         details = {"device_name": m.group("name").strip(), "pci_bus_id": bus}
         if cc:
             details["compute_capability"] = "({}, {})".format(*cc.split("."))
-        out.found.append(TfDevice(f"/physical_device:GPU:{m.group('ordinal')}", "GPU", details))
+        name = f"/physical_device:GPU:{m.group('ordinal')}"
+        device = TfDevice(name, "GPU", details)
+        at = next((k for k, d in enumerate(out.found) if d.name == name), None)
+        if at is None:
+            out.found.append(device)
+        else:  # it replaces XLA's line for that GPU
+            out.found[at] = device
+        out.log.append(LogLine(line + 1, "found-device", shown, m.group("name").strip(), cc))
+        out.tensorflow_ran = True
+        return True
+    if "StreamExecutor device" in text and (m := _XLA_DEVICE.search(text)):
+        name, cc = f"/physical_device:GPU:{m.group('ordinal')}", m.group("cc")
+        if not any(d.name == name for d in out.found):
+            out.found.append(TfDevice(name, "GPU", {"device_name": m.group("name").strip(),
+                                                    "compute_capability": "({}, {})".format(*cc.split("."))}))
         out.log.append(LogLine(line + 1, "found-device", shown, m.group("name").strip(), cc))
         out.tensorflow_ran = True
         return True
