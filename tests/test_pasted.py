@@ -169,9 +169,9 @@ EXPECTED: dict[str, tuple[list[str], dict[str, str], set[tuple[str, str]]]] = {
     "other-a0s-1-smi-xml-418.md": (["nvidia-smi -q -x"], {"driver": "418.56"}, set()),
     "other-pytorch-150852-collect-env.md": (
         ["PyTorch collect_env"], {"python": "3.10.16", "cuda": "12.6.85", "driver": "535.154.05"}, set()),
-    "other-kubeflow-1169-dockerfile.md": (  # TensorFlow 2.1 is built for CUDA 10.1
+    "other-kubeflow-1169-dockerfile.md": (  # TensorFlow 2.1 opens libcudart.so.10.1: CUDA 10.0 cannot stand in
         ["Versions in prose", "Container image"], {"tensorflow": "2.1.0", "cuda": "10.0"},
-        {("libraries.older-minor", "warning")}),
+        {("libraries.soname-minor", "error")}),
     "other-desom-3-pip-install-pins.md": (
         ["Versions in prose"], {"tensorflow": "1.5", "keras": "2.0.9", "python": "3.6", "cuda": "9.0", "cudnn": "7"},
         set()),

@@ -43,7 +43,8 @@ def evidence_findings(issues: Sequence[KnownIssue], env: Environment,
             if finding is None:
                 continue
             named.setdefault(hit.issue.id, finding)
-            covered.add((text.origin, hit.line.line, hit.line.text))
+            if finding.severity >= Severity.WARNING:  # "a possible cause" leaves the error standing
+                covered.add((text.origin, hit.line.line, hit.line.text))
     found = sorted(named.values(), key=lambda f: f.severity, reverse=True)
     for text in texts:
         left = [f for f in failures_and_mechanisms(text.lines)
@@ -125,7 +126,8 @@ def unknown_error_finding(failure: Failure, origin: str) -> Finding:
 def _covered_by(failure: Failure, named: dict[str, Finding], issues: Sequence[KnownIssue]) -> bool:
     """Whether a named entry's signature matches this failure line too (another line matched first)."""
     text = normalised(failure.line.text)
-    return any(pieces_in(p, text) for i in issues if i.id in named for s in i.signatures for p in s.forms)
+    sure = {i for i, f in named.items() if f.severity >= Severity.WARNING}
+    return any(pieces_in(p, text) for i in issues if i.id in sure for s in i.signatures for p in s.forms)
 
 
 def _distinct(found: list[Failure]) -> list[Failure]:
