@@ -11,7 +11,12 @@ what the snapshot loader accepts (so the functions, not the loader's limits, are
      ``CUDA_VISIBLE_DEVICES``), and of one 1 MiB string that names them all;
   3. the human renderer's escaping of a 1 MiB string full of escape sequences;
   4. ``check --from`` of a snapshot at the loader's limits (4,096 GPUs, 64 KiB strings), as a
-     real CLI process.
+     real CLI process;
+  5. ``check --from`` of every paste form at the paste limit (8 MiB), as a real CLI process: each
+     real paste of tests/data/pastes repeated to 8 MiB, and the shapes that once made the paste
+     reader quadratic (a line of blanks, ``> `` quoting, repeated headers, ``NVSMI LOG`` lines, a
+     numbered list, key-value lines, a deep traceback). A paste past a limit of what it may
+     describe (4,096 GPUs, 10,000 packages, an 18-digit figure) is refused: timed all the same.
 
 Run: python benchmarks/input_size_bench.py   (or call ``main(argv)``: it returns the times).
 Target: each under 5 s on the 2-core machine. That machine is shared by several sessions: the
@@ -112,14 +117,56 @@ def cli_time() -> dict[str, float]:
     return {f"check --from at the limits ({MAX_GPUS} GPUs, 64 KiB strings)": took}
 
 
+PASTES = REPO / "tests" / "data" / "pastes"
+PASTE_BYTES = 8 * MIB - 4096
+SMI_HEADER = ("| NVIDIA-SMI 470.57.02    Driver Version: 470.57.02    CUDA Version: 11.4     |\n"
+              "|-------------------------------+----------------------+----------------------+\n")
+SHAPES = {
+    "a line of blanks after a version": "TensorFlow 2.4.1\n" + " " * PASTE_BYTES + "x\n",
+    "System information, then blanks": "**System information**\n" + " " * PASTE_BYTES + "\n",
+    "a line of '> ' quoting": "> " * (PASTE_BYTES // 2) + "tensorflow 2.4.1\n",
+    "repeated nvidia-smi headers": SMI_HEADER,
+    "repeated NVSMI LOG lines": "==============NVSMI LOG==============\n",
+    "a numbered list of versions": "1. TensorFlow 1.15\n2. CUDA 10.0\n",
+    "key: value lines": "Some key: some value 1.2.3\n",
+    "a deep traceback": '  File "train.py", line 1, in f\n    f()\n',
+    "a long '- ' bullet line": "- " * (PASTE_BYTES // 2) + "\n",
+}
+
+
+def to_size(unit: str, size: int = PASTE_BYTES) -> str:
+    return unit if len(unit) >= size else (unit * (size // len(unit) + 1))[:size]
+
+
+def paste_times(limit: int | None = None) -> dict[str, float]:
+    forms = {f"paste {path.stem} x{PASTE_BYTES // max(1, path.stat().st_size)}": path.read_text(encoding="utf-8")
+             for path in sorted(PASTES.glob("*.md"))}
+    forms.update({f"paste shape: {name}": unit for name, unit in SHAPES.items()})
+    times = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, unit in list(forms.items())[:limit]:
+            path = Path(tmp) / "paste.md"
+            path.write_text(to_size(unit), encoding="utf-8")
+            argv = [sys.executable, "-m", "mgpu_doctor", "check", "--from", str(path), "--format", "json"]
+            start = time.perf_counter()
+            done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)
+            times[name] = time.perf_counter() - start
+            if done.returncode not in (0, 1, 2) or "Traceback" in done.stderr:
+                raise SystemExit(f"{name}: exit {done.returncode}: {done.stderr[-400:]}")
+    return times
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gpus", type=int, default=80_000)
-    parser.add_argument("--no-cli", action="store_true", help="skip the check --from run")
+    parser.add_argument("--no-cli", action="store_true", help="skip the check --from runs")
+    parser.add_argument("--pastes", type=int, default=None, metavar="N",
+                        help="time only the first N paste forms (default: all)")
     args = parser.parse_args(argv)
     times = {**masking_times(), **redaction_times(args.gpus), **escaping_times()}
     if not args.no_cli:
         times.update(cli_time())
+        times.update(paste_times(args.pastes))
     width = max(len(k) for k in times)
     for name, seconds in times.items():
         verdict = "ok" if seconds < TARGET_S else "MISSED"

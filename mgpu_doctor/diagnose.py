@@ -269,7 +269,7 @@ def model_section(options: DiagnoseOptions, progress: Progress | None = None
 
 def pasted_facts(path: Path, not_json: NotJsonText) -> Facts:
     """A file that is not JSON: read it as a paste (an issue body), or say it is neither."""
-    from mgpu_doctor.pasted.split import MAX_PASTE_CHARS, NothingRecognised, snapshot_from_paste
+    from mgpu_doctor.pasted.split import MAX_PASTE_CHARS, NothingRecognised, PasteRefused, snapshot_from_paste
 
     if len(not_json.text) > MAX_PASTE_CHARS:
         raise BadInput(f"{path}: {len(not_json.text) // 2**20} MiB of text: larger than the "
@@ -284,6 +284,8 @@ def pasted_facts(path: Path, not_json: NotJsonText) -> Facts:
                        "report` works too), and not a paste with anything mgpu-doctor reads (System "
                        "information, nvidia-smi, pip list, build info, TensorFlow log lines, an error, "
                        "training code)") from None
+    except PasteRefused as exc:
+        raise BadInput(f"{path}: {exc}") from None
     # Written elsewhere, by someone else: its credentials are masked, --no-redact or not.
     return Facts(mask_snapshot(snapshot), f"pasted text {path}", code=code)
 

@@ -33,6 +33,7 @@ class Case:
     phrase: str  # in stderr (exit 2) or stdout (other codes); "" for none
     env: dict[str, str] = field(default_factory=dict)
     redirect: str = ""  # shell redirections of the doctor's standard streams
+    before: str = ""  # shell commands run first, in the same shell ("cd {tmp}/x && ...")
     absent: str = ""  # must not appear anywhere in the output
 
 
@@ -52,6 +53,17 @@ def _snapshot_with(**changes: object) -> str:
 
 
 BIG = "9" * 5000
+SMI_HEADER = """+-----------------------------------------------------------------------------+
+| NVIDIA-SMI 410.78       Driver Version: 410.78       CUDA Version: 10.0     |
+|-------------------------------+----------------------+----------------------+
+| GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp  Perf  Pwr:Usage/Cap|         Memory-Usage | GPU-Util  Compute M. |
+|===============================+======================+======================|
+"""
+SMI_ROW = """|   {index}  Quadro P1000        Off  | 00000000:18:00.0  On |                  N/A |
+| 34%   37C    P0    N/A /  N/A |    {used}MiB /  4038MiB |      1%      Default |
++-------------------------------+----------------------+----------------------+
+"""
 FILES: dict[str, str | bytes] = {
     "deep.json": _deep(),
     # Nested too deeply, yet a string a snapshot may hold (at most 64 KiB): 2 x 30 000 brackets.
@@ -67,6 +79,11 @@ FILES: dict[str, str | bytes] = {
     "utf16.toml": '[[acknowledge]]\ncode = "x"\n'.encode("utf-16"),
     "bigint.toml": f"x = {BIG}\n",
     "matrix/a.toml": b"\x7fELF\x02\x01" + bytes(100),
+    "paste-long-memory.md": SMI_HEADER + SMI_ROW.format(index=0, used=BIG),
+    "paste-long-index.md": SMI_HEADER + SMI_ROW.format(index=BIG, used=1),
+    "paste-4097-gpus.md": SMI_HEADER + "".join(SMI_ROW.format(index=i, used=1) for i in range(4097)),
+    "paste-10001-packages.md": "$ pip list\nPackage    Version\n---------- -------\n"
+                               + "".join(f"package{i}   1.{i}.0\n" for i in range(10_001)),
     "v6.json": json.dumps({"cluster": {"worker": ["[::1:12345"]}, "task": {"type": "worker", "index": 0}}),
 }
 
@@ -100,6 +117,30 @@ CASES = [
          "field snapshot.env.TF_CONFIG: a string of 200000 characters"),
     Case("fleet-deep-tf-config-in-snapshot", ["fleet", "{tmp}/deep-cluster.json", SNAPSHOT], 1,
          "TF_CONFIG cluster"),
+    # --- pasted text: what no machine has is refused, as in a snapshot (issue 40) -----------------
+    Case("paste-5000-digit-memory", ["check", "--from", "{tmp}/paste-long-memory.md"], 2,
+         "paste-long-memory.md: a number of 5,000 digits", absent="set_int_max_str_digits"),
+    Case("paste-5000-digit-gpu-index", ["check", "--from", "{tmp}/paste-long-index.md"], 2,
+         "a number of 5,000 digits"),
+    Case("paste-4097-gpus", ["check", "--from", "{tmp}/paste-4097-gpus.md"], 2,
+         "nvidia-smi at line 1 lists 4,097 GPUs: more than the 4,096 a snapshot may hold"),
+    Case("paste-10001-packages", ["check", "--from", "{tmp}/paste-10001-packages.md"], 2,
+         "lists 10,001 packages: more than the 10,000"),
+    Case("paste-given-to-fleet", ["fleet", "{tmp}/paste-long-index.md", SNAPSHOT], 2,
+         "paste-long-index.md: plain text, not a snapshot or report"),
+    Case("paste-given-as-baseline", ["check", "--from", SNAPSHOT, "--baseline", "{tmp}/paste-long-index.md"], 2,
+         "a pasted text is read by `mgpu-doctor check --from`"),
+    # --- the working directory, empty options --------------------------------------------------
+    Case("working-directory-deleted-quick", ["check", "--quick"], 0, "checks:",
+         before="mkdir -p {tmp}/gone-a && cd {tmp}/gone-a && rmdir {tmp}/gone-a &&"),
+    Case("working-directory-deleted-from", ["check", "--from", SNAPSHOT], 1, "checks:",
+         before="mkdir -p {tmp}/gone-b && cd {tmp}/gone-b && rmdir {tmp}/gone-b &&"),
+    Case("pyproject-symlink-loop", ["check", "--quick"], 2,
+         "pyproject.toml: cannot read: Too many levels of symbolic links",
+         before="mkdir -p {tmp}/loop && cd {tmp}/loop && ln -sfn pyproject.toml pyproject.toml &&"),
+    Case("baseline-empty", ["check", "--from", SNAPSHOT, "--baseline", ""], 2, "argument --baseline: is empty"),
+    Case("fleet-empty-path", ["fleet", "", SNAPSHOT], 2, "argument SNAPSHOT: is empty"),
+    Case("log-empty", ["check", "--from", SNAPSHOT, "--log", ""], 2, "argument --log: is empty"),
     # --- acknowledge and matrix files ---------------------------------------------------------
     Case("ack-deep-toml", ["check", "--from", SNAPSHOT, "--ack", "{tmp}/deep.toml"], 2,
          "deep.toml: nested too deeply to read"),
@@ -180,7 +221,8 @@ def _run(case: Case, tmp: Path) -> Ran:
     out, err = tmp / f"{case.name}.out", tmp / f"{case.name}.err"
     # The doctor's own streams redirected as the case says, ours read back from files.
     command = " ".join(_quote(a) for a in [sys.executable, "-m", "mgpu_doctor", *argv])
-    shell = f"{{ {command} {case.redirect} ; }} >{_quote(str(out))} 2>{_quote(str(err))}"
+    before = case.before.replace("{tmp}", str(tmp))
+    shell = f"{{ {before} {command} {case.redirect} ; }} >{_quote(str(out))} 2>{_quote(str(err))}"
     proc = subprocess.Popen(["bash", "-c", shell], env=env, start_new_session=True)
     try:
         code = proc.wait(timeout=60)

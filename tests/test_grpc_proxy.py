@@ -224,3 +224,21 @@ def test_workers_behind_a_proxy_that_never_answers_hang_and_the_finding_names_th
 def test_the_fix_names_every_proxy_variable_set(tmp_path):
     outcome = judge(machine(tmp_path, {"TF_CONFIG": CLUSTER, "https_proxy": PROXY, "http_proxy": PROXY}))
     assert "start the workers without https_proxy and http_proxy" in outcome.findings[0].fix
+
+
+def test_the_fix_names_the_bypass_list_grpc_reads_not_one_that_already_lists_the_hosts(tmp_path):
+    # Issue 40: with grpc_proxy and no_grpc_proxy set, gRPC (TensorFlow 2.2 on) reads no_grpc_proxy
+    # and never no_proxy, so advising to add the hosts to no_proxy, which lists them, changes nothing.
+    env = {"TF_CONFIG": CLUSTER, "grpc_proxy": PROXY, "no_grpc_proxy": "localhost",
+           "no_proxy": "node-a,10.1.2.3,fd00::7"}
+    [finding] = judge(machine(tmp_path, env)).findings
+    assert finding.code == "grpc.workers-through-proxy"
+    assert 'export no_grpc_proxy="$no_grpc_proxy,node-a,10.1.2.3,fd00::7"' in finding.fix
+    assert "export no_proxy=" not in finding.fix
+    assert "no_grpc_proxy is the list gRPC reads here: while it is set, no_proxy is not read" in finding.fix
+
+
+def test_where_the_rule_sets_read_different_lists_the_fix_names_both(tmp_path):
+    env = {"TF_CONFIG": CLUSTER, "https_proxy": PROXY, "no_grpc_proxy": "localhost"}
+    [finding] = judge(machine(tmp_path, env, tensorflow="1.14.0")).findings  # both rule sets may apply
+    assert "List the hosts in no_grpc_proxy and in no_proxy" in finding.fix

@@ -43,8 +43,9 @@ def test_truncated_file(tmp_path):
     assert "not valid JSON" in _error(tmp_path, text[: len(text) // 2])
 
 
-def test_not_json(tmp_path):
-    assert "not valid JSON" in _error(tmp_path, "GPU 0: A100\n")
+def test_plain_text_where_a_snapshot_is_wanted_says_pastes_go_to_check_from(tmp_path):
+    message = _error(tmp_path, "GPU 0: A100\n")
+    assert "plain text, not a snapshot or report" in message and "`mgpu-doctor check --from`" in message
 
 
 def test_binary_garbage_and_other_encodings_say_what_the_file_is(tmp_path):

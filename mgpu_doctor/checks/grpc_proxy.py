@@ -22,6 +22,7 @@ from mgpu_doctor.process.grpc_proxy import (
     PROXY_DOC,
     PROXY_NAMES,
     THROUGH_PROXY,
+    Era,
     Route,
     eras_for,
     grpc_proxy,
@@ -61,14 +62,14 @@ def check_grpc_proxy(env: ResolvedEnvironment) -> list[Finding]:
             f"the proxy in {variable}: a proxy that does not forward them leaves the workers waiting "
             "for each other when the strategy is created",
             evidence + [f"known issue: {KNOWN_ISSUE} (`mgpu-doctor matrix show {KNOWN_ISSUE}`)"],
-            fix=_fix(through, variables), links=[PROXY_HANG_THREAD, PROXY_DOC],
+            fix=_fix(through, variables, eras), links=[PROXY_HANG_THREAD, PROXY_DOC],
         )]
     return [Finding(
         "grpc.proxy-bypass-uncertain", Severity.WARNING,
         f"gRPC may send TensorFlow's connections to {_count(depends, hosts)} of TF_CONFIG through the "
         f"proxy in {variable}: whether it bypasses the proxy depends on the gRPC release inside this "
         "TensorFlow",
-        evidence, fix=_fix(depends, variables), links=[PROXY_DOC],
+        evidence, fix=_fix(depends, variables, eras), links=[PROXY_DOC],
     )]
 
 
@@ -107,11 +108,38 @@ def _count(routes: list[Route], hosts: list[str]) -> str:
     return f"{len(routes)} host(s) ({names})" if len(routes) < len(hosts) else f"every host ({names})"
 
 
-def _fix(routes: list[Route], variables: dict[str, str]) -> str:
+def _fix(routes: list[Route], variables: dict[str, str], eras: tuple[Era, ...]) -> str:
     hosts = ",".join(r.host for r in routes)
     proxies = " and ".join(name for name in PROXY_NAMES if variables.get(name)) or "the proxy variables"
-    return (f"List the hosts in no_proxy for the workers, exactly as TF_CONFIG names them and without "
-            f"ports (export no_proxy=\"$no_proxy,{hosts}\"; gRPC matches neither '*' nor, in the releases "
-            f"measured, 1.15 to 2.12, CIDR blocks); or start the workers without {proxies}. "
-            f"From TensorFlow 2.2 on, gRPC also goes direct with grpc_proxy set empty (export grpc_proxy=), "
-            f"and from 2.1 on with {CHANNEL_OPTIONS}={NO_PROXY_OPTION}; 1.15 and 2.0 ignore both.")
+    lists = bypass_lists(variables, eras)
+    exports = "; ".join(f'export {name}="${name},{hosts}"' for name in lists)
+    shadowed = [f"{name} is the list gRPC reads here: while it is set, {', '.join(later)} is not read"
+                for name in lists if (later := _read_after(name, eras))]
+    return (f"List the hosts in {' and in '.join(lists)} for the workers, exactly as TF_CONFIG names them "
+            f"and without ports ({exports}; gRPC matches neither '*' nor, in the releases measured, 1.15 "
+            f"to 2.12, CIDR blocks{'; ' + '; '.join(shadowed) if shadowed else ''}); or start the workers "
+            f"without {proxies}. From TensorFlow 2.2 on, gRPC also goes direct with grpc_proxy set empty "
+            f"(export grpc_proxy=), and from 2.1 on with {CHANNEL_OPTIONS}={NO_PROXY_OPTION}; 1.15 and 2.0 "
+            "ignore both.")
+
+
+def bypass_lists(variables: dict[str, str], eras: tuple[Era, ...]) -> list[str]:
+    """The bypass variables the rule sets that use a proxy read: the first set one of each, or
+    no_proxy (read by every rule set) where none is set."""
+    names: list[str] = []
+    for era in eras:
+        proxy = grpc_proxy(variables, era)
+        if proxy.used:
+            name = proxy.bypass_variable or "no_proxy"
+            if name not in names:
+                names.append(name)
+    return names or ["no_proxy"]
+
+
+def _read_after(name: str, eras: tuple[Era, ...]) -> list[str]:
+    """The bypass variables gRPC would have read after ``name``, had ``name`` not been set."""
+    later: list[str] = []
+    for era in eras:
+        if name in era.bypass_names:
+            later += [n for n in era.bypass_names[era.bypass_names.index(name) + 1:] if n not in later]
+    return later

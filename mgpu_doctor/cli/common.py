@@ -12,6 +12,7 @@ from mgpu_doctor.cli.options import OutputOptions
 from mgpu_doctor.cli.output import out, say, write_text
 from mgpu_doctor.model.report import Report
 from mgpu_doctor.process import interrupts
+from mgpu_doctor.process.terminal import redraws
 
 
 class Progress:
@@ -20,7 +21,7 @@ class Progress:
     def __init__(self, stream: TextIO | None = None, enabled: bool = True) -> None:
         self.stream = stream or sys.stderr
         self.enabled = enabled
-        self.live = self.stream.isatty()
+        self.live = redraws(self.stream)
         self._shown = False
 
     def __call__(self, step: str, slow: bool = False) -> None:

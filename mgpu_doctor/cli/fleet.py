@@ -9,7 +9,7 @@ from typing import Any
 from mgpu_doctor import __version__
 from mgpu_doctor.cli.common import emit
 from mgpu_doctor.cli.errors import UsageError
-from mgpu_doctor.cli.options import add_output_options, add_redact_option, output_options
+from mgpu_doctor.cli.options import add_output_options, add_redact_option, output_options, path_text
 from mgpu_doctor.fleet.checks import fleet_report
 from mgpu_doctor.fleet.compare import build_fleet
 from mgpu_doctor.fleet.facts import COMPARED_FACTS
@@ -23,7 +23,7 @@ def add_parser(sub: Any) -> None:
         description="Compare the snapshots of the nodes of one training job (`mgpu-doctor "
         "snapshot` on each node): print every fact that differs and what breaks or slows "
         "synchronous training because of it.")
-    p.add_argument("snapshots", nargs="+", metavar="SNAPSHOT",
+    p.add_argument("snapshots", nargs="+", type=path_text, metavar="SNAPSHOT",
                    help="snapshot files, one per node (at least 2)")
     add_output_options(p)
     add_redact_option(p)

@@ -10,7 +10,13 @@ from typing import Any
 
 from mgpu_doctor.checks import select_checks
 from mgpu_doctor.cli.common import emit, progress_on_stderr
-from mgpu_doctor.cli.options import add_output_options, add_python_option, interpreter_from, output_options
+from mgpu_doctor.cli.options import (
+    add_output_options,
+    add_python_option,
+    interpreter_from,
+    output_options,
+    path_text,
+)
 from mgpu_doctor.diagnose import DiagnoseOptions, diagnose
 
 LIBRARY_CHECKS = ["interpreter", "cuda-libraries", "and-cuda-wheels", "library-copies", "driver-cuda",
@@ -22,7 +28,7 @@ def add_parser(sub: Any) -> None:
                        description="Every CUDA library and tool found, in the dynamic loader's order: "
                        "what TensorFlow was built for, what is in use (the copy the loader returns for "
                        "the soname TensorFlow opens), what the driver supports; and the library checks.")
-    p.add_argument("--from", dest="from_file", metavar="FILE",
+    p.add_argument("--from", dest="from_file", type=path_text, metavar="FILE",
                    help="read a saved snapshot (`mgpu-doctor snapshot -o FILE`) instead of this machine")
     p.add_argument("--quick", action="store_true",
                    help="do not import TensorFlow or load the libraries (file names and metadata only)")

@@ -17,6 +17,7 @@ from mgpu_doctor.cli.options import (
     add_training_options,
     matrix_dirs,
     output_options,
+    path_text,
     training_profile,
 )
 from mgpu_doctor.diagnose import query
@@ -69,7 +70,7 @@ def add_parser(sub: Any) -> None:
     query.set_defaults(run=run_query)
 
     validate = msub.add_parser("validate", help="check matrix files; every problem at once (exit 2)")
-    validate.add_argument("dir", nargs="?", metavar="DIR",
+    validate.add_argument("dir", nargs="?", type=path_text, metavar="DIR",
                           help="a matrix directory (default: the bundled matrix)")
     validate.set_defaults(run=run_validate)
 

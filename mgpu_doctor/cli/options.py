@@ -59,6 +59,14 @@ MAX_STALL_TIMEOUT_S = 86400.0
 # --- adding options --------------------------------------------------------------------------
 
 
+def path_text(text: str) -> str:
+    """An option's file or folder, refused when empty (``--baseline ''`` from an unset shell variable
+    must not silently mean "no baseline")."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: give a file or folder (or leave the option out)")
+    return text
+
+
 def add_python_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--python", metavar="PATH",
@@ -71,13 +79,13 @@ def add_output_options(parser: argparse.ArgumentParser) -> None:
                         help="output format on stdout (default: human)")
     parser.add_argument("--fail-on", choices=FAIL_ON_CHOICES, default="error",
                         help="exit 1 when a finding is at least this severe (default: error)")
-    parser.add_argument("--junit", metavar="FILE", help="also write JUnit XML to FILE")
+    parser.add_argument("--junit", type=path_text, metavar="FILE", help="also write JUnit XML to FILE")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="show informational findings and evidence")
 
 
 def add_matrix_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--matrix", metavar="DIR", action="append", default=[],
+    parser.add_argument("--matrix", type=path_text, metavar="DIR", action="append", default=[],
                         help="also read a team's own known-issue files from DIR (DIR/known-issues/"
                         "*.toml or DIR/*.toml) on top of the bundled ones; repeatable")
 
@@ -107,7 +115,7 @@ def add_smoke_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> N
                         "memory that grows with every call (default: "
                         + "; ".join(f"{'on' if LEVELS[n].leak_probe else 'off'} at {n}" for n in SMOKE_LEVELS)
                         + ")")
-    p.add_argument("--results", metavar="FILE",
+    p.add_argument("--results", type=path_text, metavar="FILE",
                    help="append each run's result to FILE as a JSON line as soon as it finishes")
 
 
@@ -151,7 +159,7 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     group.add_argument("--data", metavar="MODULE:FUNCTION",
                        help="with --model: a function that returns a tf.data.Dataset or (x, y) arrays "
                             "(smoke trains on it; default: synthetic data shaped from the model's inputs)")
-    group.add_argument("--model-path", metavar="DIR", action="append", default=[],
+    group.add_argument("--model-path", type=path_text, metavar="DIR", action="append", default=[],
                        help="put DIR first on the child's sys.path to import the module (repeatable)")
     group.add_argument("--model-timeout", type=float, default=DEFAULT_MODEL_TIMEOUT_S, metavar="S",
                        help=f"give up building the model after S seconds (default: "
@@ -212,7 +220,7 @@ def add_gate_options(parser: argparse.ArgumentParser) -> None:
                         help="fail unless TensorFlow matches this PEP 440 specifier, e.g. '>=2.16'")
     parser.add_argument("--require-layers", metavar="A,B",
                         help="fail unless these layers (e.g. gru,lstm) pass their smoke trainings")
-    parser.add_argument("--ack", metavar="FILE",
+    parser.add_argument("--ack", type=path_text, metavar="FILE",
                         help=f"acknowledge file (default: {DEFAULT_FILE} in the working directory, if any)")
 
 
@@ -228,16 +236,16 @@ def add_diagnose_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true",
                    help="same as --level quick: skip everything that imports TensorFlow or trains "
                         "(well under a second)")
-    p.add_argument("--from", dest="from_file", metavar="FILE",
+    p.add_argument("--from", dest="from_file", type=path_text, metavar="FILE",
                    help="check a saved snapshot or report (`mgpu-doctor snapshot -o FILE`, "
                         "`mgpu-doctor report -o FILE`) instead of this machine")
-    p.add_argument("--code", dest="code", metavar="PATH", action="append", default=[],
+    p.add_argument("--code", dest="code", type=path_text, metavar="PATH", action="append", default=[],
                    help="your training code (a file or a folder), read and never run: the strategy, layers "
                         "and usage it shows decide the known issues that depend on them (repeatable)")
-    p.add_argument("--log", dest="logs", metavar="FILE", action="append", default=[],
+    p.add_argument("--log", dest="logs", type=path_text, metavar="FILE", action="append", default=[],
                    help="a training log (or a saved traceback) to read too: its error and log lines are "
                         "matched against the known issues (repeatable; a big log is read from its end)")
-    p.add_argument("--baseline", metavar="FILE",
+    p.add_argument("--baseline", type=path_text, metavar="FILE",
                    help="also say what changed since a known-good run: its snapshot, JSON report or bug "
                         "report (`drift.*` findings; keep the last green report of a CI job and pass it "
                         "here)")

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mgpu_doctor.cli.errors import UsageError
+from mgpu_doctor.cli.options import path_text
 from mgpu_doctor.cli.output import out
 from mgpu_doctor.diagnose import read_user_code
 from mgpu_doctor.training.code import CodeReading
@@ -21,7 +22,7 @@ def add_parser(sub: Any) -> None:
                        description="Read your training code (never run it) and print the strategy, layers "
                        f"and usage it shows as the {PYPROJECT_TABLE} table of {PYPROJECT}, each word with "
                        "the file and line that shows it.")
-    p.add_argument("--code", metavar="PATH", action="append", default=[], required=True,
+    p.add_argument("--code", type=path_text, metavar="PATH", action="append", default=[], required=True,
                    help="a Python file or a folder of them (repeatable)")
     p.add_argument("--format", choices=("toml", "json"), default="toml", help="output format (default: toml)")
     p.set_defaults(run=run)

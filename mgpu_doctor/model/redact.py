@@ -28,6 +28,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from mgpu_doctor.model.cluster import cluster_hosts
 from mgpu_doctor.model.report import Report
 from mgpu_doctor.model.snapshot import Snapshot
 from mgpu_doctor.model.unavailable import Unavailable
@@ -141,6 +142,10 @@ class Redactor:
             text = self.user_pattern.sub("<user>", text)
         if self.host_pattern is not None and any(h.lower() in lower for h in self.hosts):
             text = self.host_pattern.sub(lambda m: self.host(m.group(0)), text)
+        if '"cluster"' in text:  # another machine's TF_CONFIG (a baseline, a fleet node): its peers
+            peers = _word_pattern([h for h in cluster_hosts(text) if not _HOST_HASH_RE.match(h)])
+            if peers is not None:
+                text = peers.sub(lambda m: self.host(m.group(0)), text)
         return mask_credentials(text)
 
     def tree(self, value: T) -> T:
@@ -238,7 +243,10 @@ def gpu_identifiers(snapshot: Snapshot) -> list[str]:
 
 
 def redactor_for(snapshot: Snapshot, identity: Identity) -> Redactor:
-    hostnames = identity.hostnames + (snapshot.host.hostname,)
+    """The redactor for a report of ``snapshot``'s machine: its host name and its cluster peers'
+    (TF_CONFIG) are hashed wherever they appear, with its GPUs' identifiers."""
+    peers = tuple(cluster_hosts(snapshot.env.get("TF_CONFIG", "")))
+    hostnames = identity.hostnames + (snapshot.host.hostname,) + peers
     return Redactor(dataclasses.replace(identity, hostnames=hostnames), gpu_identifiers(snapshot))
 
 

@@ -406,9 +406,12 @@ def load_document(path: Path) -> LoadedDocument:
         except InputError as exc:
             raise SnapshotLoadError(str(exc)) from None
         except json.JSONDecodeError as exc:
-            raise NotJsonText(
-                f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
-                "truncated or edited? (a Markdown report from `mgpu-doctor report` works too)", text
-            ) from None
+            if text.lstrip().startswith(("{", "[")):
+                message = (f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
+                           "truncated or edited? (a Markdown report from `mgpu-doctor report` works too)")
+            else:  # plain text: a paste given where a snapshot is wanted
+                message = (f"{path}: plain text, not a snapshot or report (`mgpu-doctor snapshot -o FILE` "
+                           "writes one on that machine); a pasted text is read by `mgpu-doctor check --from`")
+            raise NotJsonText(message, text) from None
     report_data = data if isinstance(data, dict) and data.get("kind") == REPORT_KIND else None
     return LoadedDocument(snapshot_from_data(data, source), report_data)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from mgpu_doctor.model.pasted import PastedImage, PastedLaunch
-from mgpu_doctor.pasted.text import MAX_SCANNED, RANK_PACKAGES, RANK_TOOL, Found
+from mgpu_doctor.pasted.text import MAX_SCANNED, RANK_PACKAGES, RANK_TOOL, Found, whole
 
 # --- nvcc --version ----------------------------------------------------------------------------
 
@@ -104,7 +104,7 @@ def find_launches(lines: list[str]) -> list[Found]:
             continue  # "mpirun" named in a sentence, not a command line
         processes = _PROCESSES.search(args)
         hosts = _HOSTS.search(args)
-        count = int(processes.group("n")) if processes else 0
+        count = whole(processes.group("n")) if processes else 0
         host_list = [h for h in hosts.group("hosts").split(",") if h] if hosts else []
         shown = text.strip() if len(text.strip()) <= 300 else text.strip()[:299] + "…"
         out.launches.append(PastedLaunch(i + 1, match.group("tool"), count, host_list, shown))

@@ -8,7 +8,7 @@ from typing import Any
 
 from mgpu_doctor.model.snapshot import GpuFacts, GpuProcess
 from mgpu_doctor.model.unavailable import Unavailable
-from mgpu_doctor.pasted.text import RANK_SMI, Found
+from mgpu_doctor.pasted.text import RANK_SMI, Found, whole
 
 MIB = 2**20
 NOT_PASTED = "not in the pasted text"
@@ -53,7 +53,7 @@ def find_table(lines: list[str]) -> list[Found]:
         header = _HEADER.search(line)
         if header is None or "Driver Version" not in line or ":" not in line:
             continue
-        if any(f.first <= i <= f.last for f in found):
+        if found and i <= found[-1].last:  # parts are found in order: only the last one can hold line i
             continue
         found.append(_read_table(lines, i, header))
     return found
@@ -87,7 +87,7 @@ def _read_table(lines: list[str], start: int, header: re.Match[str]) -> Found:
         if "Processes:" in line:
             in_processes = True
         elif not in_processes and (m := _ROW1.match(line)):
-            current = int(m.group("index"))
+            current = whole(m.group("index"))
             rows[current] = dict(m.groupdict())
         elif not in_processes and current is not None and (m := _ROW2.match(line)):
             rows[current].update(m.groupdict())
@@ -95,8 +95,8 @@ def _read_table(lines: list[str], start: int, header: re.Match[str]) -> Found:
             rows[current]["mig"] = m.group("mig")
         elif in_processes and (m := _PROCESS.match(line)):
             mem = m.group("mem")
-            processes.append((int(m.group("gpu")), GpuProcess(
-                int(m.group("pid")), int(mem) * MIB if mem.isdecimal() else Unavailable("absent", "N/A"),
+            processes.append((whole(m.group("gpu")), GpuProcess(
+                whole(m.group("pid")), whole(mem) * MIB if mem.isdecimal() else Unavailable("absent", "N/A"),
                 "graphics" if m.group("type") == "G" else "compute")))
         elif _is_table_furniture(line):
             pass
@@ -130,15 +130,15 @@ def _table_gpu(index: int, row: dict[str, Any], processes: list[GpuProcess], had
     used = row.get("used")
     return GpuFacts(
         index=index, name=row["name"].strip(), uuid="", pci_bus_id=row["bus"],
-        memory_total_bytes=int(total) * MIB if total else 0,
-        memory_used_bytes=int(used) * MIB if used else not_pasted(),
+        memory_total_bytes=whole(total) * MIB if total else 0,
+        memory_used_bytes=whole(used) * MIB if used else not_pasted(),
         compute_capability=not_pasted(),
         persistence_mode=row["persist"] == "On" if row["persist"] in ("On", "Off") else not_pasted(),
         compute_mode=_COMPUTE_MODES.get(mode, not_pasted()),
         mig_mode=(mig == "Enabled") if mig in ("Enabled", "Disabled") else not_pasted(),
         ecc_enabled=(ecc != "Off") if ecc not in ("", "N/A") else not_pasted(),
-        ecc_uncorrected_volatile=int(ecc) if ecc.isdecimal() else not_pasted(),
-        temperature_c=int(temp[:-1]) if temp.endswith("C") else not_pasted(),
+        ecc_uncorrected_volatile=whole(ecc) if ecc.isdecimal() else not_pasted(),
+        temperature_c=whole(temp[:-1]) if temp.endswith("C") else not_pasted(),
         throttle_reasons=not_pasted(), pcie_gen_current=not_pasted(), pcie_gen_max=not_pasted(),
         pcie_width_current=not_pasted(), pcie_width_max=not_pasted(),
         processes=processes if had_processes else not_pasted(), mig_devices=not_pasted(),
@@ -157,7 +157,10 @@ class Node(dict[str, Any]):
     def add(self, key: str, value: Any) -> None:
         if key in self:
             existing = self[key]
-            self[key] = (existing if isinstance(existing, list) else [existing]) + [value]
+            if isinstance(existing, list):
+                existing.append(value)  # in place: a key repeated n times costs n, not n squared
+            else:
+                self[key] = [existing, value]
         else:
             self[key] = value
 
@@ -165,7 +168,7 @@ class Node(dict[str, Any]):
 def find_query(lines: list[str]) -> list[Found]:
     found: list[Found] = []
     for i, line in enumerate(lines):
-        if "NVSMI LOG" not in line or any(f.first <= i <= f.last for f in found):
+        if "NVSMI LOG" not in line or (found and i <= found[-1].last):
             continue
         found.append(_read_query(lines, i))
     return found
@@ -259,12 +262,12 @@ def _path(node: Any, *keys: str) -> str:
 
 def _mib(value: str) -> int | None:
     m = re.match(r"(\d+)\s*MiB", value)
-    return int(m.group(1)) * MIB if m else None
+    return whole(m.group(1)) * MIB if m else None
 
 
 def _int(value: str) -> int | Unavailable:
     m = re.match(r"(\d+)", value)
-    return int(m.group(1)) if m else not_pasted()
+    return whole(m.group(1)) if m else not_pasted()
 
 
 def _on(value: str, yes: str = "Enabled", no: str = "Disabled") -> bool | Unavailable:
@@ -296,10 +299,10 @@ def _query_gpu(index: int, bus: str, g: Node) -> GpuFacts:
         for pid, kind, mem in zip(pids, type_list, mem_list, strict=False):
             if isinstance(pid, str) and pid.isdecimal():
                 size = _mib(mem) if isinstance(mem, str) else None
-                processes.append(GpuProcess(int(pid), size if size is not None else not_pasted(),
+                processes.append(GpuProcess(whole(pid), size if size is not None else not_pasted(),
                                             "graphics" if kind == "G" else "compute"))
     return GpuFacts(
-        index=int(minor) if minor.isdecimal() else index, name=_path(g, "Product Name"),
+        index=whole(minor) if minor.isdecimal() else index, name=_path(g, "Product Name"),
         uuid=_path(g, "GPU UUID"), pci_bus_id=_path(g, "PCI", "Bus Id") or bus,
         memory_total_bytes=total or 0, memory_used_bytes=used if used is not None else not_pasted(),
         compute_capability=not_pasted(),
@@ -449,11 +452,11 @@ def _xml_gpu(index: int, g: ET.Element) -> GpuFacts:
             pid = _x(p, "pid")
             if pid.isdecimal():
                 size = _mib(_x(p, "used_memory"))
-                processes.append(GpuProcess(int(pid), size if size is not None else not_pasted(),
+                processes.append(GpuProcess(whole(pid), size if size is not None else not_pasted(),
                                             "graphics" if _x(p, "type") == "G" else "compute"))
     minor = _x(g, "minor_number")
     return GpuFacts(
-        index=int(minor) if minor.isdecimal() else index, name=_x(g, "product_name"), uuid=_x(g, "uuid"),
+        index=whole(minor) if minor.isdecimal() else index, name=_x(g, "product_name"), uuid=_x(g, "uuid"),
         pci_bus_id=_x(g, "pci/pci_bus_id") or g.get("id", ""),
         memory_total_bytes=total or 0, memory_used_bytes=used if used is not None else not_pasted(),
         compute_capability=not_pasted(),

@@ -61,6 +61,7 @@ def find_prose(lines: list[str], covered: set[int]) -> list[Found]:
     versions of the set-ups it calls old or working (in ``previous``)."""
     out = Found(KIND, 0, 0, RANK_PROSE)
     old = previous_lines(lines)
+    used: set[int] = set()
     for i, line in enumerate(lines):
         if i in covered or not line.strip():
             continue
@@ -72,7 +73,7 @@ def find_prose(lines: list[str], covered: set[int]) -> list[Found]:
                 if match.group("name").lower() in ("tensorflow", "keras", "cuda", "cudnn"):
                     out.unread.append(i)
                 continue
-            out.used.append(i)
+            used.add(i)
             if cut is not None and match.start() < cut:
                 out.previous.append(f"{what} {version} (line {i + 1}: {OLD_SETUP})")
             elif what == "cuda" and match.group("key") and re.search(r"(?i)driver", text[:match.start()]):
@@ -83,12 +84,12 @@ def find_prose(lines: list[str], covered: set[int]) -> list[Found]:
                 out.facts.append(f"{what}: {version} (line {i + 1})")
             elif out.versions[what] != version:
                 out.facts.append(f"{what}: also {version} (line {i + 1})")
-        if i not in out.used and _RANGE_AFTER.search(text) and _mention_name(text):
+        if i not in used and _RANGE_AFTER.search(text) and _mention_name(text):
             out.unread.append(i)
-    out.unread = sorted(set(out.unread) - set(out.used))
-    if not out.used:
+    out.unread = sorted(set(out.unread) - used)
+    if not used:
         return []
-    out.used = sorted(set(out.used))
+    out.used = sorted(used)
     out.first, out.last = out.used[0], out.used[-1]
     if out.previous:
         out.facts.append(f"{len(out.previous)} version(s) of a set-up the text calls old or working, "

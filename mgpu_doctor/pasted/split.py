@@ -30,9 +30,18 @@ from mgpu_doctor.pasted.nvidia_smi import NOT_PASTED, bus_key, find_query, find_
 from mgpu_doctor.pasted.packages import INTERESTING, find_packages
 from mgpu_doctor.pasted.prose import OLD_SETUP, find_prose, previous_lines
 from mgpu_doctor.pasted.system_info import find_system_info
-from mgpu_doctor.pasted.text import MAX_SCANNED, RANK_LOG, RANK_PROSE, RANK_TEMPLATE, Found, paste_lines
+from mgpu_doctor.pasted.text import (
+    MAX_SCANNED,
+    RANK_LOG,
+    RANK_PROSE,
+    RANK_TEMPLATE,
+    Found,
+    PasteRefused,
+    paste_lines,
+)
 from mgpu_doctor.pasted.tf_log import find_log
 from mgpu_doctor.pasted.tools import find_collect_env, find_tf_env
+from mgpu_doctor.process.inputs import MAX_GPUS
 from mgpu_doctor.process.masking import mask_credentials
 
 READERS: tuple[Callable[[list[str]], list[Found]], ...] = (
@@ -49,6 +58,12 @@ MAX_PASTE_CHARS = 8 * 2**20  # an issue body is at most 64 KiB; a long log a few
 UNREAD_CHARS = 120
 
 
+# What a paste may describe, as a snapshot may (process/inputs.py): no machine has more GPUs, no
+# environment more packages. Above these a paste is refused, not read slowly into a huge report.
+MAX_PASTE_PACKAGES = 10_000
+MAX_FACTS_SHOWN = 100  # per part: a log that states a version 100,000 times says it once, with a count
+
+
 class NothingRecognised(ValueError):
     """The text holds none of the outputs the doctor reads."""
 
@@ -60,16 +75,35 @@ def split_paste(text: str) -> tuple[list[str], list[Found]]:
     found = [f for f in found if f.facts or f.gpus or f.packages or f.log or f.versions]
     # A typed-template reader also sees "Key: value" lines inside tool output (collect_env, nvidia-smi -q):
     # the tool's own reader is the one to trust there.
-    spans = {id(f): f.lines() for f in found}
-    found = [f for f in found if not (f.rank == RANK_TEMPLATE and any(
-        o is not f and o.rank != RANK_TEMPLATE and f.first in spans[id(o)] and f.last in spans[id(o)]
-        for o in found))]
+    tool_parts_at: dict[int, set[int]] = {}  # line -> the tool parts that read it
+    for f in found:
+        if f.rank != RANK_TEMPLATE:
+            for i in f.lines():
+                tool_parts_at.setdefault(i, set()).add(id(f))
+    found = [f for f in found if not (f.rank == RANK_TEMPLATE and tool_parts_at.get(f.first, set())
+                                      & tool_parts_at.get(f.last, set()))]
     # An image or a launch line may also say a version in words ("image ...:19.08-py3, drivers: 390.116").
     covered = {i for f in found if not (f.images or f.launches) for i in f.lines()}
     found += find_prose(lines, covered)  # what the text says in its own words, where no part read it
     _set_apart_old_setups(lines, found)
     found.sort(key=lambda f: (f.first, f.kind))
+    for f in found:
+        _within_limits(f)
     return lines, found
+
+
+def _within_limits(part: Found) -> None:
+    """Refuse a part that describes more than a machine has; cut its list of facts to what is shown."""
+    gpus = max(len(part.gpus), len([d for d in part.devices if d.device_type == "GPU"]))
+    if gpus > MAX_GPUS:
+        raise PasteRefused(f"{part.kind} at line {part.first + 1} lists {gpus:,} GPUs: more than the "
+                           f"{MAX_GPUS:,} a snapshot may hold (no machine has that many; edited?)")
+    if len(part.packages) > MAX_PASTE_PACKAGES:
+        raise PasteRefused(f"{part.kind} at line {part.first + 1} lists {len(part.packages):,} packages: "
+                           f"more than the {MAX_PASTE_PACKAGES:,} an environment is taken to hold")
+    if len(part.facts) > MAX_FACTS_SHOWN:
+        left = len(part.facts) - MAX_FACTS_SHOWN
+        part.facts = part.facts[:MAX_FACTS_SHOWN] + [f"... and {left:,} more such lines, not shown"]
 
 
 def _set_apart_old_setups(lines: list[str], found: list[Found]) -> None:

@@ -29,10 +29,12 @@ KEYS = (
 )
 # What the Horovod template prints as the question itself (answered on the next line, or not at all).
 _HINTS = ("(tensorflow, keras, pytorch, mxnet)",)
-_LINE = re.compile(r"^\s*(?:[-*+]|\d+\.)?\s*(?:\*\*|__)?(?P<key>[A-Za-z][^:*_]{1,160}?)\s*(?:\*\*|__)?\s*:"
-                   r"\s*(?:\*\*|__)?\s*(?P<value>.*)$")
+# No two runs of blanks are adjacent in these patterns (``\s*(?:\*\*)?\s*`` would try every split of a
+# long run of blanks: quadratic on a line of them); a test times every pattern on 16 KiB lines.
+_LINE = re.compile(r"^\s*(?:(?:[-*+]|\d+\.)\s*)?(?:\*\*|__)?(?P<key>[A-Za-z][^:*_]{1,160}?)"
+                   r"\s*(?:(?:\*\*|__)\s*)?:\s*(?:(?:\*\*|__)\s*)?(?P<value>.*)$")
 _HEADING = re.compile(r"^\s*#{2,4}\s*(?P<key>[A-Za-z][^#]{1,80}?)\s*#*\s*$")
-_BLOCK_TITLE = re.compile(r"^\s*(?:#+\s*)?(?:\*\*)?\s*(system information|environment)\b", re.IGNORECASE)
+_BLOCK_TITLE = re.compile(r"^\s*(?:#+\s*)?(?:\*\*\s*)?(system information|environment)\b", re.IGNORECASE)
 _PACKAGE_ROW = re.compile(r"^\s*[-*]\s+(?:tensorflow|tensorflow-gpu|tf-nightly)\s+(?P<version>\d+\.\d+[\w.]*)"
                           r"(\s+\S+)*\s*$")
 _NEVER_A_KEY = re.compile(r"^\s*(?:$|\d+(?!\.\s)|[|+=<\[]|[IWEF]\d{4})")

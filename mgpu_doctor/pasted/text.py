@@ -21,22 +21,47 @@ EMPTY_VALUES = frozenset({"", "n/a", "na", "none", "-", "no", "unknown", "?", "n
                           "null", "no gpu", "cpu", "no response"})
 
 
+MAX_DIGITS = 18  # no figure a paste states (memory in MiB, a PID, an index) is longer
+
+
+class PasteRefused(ValueError):
+    """The text describes more than any machine has; the message is one line saying what."""
+
+
+def whole(digits: str) -> int:
+    """A whole number the paste states; refused past :data:`MAX_DIGITS` digits (``int()`` would take
+    quadratic time, and past 4,300 digits raise)."""
+    if len(digits) > MAX_DIGITS:
+        raise PasteRefused(f"a number of {len(digits):,} digits ({digits[:12]}...): longer than any figure "
+                           "a GPU or a process has (edited or generated?)")
+    return int(digits)
+
+
 def paste_lines(text: str) -> list[str]:
     """The paste's lines (index 0 is line 1), unquoted, fences and HTML wrappers blanked."""
     out = []
     for raw in text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n").split("\n"):
-        line = raw
-        stripped = line.lstrip()
-        while stripped.startswith(">") and not stripped.startswith(">>>"):
-            line = stripped[1:]
-            line = line[1:] if line.startswith(" ") else line
-            stripped = line.lstrip()
+        line = _unquoted(raw)
         if _FENCE.match(line) or _HTML.match(line):
             line = ""
         out.append(line.rstrip())
     return out
 
 
+def _unquoted(line: str) -> str:
+    """The line without its ``>`` quoting (any depth, a blank after each ``>``); ``>>>`` is a prompt.
+    Walked by index: cutting the string once per level would be quadratic in a line of ``> > > …``."""
+    start = 0
+    while True:
+        at = _BLANKS.match(line, start).end()  # type: ignore[union-attr]
+        if not line.startswith(">", at) or line.startswith(">>>", at):
+            return line[start:] if start else line
+        start = at + 1
+        if line.startswith(" ", start):
+            start += 1
+
+
+_BLANKS = re.compile(r"\s*")
 _NAME_GLUED = re.compile(r"(?i)(?<![\w.-])(?:tf|tensorflow(?:-gpu)?|cuda|cudnn|python|keras)(?=\d)")
 
 

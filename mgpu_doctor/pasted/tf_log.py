@@ -8,15 +8,15 @@ import re
 
 from mgpu_doctor.model.pasted import LogLine
 from mgpu_doctor.model.snapshot import TfDevice
-from mgpu_doctor.pasted.text import RANK_LOG, Found
+from mgpu_doctor.pasted.text import RANK_LOG, Found, whole
 from mgpu_doctor.process.masking import mask_credentials
 
 # A log line starts with one of these (glog's "I0101 12:00:00.000 ..." or absl's timestamped
 # "2021-01-01 12:00:00.000: I tensorflow/...", or a bare "E tensorflow/...").
 _START = re.compile(r"^\s*(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?:?\s+[IWEF]\s|"
                     r"[IWEF]\d{4}\s+\d\d:\d\d|"
-                    r"[IWEF]\s+(?:tensorflow|external)/|\S+:\d+:\d+\s+\[\d+\]\s+NCCL\s+INFO|W\s+|"
-                    r".*\bNCCL INFO\b)")
+                    r"[IWEF]\s+(?:tensorflow|external)/|\S+:\d+:\d+\s+\[\d+\]\s+NCCL\s+INFO|W\s)")
+_NCCL_INFO = re.compile(r"\bNCCL INFO\b")  # anywhere in the line: searched apart, ``^\s*.*`` is quadratic
 _MISMATCH = re.compile(r"Loaded runtime (?P<lib>CuDNN|cuDNN|CUDNN|CUDA|cuBLAS|NCCL) library:?\s*"
                        r"(?P<loaded>\d+(?:\.\d+)*)(?:\s*\(compatibility version \d+\))?\s+"
                        r"but source was compiled with:?\s*(?P<compiled>\d+(?:\.\d+)*)")
@@ -79,7 +79,7 @@ def _entries(lines: list[str]) -> list[tuple[int, int, str]]:
             i += 1
             continue
         text, last = line.strip(), i
-        while (last + 1 < len(lines) and lines[last + 1].strip() and not _START.match(lines[last + 1])
+        while (last + 1 < len(lines) and lines[last + 1].strip() and not _starts_entry(lines[last + 1])
                and last - i < 3 and not _complete(text)):
             glue = "" if len(lines[last]) >= 79 and not lines[last].endswith(" ") else " "
             text += glue + lines[last + 1].strip()
@@ -87,6 +87,10 @@ def _entries(lines: list[str]) -> list[tuple[int, int, str]]:
         out.append((i, last, text))
         i = last + 1
     return out
+
+
+def _starts_entry(line: str) -> bool:
+    return bool(_START.match(line) or _NCCL_INFO.search(line))
 
 
 def _distinct(log: list[LogLine]) -> list[LogLine]:
@@ -117,7 +121,7 @@ def _complete(text: str) -> bool:
 
 def _cudnn_number(number: str) -> str:
     """"8101" -> "8.1.1", "90300" -> "9.3.0" (cuDNN's CUDNN_VERSION: 1000/100 before 9, 10000/100 from 9)."""
-    n = int(number)
+    n = whole(number)
     if len(number) >= 5:
         return f"{n // 10000}.{n // 100 % 100}.{n % 100}"
     return f"{n // 1000}.{n // 100 % 10}.{n % 100}"

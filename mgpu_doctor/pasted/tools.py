@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from mgpu_doctor.pasted.text import RANK_TOOL, Found, first_version, stated
+from mgpu_doctor.pasted.text import RANK_TOOL, Found, first_version, stated, whole
 
 # --- PyTorch's collect_env -------------------------------------------------------------------
 
@@ -25,7 +25,7 @@ def find_collect_env(lines: list[str]) -> list[Found]:
     for i, line in enumerate(lines):
         if not line.strip().startswith(("PyTorch version:", "Collecting environment")):
             continue
-        if any(f.first <= i <= f.last for f in found):
+        if found and i <= found[-1].last:
             continue
         out = Found("PyTorch collect_env", i, i, RANK_TOOL)
         j = i + 1 if line.strip().startswith("Collecting") else i
@@ -76,7 +76,7 @@ def find_collect_env(lines: list[str]) -> list[Found]:
 def _cudnn_int(version: str) -> str:
     """collect_env prints cuDNN as torch.backends.cudnn.version(): 8500 is 8.5.0."""
     if version.isdecimal() and len(version) >= 4:
-        n = int(version)
+        n = whole(version)
         return f"{n // 10000}.{n // 100 % 100}.{n % 100}" if len(version) >= 5 else \
             f"{n // 1000}.{n // 100 % 10}.{n % 100}"
     return version

@@ -15,7 +15,7 @@ UUID_RE = re.compile(rf"\b(GPU|MIG)-[{_HEX}]{{8}}[{_HEX}-]*")
 # 1 MiB environment value): no pattern may try a long run again from each position inside it.
 # The scheme of a URL is looked for behind each "://" only, a bounded look back.
 _URL_USERINFO = re.compile(r"(?<=[A-Za-z0-9+.-])://[^/\s@]+@")
-_SCHEME_TAIL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*\Z")
+_SCHEME_TAIL = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*\Z")  # starts once per run: linear
 _SCHEME_LOOK_BACK = 32
 # user:password@host without a URL scheme: a TF_CONFIG address, an scp-style XLA_FLAGS path,
 # user@corp:password@host. The password runs to the last '@' before the host; host:port, e-mail

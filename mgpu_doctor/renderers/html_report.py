@@ -11,6 +11,7 @@ import json
 from html import escape
 
 from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Severity, condition_groups
+from mgpu_doctor.model.redact import map_strings
 from mgpu_doctor.model.report import Report
 from mgpu_doctor.model.serde import to_jsonable
 from mgpu_doctor.renderers import RenderOptions
@@ -26,6 +27,7 @@ from mgpu_doctor.renderers.common import (
     fleet_difference_rows,
     fleet_heading,
     group_line,
+    printable,
     summary_line,
     training_parts,
 )
@@ -55,7 +57,10 @@ details > summary { cursor: pointer; }
 
 
 def render(report: Report, options: RenderOptions, *, title: str = "") -> str:
-    heading = title or f"mgpu-doctor {report.tool_version}: {report.source}"
+    data = json.dumps(to_jsonable(report), indent=2)  # JSON writes control characters as \u escapes
+    # HTML escaping leaves ESC, BEL and bidi controls as they are: write them out, as on a terminal.
+    report = map_strings(report, printable, keep=frozenset())
+    heading = printable(title or f"mgpu-doctor {report.tool_version}: {report.source}")
     out = ["<!doctype html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
            '<meta name="viewport" content="width=device-width, initial-scale=1">',
            f"<title>{escape(heading)}</title>", f"<style>{CSS}</style>", "</head>", "<body>",
@@ -71,7 +76,6 @@ def render(report: Report, options: RenderOptions, *, title: str = "") -> str:
     out += _smoke(report)
     out += _checks(report)
     out += _tables(report)
-    data = json.dumps(to_jsonable(report), indent=2)
     out += ["<h2>The whole report as JSON</h2>", "<details><summary>JSON (as <code>--format json</code> "
             "writes it, without the summary)</summary>", f"<pre>{escape(data)}</pre>", "</details>",
             "</body>", "</html>"]

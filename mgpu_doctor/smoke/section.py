@@ -28,6 +28,7 @@ from mgpu_doctor.probes.tensorflow import gather_tensorflow, tensorflow_installe
 from mgpu_doctor.process.inputs import shorten
 from mgpu_doctor.process.interpreter import Interpreter
 from mgpu_doctor.process.masking import mask_credentials
+from mgpu_doctor.process.terminal import redraws
 from mgpu_doctor.smoke.known_issues import SmokeRunLike, with_known_issues
 from mgpu_doctor.smoke.leak import with_leak_verdicts
 from mgpu_doctor.smoke.plan import (
@@ -278,7 +279,7 @@ class _RunProgress:
         self.total = total
         self.count = 0
         self.stream = stream
-        self.live = stream.isatty()
+        self.live = redraws(stream)
         self.shown = False
 
     def started(self, spec: SmokeSpec) -> None:

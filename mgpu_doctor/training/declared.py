@@ -43,17 +43,27 @@ def declared_profile(options: Mapping[str, str | None], cwd: Path | None = None)
 
     ``options`` maps a key of :data:`KEYS` to the option's text (None: not given).
     """
-    cwd = cwd if cwd is not None else Path.cwd()
     profile = TrainingProfile()
+    folder = cwd if cwd is not None else _working_directory()
     for name, table in ((PYPROJECT, PYPROJECT_TABLE), (DOCTOR_FILE, DOCTOR_TABLE)):
-        path = cwd / name
-        if path.is_file():
+        path = folder / name if folder is not None else None
+        # A symlink is read even when it leads nowhere (a loop, a deleted target): that is an error
+        # to show, not a file to skip as if it were absent.
+        if path is not None and (path.is_file() or path.is_symlink()):
             profile = _over(profile, _file_facts(path, name, table))
     given = {k: v for k, v in options.items() if v is not None}
     for key in given:
         if key not in KEYS:  # pragma: no cover - the CLI passes only KEYS
             raise ProfileError(f"unknown training key {key!r}")
     return _over(profile, {k: (parse_value(k, v, OPTIONS[k]), OPTIONS[k]) for k, v in given.items()})
+
+
+def _working_directory() -> Path | None:
+    """The working directory, or None where it was deleted under the shell (it holds no files)."""
+    try:
+        return Path.cwd()
+    except FileNotFoundError:
+        return None
 
 
 def _file_facts(path: Path, name: str, table: str) -> dict[str, tuple[Any, str]]:
