@@ -136,7 +136,7 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
         outcomes.append(run_check(PASTED_CHECK, env))
         notes += pasted_notes(original.pasted)
     outcomes += [o for o in [mostly_skipped(outcomes)] if o is not None]
-    section = smoke_section(options, facts, stream, training, env)
+    section = smoke_section(options, facts, stream, training, env, model[1] if model is not None else None)
     gates = requirement_checks(options.requirements,
                                layer_outcomes(section.runs if section is not None else None))
     outcomes += [replace(o, section=Section.SMOKE) for o in (section.outcomes if section is not None else [])]
@@ -304,7 +304,8 @@ def recorded_training(report_data: dict[str, Any] | None, path: Path) -> Trainin
 
 def smoke_section(options: DiagnoseOptions, facts: Facts, stream: TextIO | None,
                   training: TrainingProfile | None = None,
-                  resolved: ResolvedEnvironment | None = None) -> SmokeSection | None:
+                  resolved: ResolvedEnvironment | None = None,
+                  observation: ModelObservation | None = None) -> SmokeSection | None:
     """Run the smoke trainings (not with --quick or --from), or replay the ones a file recorded.
 
     The usage the training profile declares or the model shows adds its usage scenarios; the
@@ -317,7 +318,7 @@ def smoke_section(options: DiagnoseOptions, facts: Facts, stream: TextIO | None,
         if training is not None and not request.options.usage:
             request = replace(request, options=replace(request.options, usage=training.facts().usage))
         return run_requested(facts.snapshot, request, options.interpreter or Interpreter.current(),
-                             options.matrix_dirs, stream, resolved)
+                             options.matrix_dirs, stream, resolved, observation)
     if facts.smoke_runs:
         from mgpu_doctor.smoke.section import replayed_section
 

@@ -415,3 +415,49 @@ def test_a_child_script_keeps_a_stop_signal_the_doctor_was_started_with_ignored(
         signal.signal(sig, before)
     assert out.result is not None, out.stderr_tail
     assert out.result["ignored"] >> (sig - 1) & 1 == 1
+
+
+ESCAPING = """
+import subprocess
+pids = []
+# a child in a session of its own: the group kill does not reach it
+pids.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                             start_new_session=True).pid)
+# a daemon by double fork: the middle process exits at once, the grandchild is re-parented
+reader, writer = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(600)
+        os._exit(0)
+    os.write(writer, str(pid).encode())
+    os._exit(0)
+pids.append(int(os.read(reader, 32)))
+open(PIDFILE, "w").write(" ".join(map(str, pids)))
+"""
+
+
+@pytest.mark.parametrize("ending", ["returns", "times out"])
+def test_processes_in_sessions_of_their_own_end_with_the_run(tmp_path, ending):
+    # Issue 40: a model function that starts a child in its own session or double-forks left its
+    # processes running after the doctor.
+    pidfile = tmp_path / "escaped.pid"
+    tail = "_mgpu_child.write_result({})\n" if ending == "returns" else "time.sleep(600)\n"
+    out = run_child(script(tmp_path, f"PIDFILE = {str(pidfile)!r}\n" + textwrap.dedent(ESCAPING) + tail),
+                    timeout_s=30 if ending == "returns" else 3)
+    assert out.ok if ending == "returns" else out.timed_out
+    escaped = [int(p) for p in pidfile.read_text().split()]
+    assert len(escaped) == 2
+    assert not [pid for pid in escaped if alive(pid)], "a process of the run outlived it"
+
+
+def test_plain_tools_skip_the_search_and_nothing_else_is_touched(tmp_path):
+    bystander = subprocess.Popen([PY, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    try:
+        out = childproc.run_tool(["true"], timeout_s=10)
+        run_child(script(tmp_path, "_mgpu_child.write_result({})\n"), timeout_s=30)
+        assert out.returncode == 0 and alive(bystander.pid)  # not of the run: left alone
+    finally:
+        bystander.kill()
+        bystander.wait()

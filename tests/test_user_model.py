@@ -293,3 +293,36 @@ def test_a_data_function_that_raises_keeps_the_model_s_facts_and_says_so():
     assert observed.code == "user-model.observed"
     assert failed.code == "user-model.data-failed" and "no shard matches train-*.tfrecord" in " ".join(failed.evidence)
     assert "mixed_precision" in with_observed(TrainingProfile(), observation).observed.usage
+
+
+@pytest.mark.tensorflow
+@pytest.mark.slow
+def test_a_data_function_that_hangs_is_named_not_the_model_function():
+    # Issue 40: a hang in --data was reported as "your model function did not return".
+    observation = observe("build", timeout_s=40.0, data="gru_mixed:data_hangs")
+    [finding] = model_outcome(observation).findings
+    assert finding.code == "user-model.hang"
+    assert finding.title.startswith("Your data function gru_mixed:data_hangs did not return"), finding.title
+
+
+@pytest.mark.tensorflow
+@pytest.mark.slow
+def test_a_thread_left_running_is_named_and_the_child_still_ends(monkeypatch):
+    observation = observe("leaves_a_thread", timeout_s=120.0)
+    assert observation.stage == "done" and observation.threads == ["prefetch-worker"]
+    codes = [f.code for f in model_outcome(observation).findings]
+    assert codes == ["user-model.observed", "user-model.threads-left"]
+    assert observation.duration_s < 100  # ended, not stopped at the model timeout
+
+
+@pytest.mark.tensorflow
+def test_when_the_model_fails_no_smoke_run_starts(capsys, tmp_path):
+    # Issue 40: after --model failed, the 4 runs started anyway and called the function again.
+    results = tmp_path / "runs.jsonl"
+    code = main(["smoke", "--model", "broken_import:build", "--model-path", USER_MODELS,
+                 "--results", str(results), "--format", "json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1 and report["smoke_runs"] == []
+    smoke = next(c for c in report["checks"] if c["name"] == "smoke")
+    assert smoke["status"] == "skipped" and "your module did not import" in smoke["skip_reason"]
+    assert [f["code"] for c in report["checks"] for f in c["findings"]] == ["user-model.import-failed"]

@@ -291,7 +291,18 @@ def main():
             result["data"] = data_facts(tf, import_function(spec["data"], spec.get("path") or "")())
         except BaseException as exc:
             result.update(failure("data", exc), stage="data")
+    # A thread the user's code started and did not make a daemon keeps a process from exiting
+    # (the doctor's child too: it would be called a hang). Named, then this child exits anyway.
+    import threading
+    left = [t.name for t in threading.enumerate()
+            if t is not threading.main_thread() and t.is_alive() and not t.daemon]
+    if left:
+        result["threads"] = left
     _mgpu_child.write_result(result)
+    if left:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":

@@ -102,6 +102,7 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
         return emit(report, output)
     model = model_request(args)
     model_outcomes = []
+    observation = None
     if model is not None and multiworker is None:
         from mgpu_doctor.probes.user_model import observe_model
         from mgpu_doctor.training.observed import model_outcome, with_observed
@@ -120,7 +121,8 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
             return results_written(results_file, code)
         section = run_smoke_section(snapshot, request.options, interpreter,
                                     stall_timeout_s=request.stall_timeout_s, results_file=results_file,
-                                    matrix_dirs=dirs, resolved=with_training(resolve(snapshot), training))
+                                    matrix_dirs=dirs, resolved=with_training(resolve(snapshot), training),
+                                    observation=observation)
     finally:
         if results_file is not None:
             results_file.close()

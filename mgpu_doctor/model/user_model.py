@@ -56,6 +56,8 @@ class ModelObservation:
     stack: str = ""  # the user's traceback, or every thread's stack at a hang
     returned: str = ""  # the class of what the function returned, when it was no model
     duration_s: float = 0.0
+    waiting_in: str = ""  # at a hang: the step the child was in ("calling the data function")
+    threads: list[str] = field(default_factory=list)  # non-daemon threads the user's code left running
 
     @property
     def seen(self) -> bool:

@@ -37,7 +37,8 @@ def observation_from_outcome(request: ModelRequest, outcome: ChildOutcome) -> Mo
     took = outcome.duration_s
     if outcome.timed_out or outcome.stalled:
         return ModelObservation(request, "hang", error_message=outcome.failure_summary(),
-                                stack=outcome.stacks or outcome.stderr_tail, duration_s=took)
+                                stack=outcome.stacks or outcome.stderr_tail, duration_s=took,
+                                waiting_in=outcome.last_step)
     data = outcome.result if isinstance(outcome.result, dict) else None
     if data is None:
         stage = "crash" if outcome.signal_name else "child"
@@ -49,6 +50,7 @@ def observation_from_outcome(request: ModelRequest, outcome: ChildOutcome) -> Mo
         facts=_mapping(data, "facts"), data=_mapping(data, "data"),
         error_type=str(error.get("type", "")), error_message=str(error.get("message", "")),
         stack=str(error.get("traceback", "")), returned=str(returned.get("class", "")), duration_s=took,
+        threads=[str(t) for t in data.get("threads") or [] if isinstance(t, str)][:20],
     )
 
 

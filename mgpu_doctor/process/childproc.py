@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from mgpu_doctor.process import interrupts
+from mgpu_doctor.process.reaper import become_subreaper, end_marked
 
 STACKS_WAIT_S = 1.0
 TERM_WAIT_S = 2.0
@@ -62,6 +63,7 @@ class ChildOutcome:
     stderr: str
     stacks: str  # faulthandler's dump taken when a timeout or stall was declared
     start_error: str = ""  # why the program could not be started at all ("" when it was)
+    last_step: str = ""  # the last line of the heartbeat file: the step the child was in at the end
 
     @property
     def stdout_tail(self) -> str:
@@ -115,6 +117,7 @@ def run_child(
     on_tick: ProgressCallback | None = None,
     startup_timeout_s: float | None = None,
     keep_bytes: int = OUTPUT_HEAD_BYTES + OUTPUT_TAIL_BYTES,
+    end_descendants: bool = True,
 ) -> ChildOutcome:
     """Run ``argv`` with ``MGPU_DOCTOR_RESULT`` and ``MGPU_DOCTOR_HEARTBEAT`` set to files.
 
@@ -125,7 +128,11 @@ def run_child(
     With ``workdir`` the files stay there after the run (the caller owns the folder).
     ``keep_bytes``: how much of each output stream is kept (half head, half tail).
     A program that cannot be started at all is an outcome with ``start_error``, not an exception.
+    ``end_descendants``: when the run ends, every process it started ends too, in any session
+    (:mod:`mgpu_doctor.process.reaper`); plain tools that start none skip the search.
     """
+    if end_descendants:
+        become_subreaper()
     own_dir = workdir is None
     tmp = run_folder() if own_dir else workdir
     assert tmp is not None
@@ -145,6 +152,8 @@ def run_child(
                 timeout_s, stall_timeout_s, on_tick, startup_timeout_s, lifeline,
             )
     finally:
+        if end_descendants:  # the heartbeat file's name is unique to this run, and every descendant has it
+            end_marked("MGPU_DOCTOR_HEARTBEAT", str(heartbeat_path))
         if own_dir:
             _remove_tree(tmp)
 
@@ -155,7 +164,7 @@ def run_tool(argv: Sequence[str], timeout_s: float, keep_bytes: int = OUTPUT_HEA
 
     Its output is in ``stdout``; ``returncode`` 0 and no ``start_error`` mean it ran.
     """
-    return run_child(argv, timeout_s=timeout_s, keep_bytes=keep_bytes, env=env)
+    return run_child(argv, timeout_s=timeout_s, keep_bytes=keep_bytes, env=env, end_descendants=False)
 
 
 _lifeline: list[int] = []
@@ -244,7 +253,19 @@ def _supervise(
         stdout=out.text(),
         stderr=err.text(),
         stacks=stacks,
+        last_step=_last_step(heartbeat_path),
     )
+
+
+def _last_step(heartbeat_path: Path) -> str:
+    try:
+        with heartbeat_path.open("rb") as fh:
+            fh.seek(max(0, fh.seek(0, os.SEEK_END) - 400))
+            tail = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    return lines[-1][:200] if lines else ""
 
 
 def _exit_notice(pid: int) -> int:

@@ -8,9 +8,10 @@ plumbing unimported.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from mgpu_doctor.model.user_model import ModelObservation
 from mgpu_doctor.smoke.plan import SmokeOptions
 
 DEFAULT_STALL_TIMEOUT_S = 120.0  # a first step on a GPU can compile kernels for a minute
@@ -31,3 +32,24 @@ class SmokeRequest:
     stall_timeout_s: float
     results_path: Path | None = None
     redact: bool = True  # the results file as every output: identities redacted, credentials masked
+
+
+def after_model(options: SmokeOptions, observation: ModelObservation | None) -> tuple[SmokeOptions, str]:
+    """The smoke options once the user's model was built in its own child: where building it (or
+    calling ``--data``) failed, its runs are dropped, with the reason. Each run would call the same
+    function again, fail the same way (or allocate the same 10 GB again, or hang for a stall timeout
+    each) and turn one failure of the user's code into a list of run failures."""
+    if observation is None or not options.user_model or observation.stage == "done":
+        return options, ""
+    what = _STAGE_FAILED.get(observation.stage, f"building your model failed ({observation.stage})")
+    return (replace(options, user_model="", user_data=""),
+            f"Your model's smoke runs were not started: {what} when the doctor first built it in a child "
+            "of its own (the `user-model` finding says how); each run would only fail the same way.")
+
+
+_STAGE_FAILED = {
+    "tensorflow": "TensorFlow did not import", "import": "your module did not import",
+    "build": "your model function raised", "returned": "your model function returned no Keras model",
+    "hang": "your code did not return in time", "crash": "the child building your model crashed",
+    "child": "the child building your model failed", "data": "your --data function failed",
+}

@@ -23,6 +23,7 @@ from mgpu_doctor.model.serde import to_jsonable
 from mgpu_doctor.model.smoke_runs import SmokeRun, SmokeSpec
 from mgpu_doctor.model.snapshot import Snapshot
 from mgpu_doctor.model.unavailable import Unavailable, interpreter_broken
+from mgpu_doctor.model.user_model import ModelObservation
 from mgpu_doctor.probes.gather import GatherOptions, Progress, gather_snapshot
 from mgpu_doctor.probes.tensorflow import gather_tensorflow, tensorflow_installed
 from mgpu_doctor.process.inputs import shorten
@@ -40,7 +41,7 @@ from mgpu_doctor.smoke.plan import (
     check_device_counts,
     plan_runs,
 )
-from mgpu_doctor.smoke.request import SmokeRequest
+from mgpu_doctor.smoke.request import SmokeRequest, after_model
 from mgpu_doctor.smoke.rules import batch_split_outcomes, compare_with_single, smoke_outcomes
 from mgpu_doctor.smoke.runner import WORKER_SCRIPT, run_suite
 
@@ -108,8 +109,13 @@ def run_smoke_section(
     stream: TextIO | None = None,
     matrix_dirs: tuple[Path, ...] = (),
     resolved: ResolvedEnvironment | None = None,
+    observation: ModelObservation | None = None,
 ) -> SmokeSection:
-    """Plan and run the smoke suite for this snapshot's machine; never raises on Ctrl-C."""
+    """Plan and run the smoke suite for this snapshot's machine; never raises on Ctrl-C.
+
+    ``observation``: the user's model as its own child built it; its runs start only where that
+    worked (:func:`after_model`)."""
+    options, model_note = after_model(options, observation)
     if options.backend == "jax":
         from mgpu_doctor.smoke.jax_section import run_jax_section
 
@@ -131,8 +137,10 @@ def run_smoke_section(
         splits = batch_splits(options, visible_gpus(snapshot))
     except PlanError as exc:
         raise BadInput(str(exc)) from None
+    if not specs and model_note:
+        return SmokeSection(outcomes=[_skipped(model_note)], notes=[model_note])
     runs, interrupted = run_with_progress(specs, interpreter, stall_timeout_s, stream, results_file)
-    notes = []
+    notes = [model_note] if model_note else []
     nvml_gpus = 0 if isinstance(snapshot.nvml, Unavailable) else len(snapshot.nvml.gpus)
     if nvml_gpus > visible_gpus(snapshot) and visible_gpus(snapshot) < 2 <= nvml_gpus:
         notes.append(f"NVML sees {nvml_gpus} GPUs but TensorFlow sees {visible_gpus(snapshot)}, so "
@@ -256,13 +264,15 @@ def open_results(path: Path | None, snapshot: Snapshot | None = None,
 
 def run_requested(snapshot: Snapshot, request: SmokeRequest, interpreter: Interpreter,
                   matrix_dirs: tuple[Path, ...] = (), stream: TextIO | None = None,
-                  resolved: ResolvedEnvironment | None = None) -> SmokeSection:
+                  resolved: ResolvedEnvironment | None = None,
+                  observation: ModelObservation | None = None) -> SmokeSection:
     """Run the smoke suite asked for, appending each run to the results file as it finishes."""
     results_file = open_results(request.results_path, snapshot, request.redact)
     try:
         return run_smoke_section(snapshot, request.options, interpreter,
                                  stall_timeout_s=request.stall_timeout_s, results_file=results_file,
-                                 stream=stream, matrix_dirs=matrix_dirs, resolved=resolved)
+                                 stream=stream, matrix_dirs=matrix_dirs, resolved=resolved,
+                                 observation=observation)
     finally:
         if results_file is not None:
             results_file.close()

@@ -15,7 +15,8 @@ from mgpu_doctor.model.user_model import ModelObservation
 
 CHECK_NAME = "model"
 CODES = ("user-model.observed", "user-model.import-failed", "user-model.build-failed",
-         "user-model.not-a-model", "user-model.hang", "user-model.crash", "user-model.data-failed")
+         "user-model.not-a-model", "user-model.hang", "user-model.crash", "user-model.data-failed",
+         "user-model.threads-left")
 MAX_STACK_LINES = 40
 
 # Keras layer classes -> the matrix's layer words (vocabulary.LAYERS); cells count as their layer.
@@ -126,6 +127,7 @@ def model_outcome(observation: ModelObservation) -> CheckOutcome:
     """The report's line for the user's model: its observed facts, or its failure as a finding."""
     title = f"Your model ({observation.request.model}): built and read under the strategy"
     findings = ([_observed(observation)] if observation.stage == "data" else []) + [_finding(observation)]
+    findings += [_threads_left(observation)] if observation.threads else []
     return CheckOutcome(CHECK_NAME, title, status_for(findings), findings)
 
 
@@ -213,7 +215,7 @@ def _finding(observation: ModelObservation) -> Finding:
     if stage == "hang":
         return Finding(
             code="user-model.hang", severity=Severity.ERROR,
-            title=f"Your model function {ref} did not return: the child {observation.error_message}",
+            title=f"{_hung(observation)}: the child {observation.error_message}",
             evidence=["stacks when it was stopped:", *stack],
             fix="The stacks show where it waited (a download, a lock, a data source). Raise the limit "
                 "with --model-timeout S if building really takes that long.",
@@ -223,6 +225,29 @@ def _finding(observation: ModelObservation) -> Finding:
         title=f"Your model function {ref}: the child building it {observation.error_message}",
         evidence=["its last output:", *_head(observation.stack, 20)],
         fix="Build the model outside the doctor (python -c 'import m; m.f()') to see the native error.",
+    )
+
+
+def _hung(observation: ModelObservation) -> str:
+    """What did not return, by the step the child was in when it was stopped."""
+    ref, step = observation.request.model, observation.waiting_in
+    if step == "calling the data function":
+        return f"Your data function {observation.request.data} did not return"
+    if step == "importing the model function":
+        return f"Importing the module of {ref} did not finish"
+    if step == "importing tensorflow":
+        return "Importing TensorFlow did not finish"
+    return f"Your model function {ref} did not return"
+
+
+def _threads_left(observation: ModelObservation) -> Finding:
+    names = ", ".join(observation.threads[:5]) + (", ..." if len(observation.threads) > 5 else "")
+    return Finding(
+        code="user-model.threads-left", severity=Severity.WARNING,
+        title=f"Your model or data function returned but left {len(observation.threads)} thread(s) "
+              f"running that are not daemons ({names}): a script that calls it cannot exit at its end",
+        evidence=[f"threads still running after it returned: {', '.join(observation.threads)}"],
+        fix="Start the thread with daemon=True, or stop and join() it before the function returns.",
     )
 
 

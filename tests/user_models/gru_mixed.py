@@ -100,3 +100,15 @@ def divides_by_zero():
     model = keras.Model(inputs, outputs)
     model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05), loss=mean_squared)
     return model
+
+
+def data_hangs():
+    """A data function that waits on a source that never answers (a mount, a queue)."""
+    threading.Event().wait()
+
+
+def leaves_a_thread():
+    """A model function that starts a background worker without daemon=True."""
+    stop = threading.Event()
+    threading.Thread(target=stop.wait, name="prefetch-worker").start()
+    return build()
