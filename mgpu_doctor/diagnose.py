@@ -50,6 +50,7 @@ from mgpu_doctor.smoke.request import SmokeRequest
 from mgpu_doctor.training.apply import with_training
 from mgpu_doctor.training.code import CodeReading, code_outcome, paste_reading, read_code, with_code
 from mgpu_doctor.training.declared import checked_recorded, over_recorded, query_profile
+from mgpu_doctor.training.launches import with_launches
 from mgpu_doctor.training.observed import CHECK_NAME as MODEL_CHECK
 from mgpu_doctor.training.observed import model_outcome, with_observed
 
@@ -119,6 +120,8 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
     readings = ([facts.code] if facts.code is not None else []) + readings
     original = replace(facts.snapshot, logs=facts.snapshot.logs + logs) if logs else facts.snapshot
     training = over_recorded(facts.training, options.training)
+    if original.pasted is not None:  # a horovodrun/mpirun line says how the job trains
+        training = with_launches(training, original.pasted)
     model = model_section(options, progress)
     if model is not None and model[1] is not None:
         training = with_observed(training, model[1])

@@ -595,6 +595,17 @@ def test_horovodrun_and_mpirun_lines_are_a_horovod_training_of_that_many_process
     assert (template["horovod"].text, template["mpi"].text) == ("0.19.1", "4.0.1")
 
 
+def test_a_launch_line_feeds_the_training_profile_and_a_bare_mpirun_does_not(capsys):
+    # horovod/horovod#1893: "horovodrun -np 4 -H localhost:4 python train.py" in the template.
+    main(["check", "--from", str(PASTES / "hvd-1893-template-horovodrun.md"), "--format", "json"])
+    training = json.loads(capsys.readouterr().out)["training"]
+    assert (training["observed"]["strategy"], training["observed"]["workers"]) == ("horovod", 4)
+    assert training["observed_from"]["strategy"] == "pasted text line 17: horovodrun"
+    # horovod/horovod#215: mpirun with no word of Horovod in the text: MPI runs other programs too
+    main(["check", "--from", str(PASTES / "hvd-215-mpirun-32.md"), "--format", "json"])
+    assert json.loads(capsys.readouterr().out)["training"]["observed"]["strategy"] is None
+
+
 def test_a_set_up_the_text_calls_old_or_working_is_not_what_is_installed(capsys):
     snap = paste("keras-8213-worked-before.md")  # "Two weeks ago with keras 2.0.9, cudnn-7, cuda 9.1 ... worked"
     assert snap.pasted.versions == {}
