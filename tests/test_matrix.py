@@ -560,3 +560,25 @@ def test_a_short_version_that_straddles_an_entry_is_cannot_tell_never_dropped(ca
     assert f"known-issue.{entry}" in found, sorted(found)
     assert found[f"known-issue.{entry}"]["severity"] == "info"
     assert found[f"known-issue.{entry}"]["title"].startswith("Cannot tell whether this known issue applies")
+
+
+HOROVOD_GCC = "hvd-1197-segfault-tf114-horovod-built-with-newer-gcc"
+
+
+@pytest.mark.parametrize(("terms", "verdict"), [
+    (["horovod==0.16.4"], "applies"),  # before horovod/horovod#1199 (first in the v0.17.0 tag)
+    (["horovod==0.19.4"], "does not apply"),  # the compiler is chosen by Horovod's build from 0.17.0
+    ([], "cannot tell"),  # Horovod's version unknown: never a warning, never silence
+])
+def test_a_fix_released_in_horovod_is_judged_by_horovod_s_version(capsys, terms, verdict):
+    main(["matrix", "query", "tensorflow==1.14.0", "strategy=horovod", *terms, "--format", "json", "-v"])
+    findings = [f for c in json.loads(capsys.readouterr().out)["checks"] for f in c["findings"]]
+    entry = [f for f in findings if f["code"] == f"known-issue.{HOROVOD_GCC}"]
+    if verdict == "applies":
+        assert entry and entry[0]["severity"] == "warning"
+    elif verdict == "does not apply":
+        assert not entry
+        assert not any(HOROVOD_GCC in json.dumps(f) and f["severity"] != "ok" for f in findings)
+    else:
+        assert not entry or entry[0]["severity"] == "info"
+        assert any("horovod" in json.dumps(f) and f["severity"] == "info" for f in findings)

@@ -310,6 +310,8 @@ class ResolvedEnvironment:
         default_factory=lambda: ResolvedVersion("jax", missing=skipped("not resolved")))
     jaxlib: ResolvedVersion = field(
         default_factory=lambda: ResolvedVersion("jaxlib", missing=skipped("not resolved")))
+    horovod: ResolvedVersion = field(
+        default_factory=lambda: ResolvedVersion("horovod", missing=skipped("not resolved")))
 
     @property
     def and_cuda_pins(self) -> tuple[Requirement, ...]:
@@ -322,7 +324,7 @@ class ResolvedEnvironment:
         return {"tensorflow": self.tensorflow, "keras": self.keras, "tf-keras": self.tf_keras,
                 "python": self.python, "cuda": self.cuda, "cudnn": self.cudnn, "nccl": self.nccl,
                 "cublas": self.cublas, "driver": self.driver, **self.companions, "jax": self.jax,
-                "jaxlib": self.jaxlib}
+                "jaxlib": self.jaxlib, "horovod": self.horovod}
 
 
 # --- from versions named in a query ----------------------------------------------------------
@@ -377,7 +379,7 @@ def resolve_terms(versions: Mapping[str, str], wheels: Mapping[str, str], machin
         tensorflow_requires_source=requires_source, compiled_archs=archs,
         compiled_archs_source=archs_source, machine=machine, usage=usage, snapshot=None,
         build=build, build_why=build_why,
-        jax=named("jax"), jaxlib=named("jaxlib"),
+        jax=named("jax"), jaxlib=named("jaxlib"), horovod=named("horovod"),
     )
 
 
@@ -478,6 +480,7 @@ def resolve(snapshot: Snapshot) -> ResolvedEnvironment:
         compiled_archs=archs, compiled_archs_source=archs_source, machine=machine_facts(snapshot),
         snapshot=snapshot, build=build, build_why=build_why, jax=_jax_version("jax", packages, snapshot.jax),
         jaxlib=_jax_version("jaxlib", packages, snapshot.jax),
+        horovod=_installed_or_pasted("horovod", packages, snapshot),
     )
 
 
@@ -510,6 +513,18 @@ def _jax_version(name: str, packages: PackageFacts | Unavailable, jax: JaxFacts 
                                            packages.cause)
     else:
         missing = absent(f"{name} is not installed")
+    return resolved(name, readings, missing)
+
+
+def _installed_or_pasted(name: str, packages: PackageFacts | Unavailable,
+                         snapshot: Snapshot) -> ResolvedVersion:
+    """A package the matrix names by version (Horovod): its installed metadata, else what a paste
+    states (the bug template's "Horovod version: 0.19.4")."""
+    readings = pasted_readings(snapshot, name)
+    if not isinstance(packages, Unavailable) and name in packages.versions:
+        readings.insert(0, reading(packages.versions[name], Origin.INSTALLED,
+                                   f"{name} in {packages.locations.get(name, '?')}"))
+    missing = packages if isinstance(packages, Unavailable) else absent(f"{name} is not installed")
     return resolved(name, readings, missing)
 
 

@@ -20,7 +20,7 @@ SCHEMA_VERSION = 1
 SYMPTOMS = ("hang", "leak", "nan", "crash", "error", "slow", "wrong-result")
 CONFIDENCES = ("confirmed", "reported")
 VERSION_KEYS = ("tensorflow", "keras", "tf-keras", "python", "cuda", "cudnn", "nccl", "cublas", "driver",
-                *TF_COMPANIONS, "jax", "jaxlib")
+                *TF_COMPANIONS, "jax", "jaxlib", "horovod")
 LAYERS = tuple(vocab.LAYERS)
 ANY_STRATEGY = vocab.ANY_STRATEGY
 STRATEGIES = (*vocab.STRATEGIES, ANY_STRATEGY)
