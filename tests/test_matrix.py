@@ -400,7 +400,8 @@ def test_every_condition_an_entry_can_carry_is_a_query_term() -> None:
     from mgpu_doctor.matrix.known_issues import CONDITION_KEYS
 
     term_of = {"min_gpus": "gpus=2", "max_gpus": "gpus=2", "min_workers": "workers=2", "max_workers": "workers=2",
-               "compute_capability": "compute_capability=7.5", "gpu_names": "gpu_name=RTX 2080 Ti"}
+               "compute_capability": "compute_capability=7.5", "gpu_names": "gpu_name=RTX 2080 Ti",
+               "without_usage": "usage=memory_growth"}  # decided by the usage named (or not)
     words = {"layers": vocabulary.LAYERS, "usage": vocabulary.USAGES, "strategy": vocabulary.STRATEGIES,
              "scenario": vocabulary.SCENARIOS, "platform": vocabulary.PLATFORMS,
              "cpu_vendor": vocabulary.CPU_VENDORS, "interconnect": vocabulary.INTERCONNECTS,
@@ -582,3 +583,28 @@ def test_a_fix_released_in_horovod_is_judged_by_horovod_s_version(capsys, terms,
     else:
         assert not entry or entry[0]["severity"] == "info"
         assert any("horovod" in json.dumps(f) and f["severity"] == "info" for f in findings)
+
+
+CUDNN_HANDLE = "tf-24496-cudnn-handle-internal-error-rtx-turing"
+
+
+@pytest.mark.parametrize(("terms", "severity"), [
+    (["gpu_name=GeForce GTX 1660 Ti", "usage=mixed_precision"], "warning"),  # any GPU: the trigger is the setting
+    (["usage=memory_growth"], None),  # memory growth on: the trigger is off
+    ([], "info"),  # usage unknown: "applies unless you enable GPU memory growth"
+])
+def test_a_condition_on_a_setting_left_off_names_the_trigger_not_the_reporters_gpus(capsys, terms, severity):
+    # Issue 36: the entry required an RTX 2070, RTX 2080 or Quadro P2000; the same failure on a
+    # GTX 1660 Ti got nothing. Its threads' fix was memory growth: that is the condition now.
+    main(["matrix", "query", "tensorflow==2.0.0", "gpus=1", *terms, "--format", "json", "-v"])
+    findings = [f for c in json.loads(capsys.readouterr().out)["checks"] for f in c["findings"]]
+    entry = [f for f in findings if f["code"] == f"known-issue.{CUDNN_HANDLE}"]
+    assert [f["severity"] for f in entry] == ([severity] if severity else [])
+    if severity == "info":
+        assert any("unless you enable GPU memory growth" in line for line in entry[0]["evidence"])
+
+
+def test_a_word_both_wanted_and_excluded_is_refused(tmp_path):
+    both = entry().replace('affects = {', 'conditions = { usage = ["save_model"], without_usage = ["save_model"] }\n'
+                                          'affects = {', 1)
+    assert any("conditions.without_usage" in p and "can never match" in p for p in problems_of(tmp_path, both))

@@ -60,15 +60,18 @@ def finding_for(a: Assessment) -> Finding:
     )
 
 
+_TRAINING_KEYS = frozenset({*TRAINING_OPTIONS, "without_usage"})
+
+
 def deciding_condition(a: Assessment) -> Condition | None:
     """The one fact that would decide an entry that applies only if ... (or cannot be told): for
     "cannot tell", the first machine fact not known; else the rarest training fact not known (an
     uncommon strategy, a usage, a layer, the scenario, the workers, then a common strategy)."""
     if a.verdict is Verdict.CANNOT_TELL:
-        machine = [d for d in a.deciders if d.key not in TRAINING_OPTIONS]
+        machine = [d for d in a.deciders if d.key not in _TRAINING_KEYS]
         if machine:
             return _condition(machine[0])
-    training = [d for d in a.deciders if d.key in TRAINING_OPTIONS]
+    training = [d for d in a.deciders if d.key in _TRAINING_KEYS]
     if not training:
         return None
     return _condition(min(training, key=lambda d: (_rank(d), a.deciders.index(d))))
@@ -77,10 +80,14 @@ def deciding_condition(a: Assessment) -> Condition | None:
 def _rank(d: Decider) -> int:
     if d.key == "strategy":
         return 5 if any(s in COMMON_STRATEGIES for s in d.wanted) else 0
-    return {"usage": 1, "layers": 2, "scenario": 3, "workers": 4}[d.key]
+    return {"usage": 1, "without_usage": 1, "layers": 2, "scenario": 3, "workers": 4}[d.key]
 
 
 def _condition(d: Decider) -> Condition:
+    if d.key == "without_usage":  # the trigger is a setting left off: naming the usage decides it
+        return Condition("usage", d.wanted, f"unless you {vocab.usage_phrase(d.wanted[0])}",
+                         f"{TRAINING_OPTIONS['usage']} {d.wanted[0]} (or your whole --usage list)",
+                         training=True)
     if d.key not in TRAINING_OPTIONS:
         what = f"{d.key} version" if d.key in VERSION_KEYS else _FACTS.get(d.key, d.key.replace("_", " "))
         return Condition(d.key, d.wanted, f"without the {what} ({' or '.join(d.wanted)})", "", training=False)

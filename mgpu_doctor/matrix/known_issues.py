@@ -31,11 +31,11 @@ CPU_VENDORS = tuple(vocab.CPU_VENDORS)
 INTERCONNECTS = tuple(vocab.INTERCONNECTS)
 BACKENDS = tuple(vocab.BACKENDS)
 SOURCE_KINDS = ("issue", "pull-request", "commit", "release-note", "doc", "write-up")
-CONDITION_KEYS = ("layers", "usage", "min_gpus", "max_gpus", "min_workers", "max_workers", "strategy",
-                  "scenario", "compute_capability", "gpu_names", "platform", "cpu_vendor", "interconnect",
-                  "backend")
+CONDITION_KEYS = ("layers", "usage", "without_usage", "min_gpus", "max_gpus", "min_workers", "max_workers",
+                  "strategy", "scenario", "compute_capability", "gpu_names", "platform", "cpu_vendor",
+                  "interconnect", "backend")
 # Conditions on how the model is trained, which a machine's snapshot cannot show.
-USAGE_KEYS = ("layers", "usage", "strategy", "scenario")
+USAGE_KEYS = ("layers", "usage", "without_usage", "strategy", "scenario")
 ISSUE_KEYS = ("id", "title", "symptom", "confidence", "summary", "workaround", "fixed_in",
               "affects", "conditions", "sources", "examples", "signatures")
 SIGNATURE_KEYS = ("text", "source", "identifies")
@@ -86,6 +86,7 @@ class Conditions:
 
     layers: tuple[str, ...] = ()  # any one of them
     usage: tuple[str, ...] = ()  # all of them (vocabulary.USAGES)
+    without_usage: tuple[str, ...] = ()  # none of them: the trigger is a setting left off (memory growth)
     min_gpus: int | None = None  # GPUs per worker
     max_gpus: int | None = None
     min_workers: int | None = None  # workers of a multi-worker job
@@ -373,8 +374,10 @@ def _conditions(raw: Any, bad: Any) -> Conditions:
     for key in sorted(set(raw) - set(CONDITION_KEYS)):
         bad(f"conditions.{key}", f"unknown condition; allowed: {', '.join(CONDITION_KEYS)}")
     lists = {key: _word_list(raw, key, allowed, bad)
-             for key, allowed in (("layers", LAYERS), ("usage", USAGES), ("strategy", STRATEGIES),
-                                  ("gpu_names", None))}
+             for key, allowed in (("layers", LAYERS), ("usage", USAGES), ("without_usage", USAGES),
+                                  ("strategy", STRATEGIES), ("gpu_names", None))}
+    for word in sorted(set(lists["usage"]) & set(lists["without_usage"])):
+        bad("conditions.without_usage", f"{word!r} is in usage too: the entry can never match")
     counts: dict[str, int | None] = {}
     for key in ("min_gpus", "max_gpus", "min_workers", "max_workers"):
         value = raw.get(key)
@@ -405,8 +408,8 @@ def _conditions(raw: Any, bad: Any) -> Conditions:
             bad("conditions.compute_capability", str(exc))
             cc = None
     return Conditions(
-        layers=lists["layers"], usage=lists["usage"], strategy=lists["strategy"],
-        gpu_names=lists["gpu_names"],
+        layers=lists["layers"], usage=lists["usage"], without_usage=lists["without_usage"],
+        strategy=lists["strategy"], gpu_names=lists["gpu_names"],
         min_gpus=counts["min_gpus"], max_gpus=counts["max_gpus"], min_workers=counts["min_workers"],
         max_workers=counts["max_workers"], scenario=strings["scenario"], compute_capability=cc,
         platform=strings["platform"], cpu_vendor=strings["cpu_vendor"], interconnect=strings["interconnect"],

@@ -191,6 +191,13 @@ def _assess_usage(issue: KnownIssue, env: Environment, record: _Recorder) -> Non
         else:
             record(_tri(tag in env.usage), f"usage {tag}{origin('usage')}",
                    f"usage {', '.join(env.usage) or '(none named)'}{origin('usage')}, not {tag}", "")
+    for tag in c.without_usage:  # the trigger is a setting left off: known used, it does not apply
+        if env.usage is None or (tag in env.usage_undecided and tag not in env.usage):
+            record(Tri.UNKNOWN, "", "", f"unless you {vocab.usage_phrase(tag)}", is_usage=True,
+                   decider=Decider("without_usage", (tag,)))
+        else:
+            record(_tri(tag not in env.usage), f"usage without {tag}{origin('usage')}",
+                   f"usage {tag}{origin('usage')}: the trigger is without it", "")
     if c.strategy:
         wanted = " or ".join(vocab.strategy_phrase(s) for s in c.strategy if s != ANY_STRATEGY) \
             or "a distribution strategy"
