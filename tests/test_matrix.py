@@ -589,7 +589,8 @@ CUDNN_HANDLE = "tf-24496-cudnn-handle-internal-error-rtx-turing"
 
 
 @pytest.mark.parametrize(("terms", "severity"), [
-    (["gpu_name=GeForce GTX 1660 Ti", "usage=mixed_precision"], "warning"),  # any GPU: the trigger is the setting
+    # any GPU: the trigger is the setting; a typed usage list is partial, so "unless you enable ..."
+    (["gpu_name=GeForce GTX 1660 Ti", "usage=mixed_precision"], "info"),
     (["usage=memory_growth"], None),  # memory growth on: the trigger is off
     ([], "info"),  # usage unknown: "applies unless you enable GPU memory growth"
 ])
@@ -608,3 +609,19 @@ def test_a_word_both_wanted_and_excluded_is_refused(tmp_path):
     both = entry().replace('affects = {', 'conditions = { usage = ["save_model"], without_usage = ["save_model"] }\n'
                                           'affects = {', 1)
     assert any("conditions.without_usage" in p and "can never match" in p for p in problems_of(tmp_path, both))
+
+
+def test_a_typed_usage_list_is_partial_an_entry_needing_an_unnamed_word_is_cannot_tell(capsys):
+    # Issue 36: `usage=several_models` hid every entry that wants fit_in_loop; an entry that needs
+    # two words was dropped when the report named one. Both are "applies if you ..." now.
+    main(["matrix", "query", "tensorflow==2.3.0", "usage=several_models", "--format", "json", "-v"])
+    found = {f["code"]: f for c in json.loads(capsys.readouterr().out)["checks"] for f in c["findings"]}
+    loop = found["known-issue.tf-37505-fit-consecutive-runs-leak"]
+    assert loop["severity"] == "info" and loop["condition"]["wanted"] == ["fit_in_loop"]
+    main(["matrix", "query", "tensorflow==2.16.1", "keras==3.3.3", "usage=python_generator", "--format", "json", "-v"])
+    found = {f["code"]: f for c in json.loads(capsys.readouterr().out)["checks"] for f in c["findings"]}
+    both = found["known-issue.keras-19907-lstm-sequence-generator-folds-rss"]
+    assert both["severity"] == "info" and both["condition"]["wanted"] == ["fit_in_loop"]
+    main(["matrix", "query", "tensorflow==2.3.0", "usage=several_models,fit_in_loop", "--format", "json", "-v"])
+    found = {f["code"]: f for c in json.loads(capsys.readouterr().out)["checks"] for f in c["findings"]}
+    assert found["known-issue.tf-37505-fit-consecutive-runs-leak"]["severity"] == "warning"

@@ -128,7 +128,7 @@ def _sizes_help(level: str) -> str:
 _TRAINING_HELP = {
     "strategy": "the distribution strategy you train with",
     "layers": "the layer types your model uses (the whole list)",
-    "usage": "how you train (the whole list)",
+    "usage": "how you train (what you use; words not named stay unknown)",
     "gpus": "the number of GPUs one worker trains on",
     "workers": "the number of workers (processes or nodes) you train with",
     "backend": "Keras 3's backend (jax: the smoke trains with keras.distribution.DataParallel)",

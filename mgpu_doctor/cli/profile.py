@@ -43,7 +43,7 @@ def _words(readings: list[CodeReading], key: str) -> list[str]:
 def profile_toml(readings: list[CodeReading]) -> str:
     """The table, with a comment per word naming the first line that shows it."""
     lines = [f"# Read from {', '.join(r.root for r in readings)} (never run): paste into {PYPROJECT}.",
-             "# A usage list here is the whole list: add the words code cannot show if you use them",
+             "# A usage list here names what you use: add the words code cannot show if you use them",
              "# (set in the shell, a launcher or a container; `mgpu-doctor check --help` lists every word):",
              *_wrapped(sorted(NOT_DECIDED)), PYPROJECT_TABLE]
     strategies = _words(readings, "strategy")

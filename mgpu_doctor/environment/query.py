@@ -21,6 +21,7 @@ from mgpu_doctor.environment.resolve import (
     resolve_terms,
 )
 from mgpu_doctor.matrix.environment import BadEnvironment, Environment, parse_query
+from mgpu_doctor.matrix.vocabulary import USAGES
 from mgpu_doctor.model.distributions import TF_DISTRIBUTIONS
 from mgpu_doctor.model.versions import parse_version
 from mgpu_doctor.process.inputs import shorten
@@ -92,4 +93,8 @@ def machine_of(env: Environment) -> MachineFacts:
 
 
 def usage_of(env: Environment) -> UsageFacts:
-    return UsageFacts(layers=env.layers, usage=env.usage, strategy=env.strategy, scenario=env.scenario)
+    """The training a query names. Its usage list is partial (what the report says is used): the
+    words it does not name stay undecided, "applies if you ...", never silently ruled out."""
+    undecided = tuple(w for w in USAGES if w not in env.usage) if env.usage is not None else ()
+    return UsageFacts(layers=env.layers, usage=env.usage, strategy=env.strategy, scenario=env.scenario,
+                      usage_undecided=undecided)

@@ -69,10 +69,11 @@ class TrainingProfile:
 
     ``declared_from`` / ``observed_from`` map a key to its source: ``pyproject.toml:
     [tool.mgpu-doctor.training] usage``, ``--usage``, ``model: mypkg.models:build``.
-    A declared list (``layers``, ``usage``) is the whole list, as in `matrix query`: an entry that
-    needs a word not on it does not apply. Observed layers are the model's whole list too; observed
-    usage is partial: ``usage_checked`` names the usage words the observation decides (present or
-    absent), the others stay unknown unless declared.
+    A declared ``layers`` list is the whole list, as in `matrix query`: an entry that needs a layer
+    not on it does not apply. A declared ``usage`` list is partial (what is used; issue 36): a usage
+    word it does not name stays unknown, "applies if you ...". Observed layers are the model's whole
+    list too; observed usage is partial: ``usage_checked`` names the usage words the observation
+    decides (present or absent), the others stay unknown unless declared.
     """
 
     declared: TrainingFacts = field(default_factory=TrainingFacts)
@@ -102,13 +103,12 @@ class TrainingProfile:
         return tuple(k for k in KEYS if k not in known)
 
     def usage_undecided(self, all_words: tuple[str, ...]) -> tuple[str, ...] | None:
-        """The usage words still unknown: None when nothing is known about usage at all, () when
-        the usage list is declared (whole), else the words the observation did not decide."""
-        if self.declared.usage:
-            return ()
-        if not self.observed.usage and not self.usage_checked:
+        """The usage words still unknown: None when nothing is known about usage at all, else the
+        words neither named nor decided. A typed list (declared) is partial: it says what is used,
+        not that nothing else is; only what reads the whole code (``usage_checked``) rules words out."""
+        if not self.declared.usage and not self.observed.usage and not self.usage_checked:
             return None
-        decided = set(self.observed.usage) | set(self.usage_checked)
+        decided = set(self.declared.usage) | set(self.observed.usage) | set(self.usage_checked)
         return tuple(w for w in all_words if w not in decided)
 
     def to_dict(self) -> dict[str, Any]:
