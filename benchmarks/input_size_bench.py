@@ -151,6 +151,7 @@ def paste_times(limit: int | None = None) -> dict[str, float]:
             start = time.perf_counter()
             done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)
             times[name] = time.perf_counter() - start
+            print(f"  {name}: {times[name]:.2f} s", file=sys.stderr, flush=True)
             if done.returncode not in (0, 1, 2) or "Traceback" in done.stderr:
                 raise SystemExit(f"{name}: exit {done.returncode}: {done.stderr[-400:]}")
     return times

@@ -361,16 +361,28 @@ def find_xml(lines: list[str]) -> list[Found]:
         while start > 0 and lines[start - 1].lstrip().startswith("<?xml") or (
                 start > 0 and lines[start - 1].lstrip().startswith("<!DOCTYPE")):
             start -= 1
-        end = next((j for j in range(i, len(lines)) if _XML_END.search(lines[j])), None)
+        end = _xml_end(lines, i)
         cut = end is None
         if end is None:  # cut off (a collapsed comment, a stored excerpt): read what is there
             end = i
-            while end + 1 < len(lines) and lines[end + 1].lstrip().startswith("<"):
+            while (end + 1 < len(lines) and lines[end + 1].lstrip().startswith("<")
+                   and not _XML_START.search(lines[end + 1])):
                 end += 1
         out = _read_xml(lines, start, i, end, cut)
         found.append(out)
         i = end + 1
     return found
+
+
+def _xml_end(lines: list[str], root: int) -> int | None:
+    """The line that closes the document opened at ``root``; None where another one opens first or
+    the text ends (a cut copy): never a search to the end of the paste for each of a thousand."""
+    for j in range(root, len(lines)):
+        if _XML_END.search(lines[j]):
+            return j
+        if j > root and _XML_START.search(lines[j]):
+            return None
+    return None
 
 
 def _read_xml(lines: list[str], start: int, root_line: int, end: int, cut: bool = False) -> Found:

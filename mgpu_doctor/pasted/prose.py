@@ -56,11 +56,11 @@ KIND = "Versions in prose"
 OLD_SETUP = "a set-up the text calls old or working"
 
 
-def find_prose(lines: list[str], covered: set[int]) -> list[Found]:
+def find_prose(lines: list[str], covered: set[int], old: dict[int, int] | None = None) -> list[Found]:
     """One part for the versions the text says in its own words (lines no other part read), and the
     versions of the set-ups it calls old or working (in ``previous``)."""
     out = Found(KIND, 0, 0, RANK_PROSE)
-    old = previous_lines(lines)
+    old = previous_lines(lines) if old is None else old  # the caller's, where it has them
     used: set[int] = set()
     for i, line in enumerate(lines):
         if i in covered or not line.strip():

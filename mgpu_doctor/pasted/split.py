@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Callable
+from typing import TypeVar
 
 from mgpu_doctor import __version__
 from mgpu_doctor.model.evidence import evidence_lines, failures
@@ -44,6 +45,8 @@ from mgpu_doctor.pasted.tools import find_collect_env, find_tf_env
 from mgpu_doctor.process.inputs import MAX_GPUS
 from mgpu_doctor.process.masking import mask_credentials
 
+T = TypeVar("T")
+
 READERS: tuple[Callable[[list[str]], list[Found]], ...] = (
     find_system_info, find_xml, find_query, find_table, find_packages, find_build_info, find_collect_env,
     find_tf_env, find_log, find_nvcc, find_images, find_launches,
@@ -61,6 +64,7 @@ UNREAD_CHARS = 120
 # What a paste may describe, as a snapshot may (process/inputs.py): no machine has more GPUs, no
 # environment more packages. Above these a paste is refused, not read slowly into a huge report.
 MAX_PASTE_PACKAGES = 10_000
+MAX_LISTED = 200  # parts, log lines, images, launches of one paste: the first and last of them
 MAX_FACTS_SHOWN = 100  # per part: a log that states a version 100,000 times says it once, with a count
 
 
@@ -84,8 +88,9 @@ def split_paste(text: str) -> tuple[list[str], list[Found]]:
                                       & tool_parts_at.get(f.last, set()))]
     # An image or a launch line may also say a version in words ("image ...:19.08-py3, drivers: 390.116").
     covered = {i for f in found if not (f.images or f.launches) for i in f.lines()}
-    found += find_prose(lines, covered)  # what the text says in its own words, where no part read it
-    _set_apart_old_setups(lines, found)
+    old = previous_lines(lines)
+    found += find_prose(lines, covered, old)  # what the text says in its own words, where no part read it
+    _set_apart_old_setups(lines, found, old)
     found.sort(key=lambda f: (f.first, f.kind))
     for f in found:
         _within_limits(f)
@@ -106,10 +111,9 @@ def _within_limits(part: Found) -> None:
         part.facts = part.facts[:MAX_FACTS_SHOWN] + [f"... and {left:,} more such lines, not shown"]
 
 
-def _set_apart_old_setups(lines: list[str], found: list[Found]) -> None:
+def _set_apart_old_setups(lines: list[str], found: list[Found], old: dict[int, int]) -> None:
     """A list or template under "Old environment:", "this works:", "previously I used": its versions and
     packages are kept as what the text calls old or working, never as what is installed."""
-    old = previous_lines(lines)
     for f in found:
         if f.rank >= RANK_LOG or f.rank == RANK_PROSE or f.launches or f.first not in old:
             continue
@@ -144,7 +148,8 @@ def snapshot_from_paste(text: str, source: str, now: _dt.datetime | None = None,
             best = max(stating, key=lambda f: f.rank)  # max keeps the first of equal ranks
             versions[key] = PastedVersion(
                 best.versions[key], _stated_where(best, key, where),
-                [f"{f.versions[key]} ({_stated_where(f, key, where)})" for f in stating if f is not best])
+                _listed([f"{f.versions[key]} ({_stated_where(f, key, where)})"
+                         for f in stating if f is not best]))
     provenance: dict[str, str] = {f"versions.{k}": v.source for k, v in versions.items()}
     nvml = _nvml(found, where, provenance)
     tensorflow = _tensorflow(found, versions, where, provenance)
@@ -159,15 +164,20 @@ def snapshot_from_paste(text: str, source: str, now: _dt.datetime | None = None,
         provenance["host.os_release"] = where[id(os_part)]
     covered = {i for f in found for i in f.lines()}
     parts = [PastedPart(f.kind, f.first + 1, f.last + 1, list(f.facts),
-                        [f"line {i + 1}: {_cut(lines[i])}" for i in f.unread[:UNREAD_SHOWN]]) for f in found]
+                        [f"line {i + 1}: {_cut(lines[i])}" for i in f.unread[:UNREAD_SHOWN]])
+             for f in found[:MAX_LISTED]]
+    if len(found) > MAX_LISTED:  # a paste of the same template 10,000 times: the report stays small
+        rest = found[MAX_LISTED:]
+        parts.append(PastedPart(f"{len(rest):,} more parts, not listed", rest[0].first + 1, rest[-1].last + 1,
+                                [f"kinds: {', '.join(sorted({f.kind for f in rest}))}"], []))
     pasted = PastedFacts(
         file=source, parts=parts, versions=versions, provenance=provenance,
-        log=[entry for f in found for entry in f.log],
+        log=_listed([entry for f in found for entry in f.log]),
         other_lines=sum(1 for i, line in enumerate(lines) if line.strip() and i not in covered),
         evidence=evidence,
-        previous=[entry for f in found for entry in f.previous],
-        images=[image for f in found for image in f.images],
-        launches=[launch for f in found for launch in f.launches],
+        previous=_listed([entry for f in found for entry in f.previous]),
+        images=_listed([image for f in found for image in f.images]),
+        launches=_listed([launch for f in found for launch in f.launches]),
     )
     created = (now or _dt.datetime.now(_dt.timezone.utc)).replace(microsecond=0).isoformat()
     return Snapshot(
@@ -178,6 +188,14 @@ def snapshot_from_paste(text: str, source: str, now: _dt.datetime | None = None,
         python=python, packages=packages, env={}, nvml=nvml, tensorflow=tensorflow,
         libraries=not_pasted(), collective=not_pasted(), pasted=pasted,
     )
+
+
+def _listed(items: list[T]) -> list[T]:
+    """At most :data:`MAX_LISTED` of a paste's items, the first and the last halves (a log's failure is
+    at its end)."""
+    if len(items) <= MAX_LISTED:
+        return items
+    return items[:MAX_LISTED // 2] + items[-(MAX_LISTED // 2):]
 
 
 def _where(found: Found) -> str:

@@ -3,6 +3,7 @@ bold keys, the 2.x template's plain ones, the issue forms' headings) and Horovod
 
 from __future__ import annotations
 
+import functools
 import re
 
 from mgpu_doctor.pasted.text import RANK_TEMPLATE, Found, find_blocks, first_version, stated
@@ -39,13 +40,15 @@ _PACKAGE_ROW = re.compile(r"^\s*[-*]\s+(?:tensorflow|tensorflow-gpu|tf-nightly)\
                           r"(\s+\S+)*\s*$")
 _NEVER_A_KEY = re.compile(r"^\s*(?:$|\d+(?!\.\s)|[|+=<\[]|[IWEF]\d{4})")
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+\S")
+MAX_BLOCK_LINES = 400
 _VERSION_KEYS = ("tensorflow", "keras", "python", "cuda", "cudnn", "nccl", "driver", "horovod", "mpi")
 
 
+@functools.lru_cache(maxsize=4096)  # a long paste repeats the same few keys
 def _key(text: str) -> str | None | bool:
     """What a template key states; None for a template key without a fact; False: not a key."""
-    text = re.sub(r"\s+", " ", text.strip().strip("*_` ").lower())
-    text = re.sub(r"\s*\(.*$", "", text)  # "(use command below)", "(e.g., Linux Ubuntu 16.04)"
+    text = " ".join(text.strip().strip("*_` ").lower().split())
+    text = text.split("(", 1)[0].rstrip()  # "(use command below)", "(e.g., Linux Ubuntu 16.04)"
     for key, what in KEYS:
         if text == key or (len(key) > 6 and text.startswith(key)):
             return what
@@ -69,7 +72,10 @@ def _read_block(lines: list[str], start: int) -> Found | None:
         i += 1
     last = start
     gap = loose = 0
-    while i < len(lines) and gap <= 2:
+    # A template is some 40 lines: a block read no further, or a text of 100,000 "Key: value" lines
+    # that never makes a block would be read again from each of its lines (quadratic).
+    end = min(len(lines), start + MAX_BLOCK_LINES)
+    while i < end and gap <= 2:
         line = lines[i]
         heading = _HEADING.match(line)
         match = _LINE.match(line)
