@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import re
 
-from mgpu_doctor.pasted.text import RANK_TEMPLATE, Found, find_blocks, first_version, stated
+from mgpu_doctor.pasted.text import RANK_TEMPLATE, Found, first_version, stated
 
 # A key of the templates (matched at the start of the key, case-insensitive) -> what it states.
 KEYS = (
@@ -56,13 +56,30 @@ def _key(text: str) -> str | None | bool:
 
 
 def find_system_info(lines: list[str]) -> list[Found]:
-    return find_blocks(lines, _read_block)
+    """Every template block. A block that failed having read lines start..k is not read again from
+    each line up to k (each time the same lines: quadratic in a long text of "Key: value" lines);
+    only a title line ("System information", "Environment:") starts a new try inside that span."""
+    found: list[Found] = []
+    i, looked = 0, -1
+    while i < len(lines):
+        if i <= looked and not _BLOCK_TITLE.match(lines[i]):
+            i += 1
+            continue
+        block, seen = _read_block(lines, i)
+        if block is None:
+            looked = max(looked, seen)
+            i += 1
+            continue
+        found.append(block)
+        i = block.last + 1
+    return found
 
 
-def _read_block(lines: list[str], start: int) -> Found | None:
-    """The template block that starts at ``start`` (a title line or its first key), if any."""
+def _read_block(lines: list[str], start: int) -> tuple[Found | None, int]:
+    """The template block that starts at ``start`` (a title line or its first key), if any, and the
+    last line looked at."""
     if _NEVER_A_KEY.match(lines[start]):  # a log line, a table row: the common case in a long paste
-        return None
+        return None, start
     values: dict[str, tuple[str, int]] = {}
     style = ""
     i = start
@@ -139,7 +156,7 @@ def _read_block(lines: list[str], start: int) -> Found | None:
     telling = {"tensorflow", "python", "cuda/cudnn", "cuda", "cudnn", "gpu", "keras", "horovod",
                "framework-version"}
     if len(values) < 2 and not (values.keys() & {"tensorflow", "cuda/cudnn"}) or not (set(values) & telling):
-        return None
+        return None, max(last, i - 1)
     framework = values.get("framework", ("", 0))[0].lower()
     kind = {"1.x": "System information (TensorFlow 1.x template)",
             "2.x": "System information (TensorFlow 2.x template)",
@@ -176,7 +193,7 @@ def _read_block(lines: list[str], start: int) -> Found | None:
                 {what} | ({"cuda", "cudnn"} if what == "cuda/cudnn" else set())
                 | ({"tensorflow"} if what == "framework-version" else set())):
             out.unread.append(at)
-    return out
+    return out, out.last
 
 
 def _form_value(lines: list[str], start: int) -> tuple[str, int]:
