@@ -35,7 +35,7 @@ def add_parser(sub: Any) -> None:
 
 def add_hang_options(p: argparse.ArgumentParser, pids: bool = True) -> None:
     if pids:
-        p.add_argument("pids", nargs="*", type=_pid, metavar="PID",
+        p.add_argument("pids", nargs="*", type=pid_argument, metavar="PID",
                        help="the job's processes (default: the Python processes that hold GPUs or carry "
                             "a TF_CONFIG)")
     p.add_argument("--slurm-job", metavar="ID", default="",
@@ -47,7 +47,7 @@ def add_hang_options(p: argparse.ArgumentParser, pids: bool = True) -> None:
                    help="seconds over which CPU time is watched (default: 1)")
 
 
-def _pid(text: str) -> int:
+def pid_argument(text: str) -> int:
     if not text.isdigit() or int(text) <= 0:
         raise argparse.ArgumentTypeError(f"not a process id: {text!r}")
     return int(text)
