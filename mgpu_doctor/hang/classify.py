@@ -88,6 +88,15 @@ class Wait:
     kind: str
     thread: str
     frame: Frame | None  # None: an empty stack, or no stack at all
+    active: bool = False  # the thread was on a CPU when dumped
+
+    @property
+    def rank(self) -> float:
+        """Its place in ORDER; Python code that is not on a CPU (a C call that blocks: a bare
+        ``lock.acquire()``) tells less than a known lock frame, so it comes after them."""
+        if self.kind == PYTHON and not self.active:
+            return ORDER.index(LOCK) + 0.5
+        return ORDER.index(self.kind)
 
     @property
     def what(self) -> str:
@@ -98,9 +107,9 @@ def thread_wait(thread: ThreadStack) -> Wait:
     for rule in RULES:
         for frame in thread.frames[:1] if rule.innermost else thread.frames:
             if rule.file in frame.file and rule.name in frame.name:
-                return Wait(rule.kind, thread.name, frame)
+                return Wait(rule.kind, thread.name, frame, thread.active)
     innermost = thread.frames[0] if thread.frames else None
-    return Wait(PYTHON if innermost is not None else BACKGROUND, thread.name, innermost)
+    return Wait(PYTHON if innermost is not None else BACKGROUND, thread.name, innermost, thread.active)
 
 
 def process_wait(process: ProcessReading) -> Wait | None:
@@ -110,7 +119,7 @@ def process_wait(process: ProcessReading) -> Wait | None:
         return None
     waits = [thread_wait(t) for t in process.threads]
     main = [w for w, t in zip(waits, process.threads, strict=True) if t.thread_id == process.pid]
-    ranked = sorted(waits, key=lambda w: (ORDER.index(w.kind), w not in main))
+    ranked = sorted(waits, key=lambda w: (w.rank, w not in main))
     return ranked[0]
 
 

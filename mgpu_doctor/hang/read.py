@@ -31,7 +31,13 @@ def read_job(pids: Sequence[int], found_by: str, spy: PySpy,
             return absent(f"PID {pid} is gone", "gone"), 0.0
         if stat.state == "Z":
             return absent(f"PID {pid} is a zombie: it exited, its parent has not reaped it", "zombie"), 0.0
-        return spy.dump(pid, stopped=stat.state in STOPPED)
+        threads, took = spy.dump(pid, stopped=stat.state in STOPPED)
+        now = procfs.read_stat(pid, proc)
+        if isinstance(threads, Unavailable) and stat.state not in STOPPED and now is not None \
+                and now.state in STOPPED:  # stopped meanwhile: ptrace cannot pause it again
+            threads, more = spy.dump(pid, stopped=True)
+            took += more
+        return threads, took
 
     with ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL, len(pids)))) as pool:
         dumps = dict(zip(pids, pool.map(dump, pids), strict=True))
