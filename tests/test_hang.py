@@ -28,7 +28,6 @@ from mgpu_doctor.hang.section import HangRequest, read_hang
 from mgpu_doctor.hang.verdict import hang_outcome
 from mgpu_doctor.matrix.known_issues import load_matrix, parse_issue
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
-from mgpu_doctor.model.findings import Severity
 from mgpu_doctor.model.hang import Frame, HangReading, ProcessReading, ThreadStack
 from mgpu_doctor.multiworker.launcher import worker_env
 from mgpu_doctor.multiworker.tf_config import local_cluster
@@ -415,7 +414,7 @@ def test_a_blocked_tf_data_generator_is_an_input_pipeline_wait(capsys):
     pytest.importorskip("tensorflow")
     pyspy_or_skip()
     with job(([sys.executable, str(JOBS / "generator_blocks.py")], None)) as (pid,):
-        code, out, _ = run_cli(capsys, "hang", str(pid))
+        code, out, _ = run_cli(capsys, "hang", str(pid), "-v")
     flat = " ".join(out.split())
     assert code == 1
     assert f"PID {pid} waits in the input pipeline (OwnedIterator._next_internal" in flat
@@ -430,7 +429,7 @@ def test_a_pydataset_whose_worker_processes_never_answer_is_an_input_pipeline_wa
     pyspy_or_skip()
     with job(([sys.executable, str(JOBS / "pydataset_deadlock.py")], None)) as (pid,):
         time.sleep(1.0)
-        code, out, _ = run_cli(capsys, "hang", str(pid))
+        code, out, _ = run_cli(capsys, "hang", str(pid), "-v")
     flat = " ".join(out.split())
     assert code == 1
     assert f"PID {pid} waits in the input pipeline (" in flat
@@ -441,5 +440,5 @@ def test_a_slow_numpy_job_is_no_hang(capsys):
     pytest.importorskip("numpy")
     pyspy_or_skip()
     with job(([sys.executable, str(JOBS / "busy.py")], None)) as (pid,):
-        code, out, _ = run_cli(capsys, "hang", str(pid))
+        code, out, _ = run_cli(capsys, "hang", str(pid), "-v")
     assert code == 0 and f"No hang: PID {pid} computes (CPU time moves)" in out

@@ -41,9 +41,10 @@ class Rule:
 
 
 # Checked in this order against each frame of a thread, innermost first; the first rule any frame
-# matches decides, so the more telling rules come first. Helper threads that wait whether the job is
-# healthy or not (a pool's handlers, a PyDataset's producer) come after what can only be a real wait
-# and before the input pipeline their frames also belong to.
+# matches decides (with the innermost frame it matches), so the more telling rules come first.
+# Helper threads that wait whether the job is healthy or not (a pool's handlers, a PyDataset's
+# producer) come after what can only be a real wait and before the input pipeline their frames
+# also belong to.
 RULES = (
     Rule(COLLECTIVE, "distribute/cross_device_ops.py"),
     Rule(COLLECTIVE, "distribute/cross_device_utils.py"),
@@ -65,11 +66,11 @@ RULES = (
     Rule(BACKGROUND, "multiprocessing/pool.py", "Pool._handle_"),
     Rule(BACKGROUND, "data_adapters/py_dataset_adapter.py", "OrderedEnqueuer._run"),
     Rule(BACKGROUND, "concurrent/futures/thread.py", "_worker", innermost=True),
+    Rule(INPUT, "data_adapters/"),  # Keras's own input code first: it names the PyDataset's wait
+    Rule(INPUT, "utils/data_utils.py"),
     Rule(INPUT, "data/ops/iterator_ops.py"),
     Rule(INPUT, "data/ops/from_generator_op.py"),
     Rule(INPUT, "ops/script_ops.py"),
-    Rule(INPUT, "data_adapters/"),
-    Rule(INPUT, "utils/data_utils.py"),
     Rule(INPUT, "multiprocessing/pool.py"),
     Rule(INPUT, "multiprocessing/queues.py"),
     Rule(GRAPH, "eager/execute.py", "quick_execute"),
@@ -106,10 +107,14 @@ class Wait:
 def thread_wait(thread: ThreadStack) -> Wait:
     for rule in RULES:
         for frame in thread.frames[:1] if rule.innermost else thread.frames:
-            if rule.file in frame.file and rule.name in frame.name:
+            if _matches(rule, frame):
                 return Wait(rule.kind, thread.name, frame, thread.active)
     innermost = thread.frames[0] if thread.frames else None
     return Wait(PYTHON if innermost is not None else BACKGROUND, thread.name, innermost, thread.active)
+
+
+def _matches(rule: Rule, frame: Frame) -> bool:
+    return rule.file in frame.file and rule.name in frame.name
 
 
 def process_wait(process: ProcessReading) -> Wait | None:
