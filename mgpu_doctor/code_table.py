@@ -14,6 +14,7 @@ from mgpu_doctor.checks.base import MOSTLY_SKIPPED_CODE, Scope
 from mgpu_doctor.drift import compare as drift
 from mgpu_doctor.fleet.checks import FLEET_CHECKS
 from mgpu_doctor.gate.requirements import GATE_CODES
+from mgpu_doctor.hang import verdict as hang
 from mgpu_doctor.model.codes import RENAMED, crash_code
 from mgpu_doctor.model.findings import MOSTLY_SKIPPED_CHECK
 from mgpu_doctor.multiworker import findings as multiworker
@@ -64,6 +65,7 @@ def declared_codes() -> list[CodeRow]:
     rows += [(code, f"`fleet`: `{c.name}`") for c in FLEET_CHECKS for code in c.codes]
     rows += [(code, f"`check --from PASTE`: `{pasted.NAME}`") for code in pasted.CODES]
     rows += [(code, "`check --baseline FILE`: `drift`") for code in drift.CODES]
+    rows += [(code, "`hang`, `report --hang`") for code in hang.CODES]
     emitters: dict[str, list[str]] = {}
     for code, by in rows:
         emitters.setdefault(code, [])

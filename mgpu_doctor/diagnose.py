@@ -56,6 +56,8 @@ from mgpu_doctor.training.observed import model_outcome, with_observed
 
 if TYPE_CHECKING:
     from mgpu_doctor.environment.library_view import LibrariesView
+    from mgpu_doctor.hang.section import HangRequest
+    from mgpu_doctor.model.hang import HangReading
     from mgpu_doctor.smoke.section import SmokeSection
 
 EnvCheck = Check[ResolvedEnvironment]
@@ -84,6 +86,7 @@ class DiagnoseOptions:
     model: ModelRequest | None = None  # --model: the user's model, built and read in a child
     logs: tuple[Path, ...] = ()  # --log FILE: training logs whose lines may show the failure
     code: tuple[Path, ...] = ()  # --code PATH: the user's training code, read and never run
+    hang: HangRequest | None = None  # `report --hang`: read the running job too
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,7 @@ class Facts:
     level: str = ""  # the level the file's report ran at, where it says
     training: TrainingProfile | None = None  # the training profile the file's report recorded
     code: CodeReading | None = None  # a paste's code blocks, read and never run
+    hang: HangReading | None = None  # the hung job a report recorded (`report --hang`)
 
 
 def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
@@ -144,6 +148,11 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
                                layer_outcomes(section.runs if section is not None else None))
     outcomes += [replace(o, section=Section.SMOKE) for o in (section.outcomes if section is not None else [])]
     outcomes += [run_check(c, env) for c in gates]
+    hang = hang_section(options, facts, progress)
+    if hang is not None:
+        from mgpu_doctor.hang.section import hang_check
+
+        outcomes.insert(0, hang_check(hang, options.matrix_dirs))
     drift = None
     if options.baseline is not None:  # what changed since a known-good run, listed first
         from mgpu_doctor.drift.baseline import load_baseline
@@ -166,7 +175,7 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
         quick=options.quick and options.from_file is None, notes=notes,
         smoke_runs=section.runs if section is not None else [], devices=device_rows(original),
         libraries=view, level=options.level if options.from_file is None else "", drift=drift,
-        training=training,
+        training=training, hang=hang,
     )
     report = acknowledge(report, options)
     if options.redact:
@@ -248,7 +257,8 @@ def obtain_facts(options: DiagnoseOptions, progress: Progress | None = None) -> 
         level = (document.report_data or {}).get("level")
         return Facts(mask_snapshot(document.snapshot), f"snapshot {options.from_file}", runs,
                      level if isinstance(level, str) else "",
-                     recorded_training(document.report_data, options.from_file))
+                     recorded_training(document.report_data, options.from_file),
+                     hang=recorded_hang(document.report_data, options.from_file))
     interpreter = options.interpreter or Interpreter.current()
     snapshot = gather_snapshot(GatherOptions(interpreter, quick=options.quick),
                                progress or (lambda *_a, **_k: None))
@@ -291,6 +301,30 @@ def pasted_facts(path: Path, not_json: NotJsonText) -> Facts:
         raise BadInput(f"{path}: {exc}") from None
     # Written elsewhere, by someone else: its credentials are masked, --no-redact or not.
     return Facts(mask_snapshot(snapshot), f"pasted text {path}", code=code)
+
+
+def recorded_hang(report_data: dict[str, Any] | None, path: Path) -> HangReading | None:
+    """The hung job a report recorded (None: none); read back only where a report holds one."""
+    if not (report_data or {}).get("hang"):
+        return None
+    from mgpu_doctor.hang.section import recorded_hang as decode
+    from mgpu_doctor.model.redact import map_strings
+    from mgpu_doctor.process.masking import mask_credentials
+
+    # Written elsewhere, perhaps by another tool: its command lines are masked, --no-redact or not.
+    return map_strings(decode(report_data, str(path)), mask_credentials)
+
+
+def hang_section(options: DiagnoseOptions, facts: Facts,
+                 progress: Progress | None = None) -> HangReading | None:
+    """``report --hang``: the running job read now; with --from, the one the file recorded."""
+    if options.hang is None or options.from_file is not None:
+        return facts.hang
+    from mgpu_doctor.hang.section import read_hang
+
+    if progress is not None:
+        progress("reading the stacks of the running job", slow=True)
+    return read_hang(options.hang)
 
 
 def recorded_training(report_data: dict[str, Any] | None, path: Path) -> TrainingProfile | None:

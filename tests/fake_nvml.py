@@ -43,6 +43,7 @@ class FakeGpu:
     processes: list[tuple[int, int | None]] = field(default_factory=list)
     nvlink_peers: list[str] = field(default_factory=list)  # remote bus ids, one per active link
     lost_after: str | None = None  # name of a call after which the GPU falls off the bus
+    utilisation: int | None = 37  # percent busy over NVML's last sample period
 
 
 @dataclass
@@ -168,6 +169,9 @@ class FakeNvml:
     def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list[Any]:
         return [SimpleNamespace(pid=pid, usedGpuMemory=mem)
                 for pid, mem in self._gpu(h, "processes").processes]
+
+    def nvmlDeviceGetUtilizationRates(self, h: int) -> Any:
+        return SimpleNamespace(gpu=self._opt(self._gpu(h, "utilisation").utilisation), memory=0)
 
     def nvmlDeviceGetGraphicsRunningProcesses(self, h: int) -> list[Any]:
         return []

@@ -23,7 +23,8 @@ from mgpu_doctor.process import interrupts
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 # Sub-command name -> its module (`mgpu_doctor.cli.<module>`), in the order `--help` lists them.
 COMMANDS = {"check": "check", "smoke": "smoke", "snapshot": "snapshot", "report": "report",
-            "devices": "devices", "libs": "libs", "matrix": "matrix", "fleet": "fleet", "profile": "profile"}
+            "devices": "devices", "libs": "libs", "matrix": "matrix", "fleet": "fleet", "profile": "profile",
+            "hang": "hang"}
 
 
 class _Parser(argparse.ArgumentParser):

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from typing import Any
 
 from mgpu_doctor.cli.common import interrupted_exit, progress_on_stderr
+from mgpu_doctor.cli.hang import add_hang_options, hang_request, pid_argument
 from mgpu_doctor.cli.options import add_diagnose_options, diagnose_options, path_text
 from mgpu_doctor.cli.output import out, write_text
 from mgpu_doctor.diagnose import diagnose
@@ -26,12 +28,19 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--format", choices=["markdown", "html"], default="markdown",
                    help="markdown (default: to paste into an issue) or html (one self-contained file "
                         "with the charts as SVG, for CI artifacts)")
+    p.add_argument("--hang", nargs="*", type=pid_argument, metavar="PID", default=None,
+                   help="also read the running (hung) job: its processes' stacks, states and GPUs "
+                        "(`mgpu-doctor hang`; default: the Python processes that hold GPUs or carry a "
+                        "TF_CONFIG); no smoke training runs beside it")
     add_diagnose_options(p)
+    add_hang_options(p, pids=False)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     options = diagnose_options(args, "report")
+    if args.hang is not None:  # the GPUs are the job's: nothing else trains on them meanwhile
+        options = replace(options, hang=hang_request(args, args.hang), smoke=None)
     with progress_on_stderr() as progress:
         result = diagnose(options, progress)
     if args.format == "html":

@@ -38,11 +38,13 @@ CONDITION_KEYS = ("layers", "usage", "without_usage", "min_gpus", "max_gpus", "m
 USAGE_KEYS = ("layers", "usage", "without_usage", "strategy", "scenario")
 ISSUE_KEYS = ("id", "title", "symptom", "confidence", "summary", "workaround", "fixed_in",
               "affects", "conditions", "sources", "examples", "signatures")
-SIGNATURE_KEYS = ("text", "source", "identifies")
+SIGNATURE_KEYS = ("text", "frames", "source", "identifies")
 # The one wildcard of a signature: any text within the line (a version, a shape, a path).
 WILDCARD = "\u2026"
 SIGNATURE_MIN_LITERAL = 20  # literal characters: shorter pieces match too many lines
 SIGNATURE_MAX_CHARS = 240
+# A frame of a stack signature: a function, then its file in parentheses (a wildcard may stand anywhere).
+FRAME_FORM = re.compile(r"[^()\s][^()]*? \([^()]*\.(?:py|so)[^()]*\)")
 SOURCE_KEYS = ("url", "kind", "title", "verified", "ref", "note")
 # Where a release fixes the bug an entry reports: an upper bound on these reads as "fixed in".
 FIXED_BY_RELEASE = ("tensorflow", "keras", "tf-keras", "nccl")
@@ -113,6 +115,9 @@ class Signature:
     text: str
     source: str  # the URL of the entry's source that shows the line
     identifies: bool = True
+    # A stack signature instead of a line (``text`` is then ""): frames as py-spy prints them,
+    # ``function (file…)``, that one thread of a hung process shows in this order, innermost first.
+    frames: tuple[str, ...] = ()
 
     @property
     def pieces(self) -> tuple[str, ...]:
@@ -496,11 +501,19 @@ def _signatures(raw: Any, sources: tuple[Source, ...], bad: Any) -> tuple[Signat
     out = []
     for name, sig in _tables(raw, "signatures", SIGNATURE_KEYS, "must be a table with text and source", bad):
         text, source, identifies = sig.get("text"), sig.get("source"), sig.get("identifies", True)
-        if not isinstance(text, str) or not text.strip():
-            bad(f"{name}.text", "required, the line as the source shows it")
-            continue
         if not isinstance(identifies, bool):
             bad(f"{name}.identifies", "must be true or false")
+            continue
+        if "frames" in sig:
+            frames = _frame_signature(sig["frames"], text, f"{name}.frames", bad)
+            if frames and (not isinstance(source, str) or source not in cited):
+                bad(f"{name}.source", "the URL (or a write-up's ref) of one of this entry's sources, the one "
+                    "whose thread shows the frames")
+            if frames:
+                out.append(Signature("", str(source), identifies, frames))
+            continue
+        if not isinstance(text, str) or not text.strip():
+            bad(f"{name}.text", "required, the line as the source shows it (or frames, a stack)")
             continue
         signature = Signature(text.strip(), source if isinstance(source, str) else "", identifies)
         literal = sum(len(p) for p in signature.pieces)
@@ -520,6 +533,31 @@ def _signatures(raw: Any, sources: tuple[Source, ...], bad: Any) -> tuple[Signat
                 "whose thread shows the line")
         out.append(signature)
     return tuple(out)
+
+
+def _frame_signature(raw: Any, text: Any, where: str, bad: Any) -> tuple[str, ...]:
+    """A stack signature: ``function (file…)`` lines, innermost first, with enough literal text."""
+    if text is not None:
+        bad(where, "a signature is a line (text) or a stack (frames), not both")
+        return ()
+    if not isinstance(raw, list) or not raw or not all(isinstance(f, str) and f.strip() for f in raw):
+        bad(where, "must be a non-empty array of frames, `function (file…)` as py-spy prints them")
+        return ()
+    frames = tuple(" ".join(f.split()) for f in raw)
+    for i, frame in enumerate(frames):
+        if not FRAME_FORM.fullmatch(frame):
+            bad(f"{where}[{i}]", f"{frame!r} is not `function (file…)`: the function, then its file in "
+                "parentheses (`OrderedEnqueuer.get (keras/src/trainers/data_adapters/…)`)")
+            return ()
+        if len(frame) > SIGNATURE_MAX_CHARS:
+            bad(f"{where}[{i}]", f"{len(frame)} characters, at most {SIGNATURE_MAX_CHARS}")
+            return ()
+    literal = sum(len(p) for f in frames for p in f.split(WILDCARD))
+    if literal < SIGNATURE_MIN_LITERAL:
+        bad(where, f"{literal} literal characters besides {WILDCARD}, at least {SIGNATURE_MIN_LITERAL}: "
+            "fewer match too many stacks")
+        return ()
+    return frames
 
 
 def known_issue_paths(directory: Path) -> list[Path]:

@@ -1,5 +1,6 @@
 """Known issues recognised by what the failure printed: the entries' signatures matched against
-the lines of a text the doctor holds (a paste, a training log, a smoke run's error and stderr).
+the lines of a text the doctor holds (a paste, a training log, a smoke run's error and stderr),
+and their stack signatures against the threads of a hung process (`mgpu-doctor hang`).
 
 Pure and linear: a signature's pieces are found in order with ``str.find`` in one line; no
 pattern is compiled from data.
@@ -10,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from mgpu_doctor.matrix.known_issues import KnownIssue, Signature
+from mgpu_doctor.matrix.known_issues import WILDCARD, KnownIssue, Signature
 from mgpu_doctor.model.evidence import EvidenceLine
+from mgpu_doctor.model.hang import Frame, ThreadStack
 
 
 @dataclass(frozen=True)
@@ -69,3 +71,40 @@ def text_lines(text: str, first_line: int = 0) -> list[EvidenceLine]:
     none (a smoke run's error has no line numbers worth showing)."""
     return [EvidenceLine(first_line + i if first_line else 0, line)
             for i, line in enumerate(text.splitlines()) if line.strip()]
+
+
+@dataclass(frozen=True)
+class StackHit:
+    """An entry whose stack signature a thread's frames matched."""
+
+    issue: KnownIssue
+    signature: Signature
+    thread: ThreadStack
+    frame: Frame  # the innermost frame the signature matched
+
+
+def frames_match(patterns: Sequence[str], frames: Sequence[Frame]) -> Frame | None:
+    """The frame the first pattern matched, where every pattern matches a frame in order (innermost
+    first); a frame reads as py-spy prints it, ``function (file:line)``."""
+    texts = [normalised(str(f)) for f in frames]
+    at, first = 0, None
+    for pattern in patterns:
+        pieces = tuple(p for p in (normalised(part) for part in pattern.split(WILDCARD)) if p)
+        while at < len(texts) and not pieces_in(pieces, texts[at]):
+            at += 1
+        if at == len(texts):
+            return None
+        first = first or frames[at]
+        at += 1
+    return first
+
+
+def stack_hits(issues: Iterable[KnownIssue], threads: Sequence[ThreadStack]) -> list[StackHit]:
+    """Every entry one of the threads matches, once, with the first thread that did."""
+    hits = []
+    for issue in issues:
+        hit = next((StackHit(issue, s, t, f) for s in issue.signatures if s.frames for t in threads
+                    for f in [frames_match(s.frames, t.frames)] if f is not None), None)
+        if hit is not None:
+            hits.append(hit)
+    return hits

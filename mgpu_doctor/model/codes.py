@@ -58,6 +58,7 @@ AREAS: dict[str, str] = {
     "fleet": "`fleet`'s comparison of nodes",
     "pasted": "what a pasted text's own log lines prove (`check --from ISSUE.txt`)",
     "drift": "what changed since a known-good run (`check --baseline FILE`)",
+    "hang": "a running job read while it hangs (`hang`, `report --hang`)",
 }
 
 # Old code -> its current name. Findings carry the current name; what names an old one (an

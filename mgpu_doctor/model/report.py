@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from mgpu_doctor.model.device_row import DeviceRow
 from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Severity
+from mgpu_doctor.model.hang import HangReading
 from mgpu_doctor.model.serde import to_jsonable
 from mgpu_doctor.model.smoke_runs import SmokeRun
 from mgpu_doctor.model.snapshot import Snapshot
@@ -74,6 +75,9 @@ class Report:
     # How the user trains: declared (files, options, query terms) and observed facts; None: not
     # judged against one (fleet, libs before profiles existed).
     training: TrainingProfile | None = None
+    # `hang`, `report --hang`: the running job's processes read while it hangs; the verdict is the
+    # check `hang` in `checks`. None: no job was read.
+    hang: HangReading | None = None
 
     @property
     def findings(self) -> list[Finding]:
@@ -117,6 +121,7 @@ def new_report(
     level: str = "",
     drift: Drift | None = None,
     training: TrainingProfile | None = None,
+    hang: HangReading | None = None,
 ) -> Report:
     """A report of this schema; a section not given is empty."""
     return Report(
@@ -124,5 +129,5 @@ def new_report(
         command=command, source=source, quick=quick, snapshot=snapshot, checks=checks,
         notes=list(notes or []), query=dict(query or {}), fleet=fleet, smoke_runs=list(smoke_runs or []),
         multiworker_runs=list(multiworker_runs or []), devices=list(devices or []), libraries=libraries,
-        level=level, drift=drift, training=training,
+        level=level, drift=drift, training=training, hang=hang,
     )
