@@ -139,8 +139,8 @@ def to_size(unit: str, size: int = PASTE_BYTES) -> str:
 
 
 def paste_times(limit: int | None = None) -> dict[str, float]:
-    forms = {f"paste {path.stem} x{PASTE_BYTES // max(1, path.stat().st_size)}": path.read_text(encoding="utf-8")
-             for path in sorted(PASTES.glob("*.md"))}
+    forms = {f"paste {path.stem} x{PASTE_BYTES // max(1, path.stat().st_size)}":
+             path.read_text(encoding="utf-8") for path in sorted(PASTES.glob("*.md"))}
     forms.update({f"paste shape: {name}": unit for name, unit in SHAPES.items()})
     times = {}
     with tempfile.TemporaryDirectory() as tmp:
