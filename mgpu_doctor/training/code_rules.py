@@ -116,14 +116,15 @@ class CodeFact:
         return f"{self.file}:{self.line} {self.why} -> {self.word}"
 
 
-def read_source(text: str, file: str) -> tuple[list[CodeFact], bool]:
-    """The facts a source text shows, and whether all of it could be parsed."""
+def read_source(text: str, file: str, offset: int = 0) -> tuple[list[CodeFact], bool]:
+    """The facts a source text shows, and whether all of it could be parsed; ``offset``: the lines
+    before it in its file (a code block of a paste), added to every line number."""
     source = _as_python3(text)
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return _read_in_blocks(source, file), False
-    return _Reader(file).read(tree), True
+        return _read_in_blocks(source, file, offset), False
+    return _Reader(file, offset=offset).read(tree), True
 
 
 def _as_python3(text: str) -> str:
@@ -138,7 +139,7 @@ def _as_python3(text: str) -> str:
     return "\n".join(lines)
 
 
-def _read_in_blocks(source: str, file: str) -> list[CodeFact]:
+def _read_in_blocks(source: str, file: str, offset: int = 0) -> list[CodeFact]:
     """A fragment: each top-level block parsed alone (dedented); a block that still fails is read
     line by line for the names it calls."""
     lines = source.split("\n")
@@ -148,7 +149,7 @@ def _read_in_blocks(source: str, file: str) -> list[CodeFact]:
     if bounds and bounds[0][0] > 0:
         bounds.insert(0, (0, bounds[0][0]))
     for first, end in bounds:
-        facts += _read_block(lines[first:end], first, file)
+        facts += _read_block(lines[first:end], offset + first, file)
     return facts
 
 
