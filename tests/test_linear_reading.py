@@ -14,6 +14,7 @@ import json
 import pkgutil
 import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +25,8 @@ from mgpu_doctor.model.cluster import cluster_hosts
 from mgpu_doctor.pasted.split import MAX_FACTS_SHOWN, split_paste
 from mgpu_doctor.pasted.text import paste_lines
 from tests.scenarios import path_of
+
+PASTES = Path(__file__).parent / "data" / "pastes"
 
 MODULES = [f"mgpu_doctor.pasted.{m.name}" for m in pkgutil.iter_modules(pasted_package.__path__)] + [
     "mgpu_doctor.model.evidence", "mgpu_doctor.model.cluster", "mgpu_doctor.process.masking",
@@ -142,3 +145,39 @@ def test_the_html_report_writes_control_characters_out(capsys, tmp_path):
     page = capsys.readouterr().out
     assert not re.search("[\x1b\x07\u202e]", page)
     assert "\\x1b]0;title\\x07 thing" in page
+
+
+def test_a_template_block_that_fails_is_not_read_again_from_each_of_its_lines(monkeypatch):
+    # An "Environment:" paste repeated (matterport/Mask_RCNN#511 as tests/data/pastes holds it) made
+    # one block that never had enough keys, read again from each of its lines: 1 MiB took 25 s.
+    from mgpu_doctor.pasted import system_info
+
+    unit = (PASTES / "other-maskrcnn-511-prose-1.7.md").read_text(encoding="utf-8")
+    lines = paste_lines(unit * 500)
+    examined = []
+    real = system_info._read_block
+
+    def counting(lines: list[str], start: int):
+        block, seen = real(lines, start)
+        examined.append(seen - start + 1)
+        return block, seen
+
+    monkeypatch.setattr(system_info, "_read_block", counting)
+    system_info.find_system_info(lines)
+    assert sum(examined) <= 3 * len(lines), (sum(examined), len(lines))
+
+
+def test_the_code_blocks_of_a_long_paste_are_read_each_once(monkeypatch):
+    # tensorflow/tensorflow#29948's log in a ```python fence, repeated: each block was padded with
+    # the newlines of every line before it, so the reading grew with the square of the paste.
+    from mgpu_doctor.training import code
+
+    unit = (PASTES / "tf-29948-log-2.0beta.md").read_text(encoding="utf-8")
+    text = unit * 200
+    read = []
+    real = code.read_source
+    monkeypatch.setattr(code, "read_source", lambda body, name, offset=0: (read.append(len(body)),
+                                                                           real(body, name, offset))[1])
+    reading = code.paste_reading(text, "the pasted text")
+    assert read and sum(read) <= len(text)
+    assert reading is not None
