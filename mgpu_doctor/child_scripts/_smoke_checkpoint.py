@@ -9,7 +9,9 @@ runtime (the worker imports TensorFlow but never starts it):
   parent judges the prediction differences (mgpu_doctor/smoke/checkpoint.py). The user's model
   (``smoke --model``) goes the same way, built by its function and fed its data; its full-model
   formats load with the classes of its module as custom objects, uncompiled (the predictions
-  need no optimizer, loss or metrics).
+  need no optimizer, loss or metrics). A format that failed for it is tried again in a fresh
+  process on one device without a strategy: failing there too, it is the format's limit for that
+  model (the step's ``model_limit``), not a multi-device problem.
 - "resume": train with tf.keras.callbacks.BackupAndRestore uninterrupted (the reference);
   train again and SIGKILL the process in epoch 2; restart it and see where it begins and with
   which final weights.
