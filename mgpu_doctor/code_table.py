@@ -31,6 +31,7 @@ SMOKE_CODES = (
     "smoke.LAYER.retried", "smoke.LAYER.intermittent-crash", "smoke.LAYER.loss-mismatch",
     "smoke.LAYER.uneven-final-batch", "smoke.LAYER.memory-growth", "smoke.LAYER.poor-scaling",
     "smoke.LAYER.save-failed", "smoke.LAYER.load-failed", "smoke.LAYER.reload-differs",
+    "smoke.LAYER.format-unusable",
     "smoke.LAYER.resume-failed", "smoke.LAYER.input-bound", "smoke.LAYER.never-pays-off",
     "smoke.LAYER.pays-off", "smoke.LAYER.leak",
     "smoke.batchnorm.unsynced-statistics", "smoke.batch-indivisible", "smoke.scaling-map",

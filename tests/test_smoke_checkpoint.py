@@ -68,6 +68,27 @@ def test_checkpoint_steps_make_the_status_and_the_finding(steps, status, code):
     assert [f.code for f in outcome.findings] == [code]
 
 
+def test_a_format_the_user_model_cannot_use_without_a_strategy_either_is_info_not_a_failure():
+    """HDF5 and a subclassed model in Keras 2: the save fails on one device without a strategy too
+    (the child's control), so the run passes with the other formats and says which one and why."""
+    limit = "NotImplementedError: Saving the model to HDF5 format requires the model to be a Functional model"
+    h5 = CheckpointStep(format="h5", stage="save", ok=False, error=limit, model_limit=limit)
+    custom = "TypeError: Unable to revive model from config"
+    reload = load("keras", 2, ok=False, error=custom)
+    steps = SAVED + [h5, load("weights", 1), replace(reload, model_limit=custom)]
+    assert checkpoint_status("ok", steps) == "ok"
+    findings = {f.code: f for f in smoke_outcomes([replace(ckpt_run("ok", steps), layer="model")])[0].findings}
+    ok, limited = findings.pop("smoke.model.ok"), findings.pop("smoke.model.format-unusable")
+    assert not findings and "formats: weights, tf_checkpoint" in ok.evidence
+    assert limited.code == "smoke.model.format-unusable" and limited.severity is Severity.INFO
+    assert "HDF5" in limited.title and "without a strategy either" in limited.title
+    assert f"h5 (one device, no strategy): {limit}" in limited.evidence
+    assert f"keras (one device, no strategy): {custom}" in limited.evidence
+    # the same failures where the control worked: the devices' doing, errors as before
+    assert checkpoint_status("ok", SAVED + [replace(h5, model_limit="")]) == "save-failed"
+    assert checkpoint_status("ok", SAVED + [reload]) == "load-failed"
+
+
 def test_resume_that_starts_from_scratch_or_ends_elsewhere_fails():
     good = CheckpointStep(format="backup_and_restore", stage="resume", load_devices=2, ok=True,
                           max_abs_diff=0.0, max_abs_reference=0.4, resumed_at_epoch=1, killed_in_epoch=2)

@@ -1,13 +1,15 @@
 """`--model MODULE:FUNCTION`: the user's own model, built and read in a real child process.
 
 The model module is tests/user_models/gru_mixed.py (GRU, Dropout, a custom metric, mixed_float16)
-with model functions that raise, hang and return no model.
+with model functions that raise, hang and return no model; tests/user_models/model_kinds.py holds
+the other kinds of model people write (subclassed, built or not, with its own train_step; two inputs).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -31,6 +33,7 @@ from mgpu_doctor.smoke.rules import compare_with_single, smoke_outcomes
 from mgpu_doctor.smoke.runner import run_suite
 from mgpu_doctor.training.apply import with_training
 from mgpu_doctor.training.observed import layer_words, model_outcome, usage_words, with_observed
+from tests.user_model_runs import MODEL_KINDS, TRACED, traced_in, trained_runs
 
 USER_MODELS = str(Path(__file__).parent / "user_models")
 
@@ -326,3 +329,54 @@ def test_when_the_model_fails_no_smoke_run_starts(capsys, tmp_path):
     smoke = next(c for c in report["checks"] if c["name"] == "smoke")
     assert smoke["status"] == "skipped" and "your module did not import" in smoke["skip_reason"]
     assert [f["code"] for c in report["checks"] for f in c["findings"]] == ["user-model.import-failed"]
+
+
+# ----------------------------------------------------------------------------- every kind of model
+
+def smoke_model(capsys, *argv: str) -> dict:
+    code = main(["smoke", *argv, "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0, [(c["name"], c["status"]) for c in out["checks"]]
+    return out
+
+
+@pytest.mark.tensorflow
+@pytest.mark.slow
+def test_an_unbuilt_subclassed_model_with_its_own_train_step_trains_from_a_src_layout(capsys, monkeypatch,
+                                                                                      tmp_path):
+    """src/shop/models.py, run from the project's root without --model-path: found, read, trained
+    1 vs N and saved and reloaded; its variables are made by its first batch (its parameters are
+    counted after it), and fit calls its own train_step."""
+    package = tmp_path / "src" / "shop"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    shutil.copy(MODEL_KINDS, package / "models.py")
+    traced = tmp_path / "traced.txt"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setenv(TRACED, str(traced))
+    runs = trained_runs(smoke_model(capsys, "--model", "shop.models:subclassed", "--data", "shop.models:data"))
+    assert {runs[k]["parameters"] for k in (("even", 1), ("even", 2))} == {65}
+    assert runs[("even", 2)]["replicas_identical"] is True
+    assert traced_in(traced) >= 4  # the three trainings and the one before saving, each a process
+
+
+@pytest.mark.tensorflow
+@pytest.mark.slow
+def test_a_subclassed_model_built_with_an_input_shape_trains_on_data_shaped_from_it(capsys, monkeypatch):
+    """No --data: the synthetic data takes the shape model.build was given; Keras 3's build marks
+    the model built without its layers' variables, which the reloads must make before loading."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    runs = trained_runs(smoke_model(capsys, "--model", "model_kinds:subclassed_built", "--model-path", USER_MODELS))
+    assert runs[("even", 1)]["losses"] and runs[("even", 1)]["parameters"] == 65
+    loads = [s for s in runs[("checkpoint", 2)]["checkpoint"] if s["stage"] == "load"]
+    assert {s["format"] for s in loads} >= {"keras", "weights"} and all(s["ok"] for s in loads), loads
+
+
+@pytest.mark.tensorflow
+@pytest.mark.slow
+def test_a_functional_model_with_two_inputs_and_two_outputs_trains(capsys, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    runs = trained_runs(smoke_model(capsys, "--model", "model_kinds:two_inputs", "--model-path", USER_MODELS))
+    one, two = runs[("even", 1)], runs[("even", 2)]
+    assert one["losses"] == pytest.approx(two["losses"], rel=1e-4)

@@ -9,7 +9,9 @@ runtime (the worker imports TensorFlow but never starts it):
   parent judges the prediction differences (mgpu_doctor/smoke/checkpoint.py). The user's model
   (``smoke --model``) goes the same way, built by its function and fed its data; its full-model
   formats load with the classes of its module as custom objects, uncompiled (the predictions
-  need no optimizer, loss or metrics).
+  need no optimizer, loss or metrics). A format that failed for it is tried again in a fresh
+  process on one device without a strategy: failing there too, it is the format's limit for that
+  model (the step's ``model_limit``), not a multi-device problem.
 - "resume": train with tf.keras.callbacks.BackupAndRestore uninterrupted (the reference);
   train again and SIGKILL the process in epoch 2; restart it and see where it begins and with
   which final weights.
@@ -146,6 +148,36 @@ def _load_model(api, spec, path):
     return api.load_model(path)
 
 
+def _save(api, model, fmt, paths):
+    if fmt == "keras":
+        model.save(paths[fmt])
+    elif fmt == "weights":
+        model.save_weights(paths[fmt])
+    elif fmt == "tf_checkpoint":
+        api.tf_checkpoint(model, paths[fmt], write=True)
+    elif fmt == "savedmodel":
+        model.save(paths[fmt], save_format="tf")
+    else:
+        model.save(paths[fmt], save_format="h5")
+
+
+def _load(api, np, spec, fmt, paths, probe):
+    """The model saved as ``fmt``: loaded whole, or built by its function and its weights restored."""
+    if fmt in ("keras", "savedmodel", "h5"):
+        return _load_model(api, spec, paths[fmt])
+    model = _compiled(api, spec)
+    if not model.weights:
+        # A subclassed model makes its variables on its first batch (Keras 3: also after
+        # model.build(input_shape) without a build method): load_weights refuses or skips it, a
+        # checkpoint's restore waits for variables never made.
+        _predict(np, model, probe)
+    if fmt == "weights":
+        model.load_weights(paths[fmt])
+    else:
+        api.tf_checkpoint(model, paths[fmt], write=False)
+    return model
+
+
 def save_stage(api, configure_devices, spec, directory):
     import numpy as np
 
@@ -164,18 +196,9 @@ def save_stage(api, configure_devices, spec, directory):
     for fmt in api.checkpoint_formats():
         step = {"format": fmt, "stage": "save", "load_devices": 0, "ok": False}
         try:
-            if fmt == "keras":
-                if fault == "unsaveable":
-                    raise RuntimeError("injected fault: saving the .keras file fails")
-                model.save(paths[fmt])
-            elif fmt == "weights":
-                model.save_weights(paths[fmt])
-            elif fmt == "tf_checkpoint":
-                api.tf_checkpoint(model, paths[fmt], write=True)
-            elif fmt == "savedmodel":
-                model.save(paths[fmt], save_format="tf")
-            else:
-                model.save(paths[fmt], save_format="h5")
+            if fmt == "keras" and fault == "unsaveable":
+                raise RuntimeError("injected fault: saving the .keras file fails")
+            _save(api, model, fmt, paths)
             step["ok"] = True
         except Exception as exc:
             step["error"] = _error(exc)
@@ -197,14 +220,7 @@ def load_stage(api, configure_devices, spec, directory, devices, formats, refere
         step = {"format": fmt, "stage": "load", "load_devices": devices, "ok": False}
         try:
             with strategy.scope():
-                if fmt in ("keras", "savedmodel", "h5"):
-                    model = _load_model(api, spec, paths[fmt])
-                else:
-                    model = _compiled(api, spec)
-                    if fmt == "weights":
-                        model.load_weights(paths[fmt])
-                    else:
-                        api.tf_checkpoint(model, paths[fmt], write=False)
+                model = _load(api, np, spec, fmt, paths, probe)
             if drift:
                 model.set_weights([w + 0.01 for w in model.get_weights()])
             got = _predict(np, model, probe)
@@ -221,6 +237,35 @@ def load_stage(api, configure_devices, spec, directory, devices, formats, refere
         steps.append(step)
         _mgpu_child.heartbeat("loaded %s" % fmt)
     return {"steps": steps}
+
+
+def control_stage(api, configure_devices, spec, directory, formats):
+    """The user's model built on one device without a strategy, saved in ``formats`` and loaded
+    back in this process: a format that fails here too cannot hold this model at all (HDF5 and a
+    subclassed model in Keras 2, a class whose config does not rebuild it), whatever the devices.
+    For each format that fails: the first error."""
+    import numpy as np
+
+    configure_devices(api, dict(spec, devices=1))
+    probe = _load_probe(np, os.path.join(directory, "probe.npz"))
+    paths = _paths(os.path.join(directory, "control"), api.flavor)
+    os.makedirs(os.path.join(directory, "control"))
+    api.set_seed(int(spec.get("seed", 7)))
+    model = _compiled(api, spec)
+    _predict(np, model, probe)  # made as by its first batch
+    limits = {}
+    for fmt in formats:
+        try:
+            _save(api, model, fmt, paths)
+        except Exception as exc:
+            limits[fmt] = _error(exc)
+            continue
+        try:
+            _predict(np, _load(api, np, spec, fmt, paths, probe), probe)
+        except Exception as exc:
+            limits[fmt] = _error(exc)
+        _mgpu_child.heartbeat("control %s" % fmt)
+    return {"limits": limits}
 
 
 def resume_stage(api, configure_devices, spec, backup_dir, weights_path, kill):
@@ -356,9 +401,29 @@ def run_checkpoint(api, configure_devices, spec, result, workdir):
                 steps.append(_failure(step, how) if why is None else dict(step, ok=False, error=why))
         else:
             steps.extend(loaded["steps"])
+    if spec["layer"] == _smoke_user_model.USER_MODEL:
+        _mark_model_limits(api, configure_devices, spec, directory, workdir, steps)
     result["checkpoint"] = steps
     result["stage_times_s"] = timings
     result["status"] = "ok"  # the parent judges the steps
+
+
+def _mark_model_limits(api, configure_devices, spec, directory, workdir, steps):
+    """The user's formats that failed, tried again on one device without a strategy (a fresh
+    process): each failed step of a format that fails there too carries that error as
+    ``model_limit``, the format's limit for this model, not a multi-device problem."""
+    failed = []
+    for step in steps:
+        if not step.get("ok") and step["format"] not in failed and step["format"] in _paths("", api.flavor):
+            failed.append(step["format"])
+    if not failed:
+        return
+    control, _ = in_fresh_process(lambda: control_stage(api, configure_devices, spec, directory, failed),
+                                  os.path.join(workdir, "control.json"))
+    limits = (control or {}).get("limits") or {}
+    for step in steps:
+        if not step.get("ok") and step["format"] in limits:
+            step["model_limit"] = limits[step["format"]]
 
 
 def _skip_unsupported(api, spec, result):

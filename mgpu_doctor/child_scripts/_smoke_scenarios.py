@@ -199,14 +199,13 @@ def _accepts(function, name):
 
 
 def import_function(text, path=None):
-    """``module:function`` (``path`` first on sys.path) -> the function; ImportError / AttributeError
-    from the user's module as they are."""
-    if path:
-        for entry in reversed([p for p in path.split(os.pathsep) if p]):
-            if entry not in sys.path:
-                sys.path.insert(0, entry)
-    if os.getcwd() not in sys.path:
-        sys.path.append(os.getcwd())
+    """``module:function`` -> the function; ImportError / AttributeError from the user's module as
+    they are. Looked for in ``path``'s folders, then the working directory (as ``python -m`` does),
+    then the interpreter's own sys.path."""
+    entries = [p for p in (path or "").split(os.pathsep) if p] + [os.getcwd()]
+    for entry in reversed(entries):
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
     module_name, _, name = text.partition(":")
     module = importlib.import_module(module_name)
     target = module

@@ -13,6 +13,7 @@ from _smoke_scenarios import Plain, import_function
 
 SEED = 1234
 USER_MODEL = "model"  # the run's layer word (mgpu_doctor/smoke/plan.py USER_MODEL)
+PREDICT_SAMPLES = 8  # a subclassed model's outputs: what it predicts for this many inputs
 
 
 class UserModel(Plain):
@@ -84,19 +85,85 @@ def _dtype(tensor):
     return str(getattr(dtype, "name", dtype))
 
 
-def _inputs(np, rng, model, samples):
-    arrays = []
-    for tensor in model.inputs:
-        shape, dtype = _shape(tensor, samples), _dtype(tensor)
-        if dtype == "string":
-            arrays.append(rng.choice(np.array(["alpha", "beta", "gamma"]), size=shape))
-        elif dtype == "bool":
-            arrays.append(rng.randint(0, 2, size=shape).astype("bool"))
-        elif dtype.startswith(("int", "uint")):
-            arrays.append(rng.randint(0, 2, size=shape).astype(dtype))
-        else:
-            arrays.append(rng.randn(*shape).astype("float32"))
+class _Spec(object):
+    """An input known only by the shape the model was built with (``model.build(input_shape)``)."""
+
+    def __init__(self, shape):
+        self.shape = list(shape)
+        self.dtype = "float32"
+
+
+def _built_shape(model):
+    """The input shape ``model.build`` was given: Keras 3 keeps it by argument name, Keras 2 and
+    tf.keras 1.15 as it came; None when the model was never built."""
+    shapes = getattr(model, "_build_shapes_dict", None)
+    if isinstance(shapes, dict) and len(shapes) == 1:
+        return list(shapes.values())[0]
+    return getattr(model, "_build_input_shape", None)
+
+
+def _is_shape(value):
+    return isinstance(value, (list, tuple)) and all(d is None or isinstance(d, int) for d in value)
+
+
+def _input_specs(model):
+    """What the model eats, as tensors (``model.inputs``) or shapes; a dict where it was built with
+    a dict of shapes; None when nothing says (a subclassed model never built or called)."""
+    try:
+        inputs = model.inputs
+    except AttributeError:  # Keras 3: a subclassed model has no inputs
+        inputs = None
+    if inputs:
+        return list(inputs)
+    shape = _built_shape(model)
+    if hasattr(shape, "as_list"):
+        shape = shape.as_list()
+    if isinstance(shape, dict):
+        return dict((k, _Spec(v.as_list() if hasattr(v, "as_list") else v)) for k, v in shape.items())
+    if _is_shape(shape):
+        return [_Spec(shape)]
+    if isinstance(shape, (list, tuple)) and shape and all(_is_shape(s) or hasattr(s, "as_list") for s in shape):
+        return [_Spec(s.as_list() if hasattr(s, "as_list") else s) for s in shape]
+    return None
+
+
+def _array(np, rng, tensor, samples):
+    shape, dtype = _shape(tensor, samples), _dtype(tensor)
+    if dtype == "string":
+        return rng.choice(np.array(["alpha", "beta", "gamma"]), size=shape)
+    if dtype == "bool":
+        return rng.randint(0, 2, size=shape).astype("bool")
+    if dtype.startswith(("int", "uint")):
+        return rng.randint(0, 2, size=shape).astype(dtype)
+    return rng.randn(*shape).astype("float32")
+
+
+def _inputs(np, rng, specs, samples):
+    if isinstance(specs, dict):
+        return dict((k, _array(np, rng, t, samples)) for k, t in specs.items())
+    arrays = [_array(np, rng, t, samples) for t in specs]
     return arrays[0] if len(arrays) == 1 else tuple(arrays)
+
+
+def _outputs(np, model, x):
+    """The model's outputs: its output tensors, else (a subclassed model) what it predicts for a
+    few of the inputs, which builds it as its first batch would."""
+    try:
+        outputs = model.outputs
+    except AttributeError:
+        outputs = None
+    if outputs:
+        return list(outputs)
+    if isinstance(x, dict):
+        few = dict((k, v[:PREDICT_SAMPLES]) for k, v in x.items())
+    elif isinstance(x, tuple):
+        few = tuple(v[:PREDICT_SAMPLES] for v in x)
+    else:
+        few = x[:PREDICT_SAMPLES]
+    got = model.predict(few, batch_size=PREDICT_SAMPLES, verbose=0)
+    if isinstance(got, dict):
+        return [np.asarray(got[k]) for k in sorted(got)]
+    return [np.asarray(g) for g in got] if isinstance(got, (list, tuple)) else [np.asarray(got)]
 
 
 def _loss_name(loss):
@@ -121,14 +188,16 @@ def _target(np, rng, tensor, loss, samples):
 def synthetic(np, model, samples):
     """Inputs and targets shaped from the model (one class or value per sample, seeded)."""
     rng = np.random.RandomState(SEED)
-    if not getattr(model, "inputs", None):
-        raise ValueError("the model has no known inputs (a subclassed model that was never called): "
-                         "give --data MODULE:FUNCTION, or build it with keras.Input")
-    x = _inputs(np, rng, model, samples)
-    outputs = list(model.outputs)
+    specs = _input_specs(model)
+    if not specs:
+        raise ValueError("the model has no known inputs (a subclassed model that is not built yet): "
+                         "give --data MODULE:FUNCTION, or build it in your function "
+                         "(model.build(input_shape), or keras.Input)")
+    x = _inputs(np, rng, specs, samples)
+    outputs = _outputs(np, model, x)
     loss = getattr(model, "loss", None)
     names = list(getattr(model, "output_names", None) or [])
-    if isinstance(loss, dict):
+    if isinstance(loss, dict) and len(names) == len(outputs):
         return x, dict((n, _target(np, rng, t, loss.get(n, "mse"), samples)) for n, t in zip(names, outputs))
     losses = loss if isinstance(loss, (list, tuple)) else [loss] * len(outputs)
     ys = [_target(np, rng, t, l, samples) for t, l in zip(outputs, losses)]

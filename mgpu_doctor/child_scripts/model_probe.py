@@ -248,8 +248,12 @@ def users_traceback(exc):
 
 def failure(stage, exc):
     info = _mgpu_child.describe_exception(exc)
-    return {"stage": stage, "error": {"type": info["type"], "message": info["message"][-2000:],
-                                      "traceback": users_traceback(exc)[-6000:]}}
+    error = {"type": info["type"], "message": info["message"][-2000:],
+             "traceback": users_traceback(exc)[-6000:]}
+    missing = getattr(exc, "name", None) if isinstance(exc, ImportError) else None
+    if isinstance(missing, str):  # the module Python did not find: the user's own, or one it imports
+        error["missing_module"] = missing[:200]
+    return {"stage": stage, "error": error}
 
 
 def main():

@@ -95,7 +95,6 @@ def train(tf, spec, result):
     way.before_build(result)
     with strategy.scope():
         model = way.build()
-    result["parameters"] = int(model.count_params())
     fault = parse_fault(spec["layer"], devices)
     dataset = way.dataset(x, y)
     if fault == "slow_input":
@@ -125,6 +124,9 @@ def train(tf, spec, result):
 
     _mgpu_child.heartbeat("model built")
     history = way.fit(strategy, model, dataset, epochs, [Watch()])
+    # Counted once trained: a subclassed model makes its variables on its first batch (before, Keras
+    # 2 raises and Keras 3 counts 0, even after model.build(input_shape) without a build method).
+    result["parameters"] = int(model.count_params())
     raw_losses = [float(v) for v in history.get("loss", [])]
     result["losses"] = [finite_or_none(v) for v in raw_losses]
     weights_finite = all(bool(np.all(np.isfinite(np.asarray(w)))) for w in model.get_weights())

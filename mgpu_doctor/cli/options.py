@@ -50,7 +50,14 @@ from mgpu_doctor.smoke.plan import (
 )
 from mgpu_doctor.smoke.plan import parse_layers as parse_smoke_layers
 from mgpu_doctor.smoke.request import DEFAULT_STALL_TIMEOUT_S, SmokeRequest, smoke_backend
-from mgpu_doctor.training.declared import PYPROJECT, PYPROJECT_TABLE, WORDS, declared_profile
+from mgpu_doctor.training.code_roots import code_roots
+from mgpu_doctor.training.declared import (
+    PYPROJECT,
+    PYPROJECT_TABLE,
+    WORDS,
+    declared_profile,
+    working_directory,
+)
 
 FAIL_ON_CHOICES = ("info", "warning", "error")
 MAX_STALL_TIMEOUT_S = 86400.0
@@ -160,7 +167,9 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
                        help="with --model: a function that returns a tf.data.Dataset or (x, y) arrays "
                             "(smoke trains on it; default: synthetic data shaped from the model's inputs)")
     group.add_argument("--model-path", type=path_text, metavar="DIR", action="append", default=[],
-                       help="put DIR first on the child's sys.path to import the module (repeatable)")
+                       help="put DIR first on the child's sys.path to import the module (repeatable; "
+                            "a src/ layout and the package folders of ./pyproject.toml are found "
+                            "without it)")
     group.add_argument("--model-timeout", type=float, default=DEFAULT_MODEL_TIMEOUT_S, metavar="S",
                        help=f"give up building the model after S seconds (default: "
                             f"{DEFAULT_MODEL_TIMEOUT_S:g})")
@@ -183,13 +192,19 @@ def model_request(args: argparse.Namespace) -> ModelRequest | None:
         if not Path(path).expanduser().is_dir():
             raise UsageError(f"--model-path {path}: no such directory")
     try:
-        return ModelRequest(
-            model=check_reference("--model", model),
-            data=check_reference("--data", data) if data is not None else "",
-            path=os.pathsep.join(str(Path(p).expanduser().absolute()) for p in paths),
-            timeout_s=float(timeout))
+        model_ref = check_reference("--model", model)
+        data_ref = check_reference("--data", data) if data is not None else ""
     except BadModelReference as exc:
         raise UsageError(str(exc)) from None
+    given = [(Path(p).expanduser().absolute(), "--model-path") for p in paths]
+    cwd = working_directory()
+    found = [(r.path, r.source) for r in code_roots(cwd)] if cwd is not None else []
+    dirs = given + [(p, why) for p, why in found if p not in {g for g, _ in given}]
+    searched = [f"{p} ({why})" for p, why in dirs]
+    if cwd is not None:
+        searched.append(f"{cwd} (the working directory)")
+    return ModelRequest(model=model_ref, data=data_ref, path=os.pathsep.join(str(p) for p, _ in dirs),
+                        timeout_s=float(timeout), searched=tuple(searched))
 
 
 def training_profile(args: argparse.Namespace) -> TrainingProfile:

@@ -64,6 +64,14 @@ class CheckpointStep:
     resumed_at_epoch: int | None = None  # 0-based first epoch after the restart (resume)
     killed_in_epoch: int | None = None  # 1-based
     error: str = ""
+    # The user's model only: the error this format gives it on one device without a strategy too,
+    # the format's limit for that model (HDF5 and a subclassed model in Keras 2), not the devices'.
+    model_limit: str = ""
+
+    @property
+    def failed(self) -> bool:
+        """The step did not run, for another reason than the model's own limit with the format."""
+        return not self.ok and not self.model_limit
 
     @property
     def tolerance(self) -> float:

@@ -24,6 +24,9 @@ class ModelRequest:
     data: str = ""  # "" or "package.module:function"
     path: str = ""  # os.pathsep-separated directories put first on the child's sys.path
     timeout_s: float = DEFAULT_MODEL_TIMEOUT_S
+    # Where each of those directories came from ("DIR (--model-path)", "DIR (a src/ layout)"),
+    # then the working directory: what a module not found was looked for in.
+    searched: tuple[str, ...] = ()
 
     def to_child(self) -> dict[str, str]:
         return {"model": self.model, "data": self.data, "path": self.path}
@@ -53,6 +56,7 @@ class ModelObservation:
     data: dict[str, Any] = field(default_factory=dict)
     error_type: str = ""
     error_message: str = ""
+    missing_module: str = ""  # an import that failed for a module not found: that module's name
     stack: str = ""  # the user's traceback, or every thread's stack at a hang
     returned: str = ""  # the class of what the function returned, when it was no model
     duration_s: float = 0.0

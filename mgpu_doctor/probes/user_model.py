@@ -49,6 +49,7 @@ def observation_from_outcome(request: ModelRequest, outcome: ChildOutcome) -> Mo
         request, str(data.get("stage", "child")), framework=str(data.get("framework", "")),
         facts=_mapping(data, "facts"), data=_mapping(data, "data"),
         error_type=str(error.get("type", "")), error_message=str(error.get("message", "")),
+        missing_module=str(error.get("missing_module") or "")[:200],
         stack=str(error.get("traceback", "")), returned=str(returned.get("class", "")), duration_s=took,
         threads=[str(t) for t in data.get("threads") or [] if isinstance(t, str)][:20],
     )

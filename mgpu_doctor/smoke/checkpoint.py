@@ -57,6 +57,7 @@ def steps_from_child(data: Any) -> list[CheckpointStep]:
             resumed_at_epoch=_int(item.get("resumed_at_epoch")),
             killed_in_epoch=_int(item.get("killed_in_epoch")),
             error=str(item.get("error", ""))[-4000:],
+            model_limit=str(item.get("model_limit") or "")[-4000:],
         ))
     return steps
 
@@ -70,11 +71,11 @@ def checkpoint_status(status: str, steps: list[CheckpointStep]) -> str:
     if any(s.stage in ("resume", "reference") for s in steps):
         return "resume-failed" if any(not s.ok or s.differs or s.restarted_from_scratch or s.error
                                       for s in steps) else "ok"
-    if any(s.stage == "save" and not s.ok for s in steps):
+    if any(s.stage == "save" and s.failed for s in steps):
         return "save-failed"
-    if any(s.stage == "load" and not s.ok for s in steps):
+    if any(s.stage == "load" and s.failed for s in steps):
         return "load-failed"
-    if any(s.stage == "load" and (s.differs or s.error) for s in steps):
+    if any(s.stage == "load" and not s.model_limit and (s.differs or s.error) for s in steps):
         return "reload-differs"
     return "ok"
 
@@ -88,7 +89,7 @@ def checkpoint_findings(run: Any, label: str) -> list[Finding]:
     if run.scenario == "resume":
         return _resume_findings(run, code, label, steps)
     findings = []
-    failed_saves = [s for s in steps if s.stage == "save" and not s.ok]
+    failed_saves = [s for s in steps if s.stage == "save" and s.failed]
     if failed_saves:
         findings.append(Finding(
             code=f"{code}.save-failed", severity=Severity.ERROR,
@@ -100,7 +101,7 @@ def checkpoint_findings(run: Any, label: str) -> list[Finding]:
                 "training loop save a `tf.train.Checkpoint` of the model and its optimizer.",
             links=[SAVING_GUIDE],
         ))
-    failed_loads = [s for s in steps if s.stage == "load" and not s.ok]
+    failed_loads = [s for s in steps if s.stage == "load" and s.failed]
     if failed_loads:
         findings.append(Finding(
             code=f"{code}.load-failed", severity=Severity.ERROR,
@@ -127,10 +128,11 @@ def checkpoint_findings(run: Any, label: str) -> list[Finding]:
                 "`checkpoint.restore(path).assert_existing_objects_matched()` to see which.",
             links=[SAVING_GUIDE],
         ))
+    limited = _model_limits(steps)
     if not findings and run.status == "ok":
-        loads = [s for s in steps if s.stage == "load"]
+        loads = [s for s in steps if s.stage == "load" and s.ok]
         worst = max((s.max_abs_diff or 0.0 for s in loads), default=0.0)
-        formats = sorted({s.format for s in steps}, key=list(FORMAT_LABELS).index)
+        formats = sorted({s.format for s in steps if s.format not in limited}, key=list(FORMAT_LABELS).index)
         devices = sorted({s.load_devices for s in loads})
         findings.append(Finding(
             code=f"{code}.ok", severity=Severity.OK,
@@ -140,7 +142,38 @@ def checkpoint_findings(run: Any, label: str) -> list[Finding]:
                       f"largest prediction difference after reload: {worst:.3g} "
                       f"(tolerance {RELOAD_TOLERANCE:g} relative)"],
         ))
+    if limited:
+        findings.append(_model_limit_finding(code, label, limited, steps))
     return findings
+
+
+def _model_limits(steps: list[CheckpointStep]) -> dict[str, str]:
+    """Format -> the error it gives the user's model without any strategy too (the first step's)."""
+    limits: dict[str, str] = {}
+    for s in steps:
+        if not s.ok and s.model_limit:
+            limits.setdefault(s.format, s.model_limit)
+    return limits
+
+
+def _model_limit_finding(code: str, label: str, limits: dict[str, str],
+                         steps: list[CheckpointStep]) -> Finding:
+    """Formats the user's model cannot use at all: they fail on one device without a strategy too."""
+    worked = sorted({s.format for s in steps if s.ok and s.stage == "save"} - set(limits),
+                    key=list(FORMAT_LABELS).index)
+    return Finding(
+        code=f"{code}.format-unusable", severity=Severity.INFO,
+        title=f"{label}: your model does not round-trip with "
+              + ", ".join(FORMAT_LABELS.get(f, f) for f in limits)
+              + " on one device without a strategy either: a limit of the format for this model, "
+                "not of the devices",
+        evidence=[f"{fmt} (one device, no strategy): {_last_line(error)}" for fmt, error in limits.items()]
+                 + [f"saved and reloaded on 1 and N devices: {', '.join(worked) or 'no format'}"],
+        fix="Save this model in a format that holds it (the ones above that worked); a subclassed model "
+            "saves whole only as .keras or SavedModel, and its class needs a get_config that its "
+            "constructor accepts (or save the weights and build the model in code).",
+        links=[SAVING_GUIDE],
+    )
 
 
 def _differences(steps: list[CheckpointStep]) -> list[str]:

@@ -44,7 +44,7 @@ def declared_profile(options: Mapping[str, str | None], cwd: Path | None = None)
     ``options`` maps a key of :data:`KEYS` to the option's text (None: not given).
     """
     profile = TrainingProfile()
-    folder = cwd if cwd is not None else _working_directory()
+    folder = cwd if cwd is not None else working_directory()
     for name, table in ((PYPROJECT, PYPROJECT_TABLE), (DOCTOR_FILE, DOCTOR_TABLE)):
         path = folder / name if folder is not None else None
         # A symlink is read even when it leads nowhere (a loop, a deleted target): that is an error
@@ -58,7 +58,7 @@ def declared_profile(options: Mapping[str, str | None], cwd: Path | None = None)
     return _over(profile, {k: (parse_value(k, v, OPTIONS[k]), OPTIONS[k]) for k, v in given.items()})
 
 
-def _working_directory() -> Path | None:
+def working_directory() -> Path | None:
     """The working directory, or None where it was deleted under the shell (it holds no files)."""
     try:
         return Path.cwd()

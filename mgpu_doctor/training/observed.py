@@ -186,6 +186,8 @@ def _finding(observation: ModelObservation) -> Finding:
             fix="Run the data function on its own (`python -c 'import m; m.f()'`) and fix the error; "
                 "it must return a tf.data.Dataset or (x, y) arrays.",
         )
+    if stage == "import" and _names_the_module(observation):
+        return _not_found(observation, raised)
     if stage in ("import", "tensorflow"):
         what = "TensorFlow" if stage == "tensorflow" else f"the module of {ref}"
         return Finding(
@@ -225,6 +227,29 @@ def _finding(observation: ModelObservation) -> Finding:
         title=f"Your model function {ref}: the child building it {observation.error_message}",
         evidence=["its last output:", *_head(observation.stack, 20)],
         fix="Build the model outside the doctor (python -c 'import m; m.f()') to see the native error.",
+    )
+
+
+def _names_the_module(observation: ModelObservation) -> bool:
+    """The module Python did not find is the one ``--model`` names (or a package above it), not
+    one that module imports."""
+    parts = observation.request.model.partition(":")[0].split(".")
+    return observation.missing_module in {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+
+
+def _not_found(observation: ModelObservation, raised: str) -> Finding:
+    ref, missing = observation.request.model, observation.missing_module
+    top = missing.split(".")[0]
+    return Finding(
+        code="user-model.import-failed", severity=Severity.ERROR,
+        title=f"Your model {ref}: no module named {missing!r} where the child looked: pass "
+              f"--model-path DIR, the folder that holds {top}/ (or {top}.py)",
+        evidence=[f"raised: {raised}", "looked in, first to last:",
+                  *[f"  {where}" for where in observation.request.searched],
+                  "  then the interpreter's own sys.path (its site-packages)"],
+        fix=f"Pass --model-path DIR (repeatable) with the folder that holds {top}/, run the doctor "
+            "from your project's root (a src/ layout and the package folders of its pyproject.toml "
+            "are found there), or install the project into the interpreter (pip install -e .).",
     )
 
 
