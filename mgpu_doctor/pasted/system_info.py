@@ -78,7 +78,10 @@ def find_system_info(lines: list[str]) -> list[Found]:
 def _read_block(lines: list[str], start: int) -> tuple[Found | None, int]:
     """The template block that starts at ``start`` (a title line or its first key), if any, and the
     last line looked at."""
-    if _NEVER_A_KEY.match(lines[start]):  # a log line, a table row: the common case in a long paste
+    line = lines[start]
+    # A block starts at a title, a "## Heading" or a "Key: value" line: most lines of a long paste are
+    # none of these, and are passed over without the patterns below.
+    if _NEVER_A_KEY.match(line) or (":" not in line and "#" not in line and not _BLOCK_TITLE.match(line)):
         return None, start
     values: dict[str, tuple[str, int]] = {}
     style = ""
