@@ -282,11 +282,21 @@ def model_section(options: DiagnoseOptions, progress: Progress | None = None
 
 def pasted_facts(path: Path, not_json: NotJsonText) -> Facts:
     """A file that is not JSON: read it as a paste (an issue body), or say it is neither."""
-    from mgpu_doctor.pasted.split import MAX_PASTE_CHARS, NothingRecognised, PasteRefused, snapshot_from_paste
+    from mgpu_doctor.pasted.split import (
+        MAX_PASTE_CHARS,
+        MAX_PASTE_LINES,
+        NothingRecognised,
+        PasteRefused,
+        snapshot_from_paste,
+    )
 
     if len(not_json.text) > MAX_PASTE_CHARS:
         raise BadInput(f"{path}: {len(not_json.text) // 2**20} MiB of text: larger than the "
                        f"{MAX_PASTE_CHARS // 2**20} MiB a pasted text may be, and not a snapshot")
+    lines = not_json.text.count("\n") + 1
+    if lines > MAX_PASTE_LINES:
+        raise BadInput(f"{path}: {lines:,} lines: more than the {MAX_PASTE_LINES:,} a pasted text may have "
+                       "(give a long training log with `check --log FILE`, which reads its failure lines)")
     if not_json.text.lstrip("\ufeff \t\r\n").startswith(("{", "[")):
         raise BadInput(str(not_json))  # meant as JSON (a snapshot cut short): say where it breaks
     code = paste_reading(not_json.text, "the pasted text")

@@ -84,6 +84,7 @@ FILES: dict[str, str | bytes] = {
     "paste-4097-gpus.md": SMI_HEADER + "".join(SMI_ROW.format(index=i, used=1) for i in range(4097)),
     "paste-10001-packages.md": "$ pip list\nPackage    Version\n---------- -------\n"
                                + "".join(f"package{i}   1.{i}.0\n" for i in range(10_001)),
+    "paste-200001-lines.md": "TensorFlow 2.4.1\n" + "x\n" * 200_000,
     "v6.json": json.dumps({"cluster": {"worker": ["[::1:12345"]}, "task": {"type": "worker", "index": 0}}),
 }
 
@@ -126,6 +127,9 @@ CASES = [
          "nvidia-smi at line 1 lists 4,097 GPUs: more than the 4,096 a snapshot may hold"),
     Case("paste-10001-packages", ["check", "--from", "{tmp}/paste-10001-packages.md"], 2,
          "lists 10,001 packages: more than the 10,000"),
+    Case("paste-200001-lines", ["check", "--from", "{tmp}/paste-200001-lines.md"], 2,
+         "200,002 lines: more than the 200,000 a pasted text may have (give a long training log with "
+         "`check --log FILE`"),
     Case("paste-given-to-fleet", ["fleet", "{tmp}/paste-long-index.md", SNAPSHOT], 2,
          "paste-long-index.md: plain text, not a snapshot or report"),
     Case("paste-given-as-baseline", ["check", "--from", SNAPSHOT, "--baseline", "{tmp}/paste-long-index.md"], 2,

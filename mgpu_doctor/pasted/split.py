@@ -58,6 +58,7 @@ VERSION_KEYS = ("tensorflow", "keras", "python", "cuda", "cudnn", "nccl", "drive
 
 UNREAD_SHOWN = 20
 MAX_PASTE_CHARS = 8 * 2**20  # an issue body is at most 64 KiB; a long log a few MiB
+MAX_PASTE_LINES = 200_000  # 8 MiB of a log is some 80,000 lines; a longer text goes to `check --log`
 UNREAD_CHARS = 120
 
 
