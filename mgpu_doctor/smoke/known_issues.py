@@ -157,7 +157,8 @@ def smoke_findings(
             continue
         # An entry whose lines the run did not print is not what the run shows; one whose sources
         # show no line cannot be told apart by it.
-        candidates = [i for i in issues if i.symptom in symptoms and not (errored and i.signatures)]
+        candidates = [i for i in issues if i.symptom in symptoms
+                      and not (errored and any(sig.text for sig in i.signatures))]  # frames: a hang's
         known = [a for a in (assess(i, env) for i in candidates) if a.verdict is Verdict.MATCHES]
         # "still happens" is said of the doctor's own models only, and never of a run whose error
         # no entry's line names: the user's model fails for its own reasons too
