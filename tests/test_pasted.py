@@ -674,3 +674,19 @@ def test_a_projects_copy_of_collect_env_gives_its_tensorflow_line():
     versions = snapshot_from_paste(text, "x").pasted.versions
     assert {k: versions[k].text for k in ("tensorflow", "python", "cuda", "driver")} == {
         "tensorflow": "2.4.1", "python": "3.8", "cuda": "11.0.221", "driver": "450.102.04"}
+
+
+def test_the_drivers_own_version_lines_give_the_driver():
+    # https://github.com/GoogleCloudPlatform/container-engine-accelerators/issues/106
+    proc = snapshot_from_paste(
+        "root@launchtest:~# cat /proc/driver/nvidia/version \n"
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  396.26  Mon Apr 30 18:01:39 PDT 2018\n"
+        "GCC version:  gcc version 4.9.x 20150123 (prerelease)\n", "x")
+    assert proc.pasted.versions["driver"].text == "396.26"
+    # https://github.com/NVIDIA/nvidia-container-toolkit/issues/171: a paste of this alone is read, not refused
+    dkms = snapshot_from_paste("Host OS: Debian GNU/Linux 11 (bullseye)\nHost dkms status:\n"
+                               "`nvidia-current, 470.199.02, 5.10.0-26-amd64, x86_64: installed`\n", "x")
+    assert dkms.pasted.versions["driver"].text == "470.199.02"
+    assert "driver" not in snapshot_from_paste(
+        "GCC version: 9.4.0\nnvidia-current, 5.10, 5.10.0-26-amd64, x86_64: installed\n"
+        "Python version: 3.8.10\n", "x").pasted.versions
