@@ -639,3 +639,65 @@ def test_the_prose_readers_stay_linear_on_huge_lines():
         reader(lines)
     assert time.monotonic() - started < 2  # a bound, not a benchmark: each line is read to a limit
     assert prose[0].versions["tensorflow"] == "1.12.0"
+
+
+# Forms found by benchmarks/paste_bench.py on its dev split (the text of each is the thread's own).
+
+def test_cudnn_typed_as_its_version_number_is_read_as_a_version():
+    # https://github.com/u39kun/deep-learning-benchmark/issues/6 (comment of 2018-02-14)
+    snap = snapshot_from_paste("- CUDA version: 9.0.176\n- CuDNN version: 7003\n"
+                               "- NVIDIA driver version: 384.81\n- Version of PyTorch: 0.3.0.post4\n", "x")
+    assert snap.pasted.versions["cudnn"].text == "7.0.3"
+    assert snap.pasted.versions["cuda"].text == "9.0.176"
+
+
+def test_a_tensorflow_distribution_joined_to_its_version():
+    # https://github.com/tensorflow/tensorflow/issues/45319
+    nightly = snapshot_from_paste("**System information**\n- TensorFlow version: tf-nightly-gpu-2.5.0.dev20201201\n"
+                                  "- System: Ubuntu 18.04\n- CUDA: 11.1\n- NVIDIA Driver: 455.23.05\n", "x")
+    assert nightly.pasted.versions["tensorflow"].text == "2.5.0.dev20201201"
+    # https://github.com/tensorflow/tensorflow/issues/26234
+    gpu = snapshot_from_paste(
+        "**System information**\n- OS Platform and Distribution (e.g., Linux Ubuntu 16.04): Windows 10\n"
+        "- TensorFlow installed from (source or binary): binary - pip install tensorflow-gpu\n"
+        "- TensorFlow version: tensorflow-gpu-1.13.1\n- Python version: Python 3.6.8\n", "x")
+    assert gpu.pasted.versions["tensorflow"].text == "1.13.1"
+    # https://github.com/tensorflow/tensorflow/issues/44583: pip's spelling in a numbered list
+    listed = snapshot_from_paste("Infos:\n    \n1. tf_nightly_gpu-2.4.0.dev20201023\n2.     cuda version:  11.1\n"
+                                 "3.     cudnn version :  8.0.4\n", "x")
+    assert listed.pasted.versions["tensorflow"].text == "2.4.0.dev20201023"
+
+
+def test_a_dev_build_typed_with_a_dash_keeps_its_dev_part():
+    # https://github.com/tensorflow/tensorflow/issues/40683: not the 2.3.0 release
+    snap = snapshot_from_paste("Windows10 Pro 64bit version\nNvidia GTX1660 TI with latest drivers \n"
+                               "Tensorflow - 2.3.0-dev20200615\nCUDA v10.0\ncudnn 7.6.5.32\n", "x")
+    assert snap.pasted.versions["tensorflow"].text == "2.3.0-dev20200615"
+    assert resolve(snap).tensorflow.text == "2.3.0-dev20200615"
+
+
+def test_a_projects_copy_of_collect_env_gives_its_tensorflow_line():
+    # https://github.com/mindee/doctr/pull/81
+    text = ("Collecting environment information...\n\nDocTR version: 0.1.0a0\nTensorFlow version: 2.4.1\n"
+            "OS: Ubuntu 20.04.2 LTS\nPython version: 3.8\nIs CUDA available: Yes\nCUDA runtime version: 11.0.221\n"
+            "GPU models and configuration: GPU 0: GeForce RTX 2070 with Max-Q Design\n"
+            "Nvidia driver version: 450.102.04\n")
+    versions = snapshot_from_paste(text, "x").pasted.versions
+    assert {k: versions[k].text for k in ("tensorflow", "python", "cuda", "driver")} == {
+        "tensorflow": "2.4.1", "python": "3.8", "cuda": "11.0.221", "driver": "450.102.04"}
+
+
+def test_the_drivers_own_version_lines_give_the_driver():
+    # https://github.com/GoogleCloudPlatform/container-engine-accelerators/issues/106
+    proc = snapshot_from_paste(
+        "root@launchtest:~# cat /proc/driver/nvidia/version \n"
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  396.26  Mon Apr 30 18:01:39 PDT 2018\n"
+        "GCC version:  gcc version 4.9.x 20150123 (prerelease)\n", "x")
+    assert proc.pasted.versions["driver"].text == "396.26"
+    # https://github.com/NVIDIA/nvidia-container-toolkit/issues/171: a paste of this alone is read, not refused
+    dkms = snapshot_from_paste("Host OS: Debian GNU/Linux 11 (bullseye)\nHost dkms status:\n"
+                               "`nvidia-current, 470.199.02, 5.10.0-26-amd64, x86_64: installed`\n", "x")
+    assert dkms.pasted.versions["driver"].text == "470.199.02"
+    assert "driver" not in snapshot_from_paste(
+        "GCC version: 9.4.0\nnvidia-current, 5.10, 5.10.0-26-amd64, x86_64: installed\n"
+        "Python version: 3.8.10\n", "x").pasted.versions

@@ -1,5 +1,6 @@
 """Command lines and the short outputs people paste next to them: ``nvcc --version`` (the CUDA
-toolkit on PATH), container images (``docker run tensorflow/tensorflow:2.18.0-gpu-jupyter``,
+toolkit on PATH), the driver's own version lines (``cat /proc/driver/nvidia/version``, ``dkms status``),
+container images (``docker run tensorflow/tensorflow:2.18.0-gpu-jupyter``,
 ``FROM nvcr.io/nvidia/tensorflow:23.03-tf2-py3``) and Horovod/MPI launches (``horovodrun -np 4``,
 ``mpirun -np 16 -H a:4,b:4``). Every pattern is bounded; each line is searched to ``MAX_SCANNED``."""
 
@@ -39,6 +40,36 @@ def find_nvcc(lines: list[str]) -> list[Found]:
         out.version_lines["cuda_toolkit"] = i
         out.facts.append(f"CUDA toolkit (nvcc): {version}")
         found.append(out)
+    return found
+
+
+# --- the driver's own lines ---------------------------------------------------------------------
+
+_DRIVER_LINES = (
+    # /proc/driver/nvidia/version: "NVRM version: NVIDIA UNIX x86_64 Kernel Module  396.26  Mon Apr 30 ..."
+    ("/proc/driver/nvidia/version", re.compile(
+        r"NVRM version:\s{0,3}NVIDIA UNIX[\w ]{0,40}?Kernel Module\s{1,5}(?P<v>\d{3}(?:\.\d{1,3}){1,2})\b")),
+    # dkms status: "nvidia-current, 470.199.02, 5.10.0-26-amd64, x86_64: installed"
+    ("dkms status", re.compile(
+        r"^\W{0,3}nvidia(?:-current|-\d{3})?(?:/|,\s{0,3})(?P<v>\d{3}(?:\.\d{1,3}){1,2}),\s{0,3}\S{1,80},"
+        r"\s{0,3}\w{1,20}:\s{0,3}installed")),
+)
+
+
+def find_driver_lines(lines: list[str]) -> list[Found]:
+    """The version of the loaded NVIDIA driver as the driver itself reports it."""
+    found: list[Found] = []
+    for i, line in enumerate(lines):
+        text = line[:MAX_SCANNED]
+        for kind, pattern in _DRIVER_LINES:
+            match = pattern.search(text)
+            if match:
+                out = Found(kind, i, i, RANK_TOOL)
+                out.versions["driver"] = match.group("v")
+                out.version_lines["driver"] = i
+                out.facts.append(f"driver: {match.group('v')}")
+                found.append(out)
+                break
     return found
 
 

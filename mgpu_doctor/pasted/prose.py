@@ -16,14 +16,15 @@ from mgpu_doctor.pasted.text import MAX_SCANNED, RANK_PROSE, Found
 # What a name in a sentence states. A name glued to a package's ("tf.keras", "nccl-tests",
 # "tensorflow/tensorflow:…", "tensorflow-estimator") is not that package's version.
 _MENTION = re.compile(
-    r"(?i)(?<![\w/.\\-])(?P<name>tensorflow[-_]gpu|tensorflow|tf-nightly|tf|keras|python"
+    r"(?i)(?<![\w/.\\-])(?P<name>tensorflow[-_]gpu|tensorflow|tf[-_]nightly(?:[-_]gpu)?|tf|keras|python"
     r"|cuda[ _-]?toolkit|cuda"
     r"|cudnn|nccl|horovod|open ?mpi|nvidia[ -]drivers?|drivers?)"
     r"(?P<key>\s{0,3}(?:version|ver\.?)(?![a-z]))?"
     r"(?P<sep>\s{0,3}(?:==?|:|\bis\b|-)?\s{0,3})"
-    r"v?(?P<v>\d{1,4}(?:\.\d{1,6}){0,3}(?:-?rc\d{1,3}|\.?dev\d{0,10}|\.post\d{1,4})?)(?![\w.]{0,40}\d)")
+    r"v?(?P<v>\d{1,4}(?:\.\d{1,6}){0,3}(?:-?rc\d{1,3}|[.-]?dev\d{0,10}|\.post\d{1,4})?)(?![\w.]{0,40}\d)")
 _NAMES = {"tensorflow": "tensorflow", "tensorflow-gpu": "tensorflow", "tensorflow_gpu": "tensorflow",
-          "tf-nightly": "tensorflow", "tf": "tensorflow", "keras": "keras", "python": "python",
+          "tf-nightly": "tensorflow", "tf-nightly-gpu": "tensorflow", "tf": "tensorflow", "keras": "keras",
+          "python": "python",
           "cuda": "cuda",
           "cudatoolkit": "cuda", "cuda toolkit": "cuda", "cuda-toolkit": "cuda", "cuda_toolkit": "cuda",
           "cudnn": "cudnn", "nccl": "nccl", "horovod": "horovod", "openmpi": "mpi", "open mpi": "mpi",
@@ -157,7 +158,7 @@ def _mention_name(text: str) -> bool:
 def _mention(match: re.Match[str], text: str) -> tuple[str, str]:
     """(what, version) for a mention, or ("", "") when it is not a version of that package."""
     name = re.sub(r"\s+", " ", match.group("name").lower())
-    what = _NAMES.get(name, "")
+    what = _NAMES.get(name, "") or _NAMES.get(name.replace("_", "-"), "")  # tf_nightly_gpu, pip's spelling
     version = match.group("v")
     after_key = match.end("key") if match.group("key") else match.end("name")
     if _RANGE_AFTER.match(text, match.end("name")) or _RANGE_AFTER.match(text, after_key):

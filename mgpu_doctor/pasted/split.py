@@ -26,7 +26,7 @@ from mgpu_doctor.model.snapshot import (
 )
 from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.pasted.build_info import find_build_info
-from mgpu_doctor.pasted.commands import find_images, find_launches, find_nvcc
+from mgpu_doctor.pasted.commands import find_driver_lines, find_images, find_launches, find_nvcc
 from mgpu_doctor.pasted.nvidia_smi import NOT_PASTED, bus_key, find_query, find_table, find_xml, not_pasted
 from mgpu_doctor.pasted.packages import INTERESTING, find_packages
 from mgpu_doctor.pasted.prose import OLD_SETUP, find_prose, previous_lines
@@ -49,7 +49,7 @@ T = TypeVar("T")
 
 READERS: tuple[Callable[[list[str]], list[Found]], ...] = (
     find_system_info, find_xml, find_query, find_table, find_packages, find_build_info, find_collect_env,
-    find_tf_env, find_log, find_nvcc, find_images, find_launches,
+    find_tf_env, find_log, find_nvcc, find_driver_lines, find_images, find_launches,
 )
 # How a table of GPUs is preferred: the fullest output first.
 _SMI_ORDER = ("nvidia-smi -q -x", "nvidia-smi -q", "nvidia-smi")

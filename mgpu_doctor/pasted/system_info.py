@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import re
 
-from mgpu_doctor.pasted.text import RANK_TEMPLATE, Found, first_version, stated
+from mgpu_doctor.pasted.text import RANK_TEMPLATE, Found, cudnn_from_number, first_version, stated
 
 # A key of the templates (matched at the start of the key, case-insensitive) -> what it states.
 KEYS = (
@@ -176,13 +176,13 @@ def _read_block(lines: list[str], start: int) -> tuple[Found | None, int]:
         if what in _VERSION_KEYS:
             version = first_version(value)
             if version and (what != "python" or "." in version):  # "Python 3" says too little
-                out.versions[what] = version
+                out.versions[what] = cudnn_from_number(version) if what == "cudnn" else version
         elif what == "cuda/cudnn":
             cuda, cudnn = split_cuda_cudnn(value)
             if cuda:
                 out.versions.setdefault("cuda", cuda)
             if cudnn:
-                out.versions.setdefault("cudnn", cudnn)
+                out.versions.setdefault("cudnn", cudnn_from_number(cudnn))
         elif what == "framework-version":
             version = first_version(value)
             if ("tensorflow" in framework or "keras" in framework or not framework) and version.startswith(

@@ -62,7 +62,9 @@ def _unquoted(line: str) -> str:
 
 
 _BLANKS = re.compile(r"\s*")
-_NAME_GLUED = re.compile(r"(?i)(?<![\w.-])(?:tf|tensorflow(?:-gpu)?|cuda|cudnn|python|keras)(?=\d)")
+_NAME_GLUED = re.compile(r"(?i)(?<![\w.-])(?:tf|tensorflow(?:-gpu)?|cuda|cudnn|python|keras)(?=\d)"
+                         # a distribution's name joined to its version: "tf-nightly-gpu-2.5.0.dev20201201"
+                         r"|(?<![\w.-])(?:tf[-_]nightly|tensorflow)(?:[-_](?:gpu|cpu))?[-_](?=\d)")
 
 
 def first_version(value: str) -> str:
@@ -78,6 +80,18 @@ def first_version(value: str) -> str:
         return match.group(1)
     bare = re.fullmatch(r"\s*(?:[A-Za-z]+\s*)?v?(\d+)\s*", value)  # "7", "cuDNN 7", "v8"
     return bare.group(1) if bare else ""
+
+
+def cudnn_from_number(text: str) -> str:
+    """cuDNN's version as its CUDNN_VERSION integer prints it, as a version: "7003" -> "7.0.3", "8101" ->
+    "8.1.1", "90300" -> "9.3.0" (major*1000 + minor*100 + patch before 9, major*10000 + minor*100 + patch
+    from 9); anything else as it is."""
+    if not text.isdecimal() or len(text) not in (4, 5):
+        return text
+    n = int(text)
+    if len(text) == 5:
+        return f"{n // 10000}.{n // 100 % 100}.{n % 100}"
+    return f"{n // 1000}.{n // 100 % 10}.{n % 100}"
 
 
 def stated(value: str) -> bool:

@@ -8,7 +8,7 @@ import re
 
 from mgpu_doctor.model.pasted import LogLine
 from mgpu_doctor.model.snapshot import TfDevice
-from mgpu_doctor.pasted.text import RANK_LOG, Found, whole
+from mgpu_doctor.pasted.text import RANK_LOG, Found, cudnn_from_number
 from mgpu_doctor.process.masking import mask_credentials
 
 # A log line starts with one of these (glog's "I0101 12:00:00.000 ..." or absl's timestamped
@@ -119,16 +119,8 @@ def _complete(text: str) -> bool:
     return True
 
 
-def _cudnn_number(number: str) -> str:
-    """"8101" -> "8.1.1", "90300" -> "9.3.0" (cuDNN's CUDNN_VERSION: 1000/100 before 9, 10000/100 from 9)."""
-    n = whole(number)
-    if len(number) >= 5:
-        return f"{n // 10000}.{n // 100 % 100}.{n % 100}"
-    return f"{n // 1000}.{n // 100 % 10}.{n % 100}"
-
-
 def _version(text: str) -> str:
-    return _cudnn_number(text) if "." not in text and len(text) >= 4 else text
+    return cudnn_from_number(text) if "." not in text and len(text) >= 4 else text
 
 
 def _read_entry(out: Found, line: int, text: str) -> bool:
@@ -191,7 +183,7 @@ def _read_entry(out: Found, line: int, text: str) -> bool:
         out.tensorflow_ran = True
         return True
     if m := _CUDNN_VERSION.search(text):
-        out.versions["cudnn"] = _cudnn_number(m.group("v"))
+        out.versions["cudnn"] = cudnn_from_number(m.group("v"))
         out.log.append(LogLine(line + 1, "loaded", shown, "cudnn", out.versions["cudnn"]))
         out.tensorflow_ran = True
         return True

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from mgpu_doctor.pasted.text import RANK_TOOL, Found, first_version, stated, whole
+from mgpu_doctor.pasted.text import RANK_TOOL, Found, cudnn_from_number, first_version, stated
 
 # --- PyTorch's collect_env -------------------------------------------------------------------
 
@@ -14,6 +14,8 @@ _COLLECT = {
     "Python version": "python", "Is CUDA available": "cuda-available", "CUDA runtime version": "cuda",
     "Nvidia driver version": "driver", "cuDNN version": "cudnn", "GPU models and configuration": "gpu",
     "Libc version": "libc", "GCC version": "gcc",
+    # Projects' own copies of the script add their framework's line (DocTR's "TensorFlow version: 2.4.1").
+    "TensorFlow version": "tensorflow",
 }
 _COLLECT_LINE = re.compile(r"^\s*(?P<key>[A-Za-z][A-Za-z ]+?):\s*(?P<value>.*)$")
 _CUDNN_FILE = re.compile(r"libcudnn(?:_\w+)?\.so\.(\d+\.\d+\.\d+)")
@@ -48,10 +50,10 @@ def find_collect_env(lines: list[str]) -> list[Found]:
             elif m and m.group("key").strip() in _COLLECT:
                 key = _COLLECT[m.group("key").strip()]
                 value = m.group("value").strip()
-                if key in ("python", "cuda", "driver", "cudnn") and stated(value):
+                if key in ("python", "cuda", "driver", "cudnn", "tensorflow") and stated(value):
                     version = first_version(value)
                     if version and not (key == "cudnn" and value.startswith("Probably")):
-                        out.versions[key] = _cudnn_int(version) if key == "cudnn" else version
+                        out.versions[key] = cudnn_from_number(version) if key == "cudnn" else version
                 if stated(value) and key not in ("gpu",):
                     out.facts.append(f"{key}: {value}")
                 if key == "os":
@@ -71,15 +73,6 @@ def find_collect_env(lines: list[str]) -> list[Found]:
                 out.facts.append(f"cudnn: one of {', '.join(sorted(majors))} (collect_env cannot tell)")
         found.append(out)
     return found
-
-
-def _cudnn_int(version: str) -> str:
-    """collect_env prints cuDNN as torch.backends.cudnn.version(): 8500 is 8.5.0."""
-    if version.isdecimal() and len(version) >= 4:
-        n = whole(version)
-        return f"{n // 10000}.{n // 100 % 100}.{n % 100}" if len(version) >= 5 else \
-            f"{n // 1000}.{n // 100 % 10}.{n % 100}"
-    return version
 
 
 # --- tf_env_collect.sh -----------------------------------------------------------------------
