@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 import tomllib
+from corpus_split import by_split  # benchmarks/, beside this script
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "heldout"
@@ -135,11 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     threads = data.get("thread", [])
     with tempfile.TemporaryDirectory() as tmp:
         rows = [score(t, run_doctor(as_read(t, args.corpus.parent, Path(tmp)))) for t in threads]
-    splits = {
-        "dev": figures([r for r in rows if r["split"] == "dev"]),
-        "heldout": figures([r for r in rows if r["split"] == "heldout"]),
-        "all": figures(rows),
-    }
+    splits = by_split(rows, figures)
 
     if args.json:
         print(json.dumps({"figures": splits, "rows": rows}, indent=2))

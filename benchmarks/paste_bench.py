@@ -60,6 +60,7 @@ import sys
 from pathlib import Path
 
 import tomllib
+from corpus_split import by_split  # benchmarks/, beside this script
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "pastes"
@@ -324,11 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     data = tomllib.loads(args.corpus.read_text(encoding="utf-8"))
     pastes = data.get("paste", [])
     rows = [score(p, run_doctor(args.corpus.parent / p["file"])) for p in pastes]
-    splits = {
-        "dev": figures([r for r in rows if r["split"] == "dev"]),
-        "heldout": figures([r for r in rows if r["split"] == "heldout"]),
-        "all": figures(rows),
-    }
+    splits = by_split(rows, figures)
 
     if args.json:
         print(json.dumps({"figures": splits, "rows": rows}, indent=2))
