@@ -202,3 +202,14 @@ def test_profile_code_prints_the_table_for_pyproject_and_it_reads_back(capsys, t
     data = json.loads(capsys.readouterr().out)
     assert data["strategy"] == "multi_gpu_model" and {"line": 21, "word": "fit_in_loop"}.items() <= next(
         f for f in data["facts"] if f["word"] == "fit_in_loop").items()
+
+
+def test_a_file_of_thousands_of_broken_blocks_is_read_by_names_past_the_first_two_thousand():
+    # Issue 40's sweep: 1 MiB of blocks that do not parse took 5.5 s, one parse per block; past
+    # MAX_BLOCKS_PARSED the lines are read for the names they call, as a block that fails is.
+    from mgpu_doctor.training.code_rules import MAX_BLOCKS_PARSED, read_source
+
+    text = "def f(:\n  s = tf.distribute.MirroredStrategy()\n" * (MAX_BLOCKS_PARSED + 500)
+    facts, whole = read_source(text, "x.py")
+    assert not whole and len(facts) == MAX_BLOCKS_PARSED + 500
+    assert {f.word for f in facts} == {"mirrored"} and facts[-1].line == 2 * (MAX_BLOCKS_PARSED + 500)

@@ -148,11 +148,15 @@ def _read_in_blocks(source: str, file: str, offset: int = 0) -> list[CodeFact]:
     bounds = list(zip(starts, starts[1:] + [len(lines)], strict=True))
     if bounds and bounds[0][0] > 0:
         bounds.insert(0, (0, bounds[0][0]))
-    for first, end in bounds:
-        facts += _read_block(lines[first:end], offset + first, file)
+    for number, (first, end) in enumerate(bounds):
+        if number < MAX_BLOCKS_PARSED:
+            facts += _read_block(lines[first:end], offset + first, file)
+        else:  # a file of thousands of broken blocks: the names each line calls, without a parse each
+            facts += _read_names(lines[first:end], offset + first, file)
     return facts
 
 
+MAX_BLOCKS_PARSED = 2000  # top-level blocks of a file that does not parse, each parsed on its own
 MAX_RETRIED_LINES = 200  # a block that does not parse is retried without its first line up to this
 
 
