@@ -434,6 +434,86 @@ def test_a_pydataset_whose_worker_processes_never_answer_is_an_input_pipeline_wa
     assert code == 1
     assert f"PID {pid} waits in the input pipeline (" in flat
     assert "OrderedEnqueuer.get (keras/src/trainers/data_adapters/py_dataset_adapter.py" in flat
+    # Its worker processes are found without their PIDs, and each names the user's frame it is stuck in
+    # (not the parent's `OrderedEnqueuer._run` its forked stack still shows).
+    assert "its 2 worker processes: PIDs " in flat
+    assert "wait in the input pipeline (get_index (keras/src/trainers/data_adapters/py_dataset_adapter.py" in flat
+    assert "innermost Batches.__getitem__ (pydataset_deadlock.py:20)" in flat
+    assert f"(a worker process of PID {pid}): sleeping (S)" in flat
+
+
+WITH_WORKERS = """
+    import multiprocessing, os, sys, time
+    def stuck(_):
+        time.sleep(10**6)
+    if __name__ == "__main__":
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(2) as pool:
+            result = pool.map_async(stuck, range(2))
+            while len(multiprocessing.active_children()) < 2:
+                time.sleep(0.01)
+            print("ready", flush=True)
+            result.get()
+"""
+LAUNCHER = """
+    import os, subprocess, sys
+    ranks = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(10**6)"],
+                              env=dict(os.environ, OMPI_COMM_WORLD_RANK=str(r))) for r in range(2)]
+    print("ready", flush=True)
+    for r in ranks:
+        r.wait()
+"""
+
+
+def test_worker_processes_are_found_below_the_job_and_told_apart_from_it(capsys):
+    pyspy_or_skip()
+    with job(python(WITH_WORKERS)) as (pid,):
+        targets = discover.with_workers(discover.given([pid]), {})
+        workers = sorted(p for p in targets.pids if p != pid)
+        assert len(workers) == 2 and targets.serves == {w: pid for w in workers}
+        assert "with the 2 Python processes they started" in targets.found_by
+        code, out, _ = run_cli(capsys, "hang", str(pid), "--interval", "0.5")
+    flat = " ".join(out.split())
+    assert code == 1
+    # The job's own process decides the verdict; the workers say where the work is stuck.
+    assert f"PID {pid} waits in the input pipeline (" in flat
+    assert f"its 2 worker processes: PIDs {workers[0]} and {workers[1]} wait in the input pipeline (mapstar " \
+        "(multiprocessing/pool.py:" in flat
+    assert "innermost stuck (<string>:" in flat
+    assert f"PID {workers[0]} (a worker process of PID {pid}): sleeping (S)" in flat
+
+
+def test_processes_a_launcher_started_with_their_own_rank_are_the_job_not_its_workers():
+    with job(python(LAUNCHER)) as (pid,):
+        targets = discover.with_workers(discover.given([pid]), {})
+        ranks = [p for p in targets.pids if p != pid]
+        assert len(ranks) == 2 and targets.serves == {}
+        assert [procfs.role_of(p) for p in ranks] == ["rank 0", "rank 1"]
+
+
+def test_a_worker_given_with_its_parent_serves_it_and_one_holding_a_gpu_does_not():
+    with job(python(WITH_WORKERS)) as (pid,):
+        below = discover.with_workers(discover.given([pid]), {}).pids
+        workers = [p for p in below if p != pid]
+        given = discover.with_workers(discover.given([pid, *workers]), {})
+        assert given.serves == {w: pid for w in workers} and given.found_by == "the PIDs given"
+        holding = discover.with_workers(discover.given([pid]), {workers[0]: []})
+        assert holding.serves == {workers[1]: pid}
+
+
+def test_a_stopped_worker_process_is_said_under_its_parent():
+    def reading(pid: int, state: str, frames: list[Frame], serves: int = 0) -> ProcessReading:
+        return ProcessReading(pid, "", "python train.py", state, 0.0, 1.0,
+                              [ThreadStack("MainThread", pid, False, frames)], serves=serves)
+    get = Frame("OrderedEnqueuer.get", "keras/src/trainers/data_adapters/py_dataset_adapter.py", 667)
+    item = Frame("Batches.__getitem__", "train.py", 20)
+    outcome = hang_outcome(HangReading("the PIDs given", [
+        reading(10, "S", [get]), reading(11, "T", [item], serves=10), reading(12, "S", [item], serves=10)]))
+    title = outcome.findings[0].title
+    assert title.startswith("PID 10 waits in the input pipeline (OrderedEnqueuer.get")
+    assert "its 2 worker processes: PID 11 is stopped, PID 12 waits in Python code (Batches.__getitem__" in title
+    assert [line.split(":")[0] for line in outcome.findings[0].evidence if not line.startswith(" ")] == [
+        "PID 10", "PID 11 (a worker process of PID 10)", "PID 12 (a worker process of PID 10)"]
 
 
 def test_a_slow_numpy_job_is_no_hang(capsys):

@@ -104,9 +104,20 @@ class Wait:
         return WHAT[self.kind]
 
 
+def own_frames(thread: ThreadStack) -> list[Frame]:
+    """The thread's frames up to a forked process's start: past ``BaseProcess._bootstrap`` lie the
+    frames of the parent that forked it (a PyDataset worker still shows the parent's
+    ``OrderedEnqueuer._run``), which say nothing of what this process waits for."""
+    for at, frame in enumerate(thread.frames):
+        if frame.name.endswith("_bootstrap") and "multiprocessing/process.py" in frame.file:
+            return thread.frames[:at + 1]
+    return thread.frames
+
+
 def thread_wait(thread: ThreadStack) -> Wait:
+    frames = own_frames(thread)
     for rule in RULES:
-        for frame in thread.frames[:1] if rule.innermost else thread.frames:
+        for frame in frames[:1] if rule.innermost else frames:
             if _matches(rule, frame):
                 return Wait(rule.kind, thread.name, frame, thread.active)
     innermost = thread.frames[0] if thread.frames else None

@@ -7,7 +7,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mgpu_doctor.errors import BadInput
@@ -23,6 +23,59 @@ Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 class Targets:
     pids: list[int]
     found_by: str
+    serves: dict[int, int] = field(default_factory=dict)  # worker process -> the job's process
+
+
+def with_workers(targets: Targets, holders: dict[int, list[GpuUse]] | Unavailable,
+                 proc: Path = procfs.PROC) -> Targets:
+    """The targets and the Python processes below them, each told apart: a child that inherited its
+    parent's role and holds no GPU is a worker process of it (multiprocessing, a PyDataset's workers,
+    a DataLoader-like pool); one with a role or GPU of its own is a process of the job (the ranks a
+    launcher such as horovodrun started). A given PID below another given one is told apart the same
+    way, so a worker found through its inherited TF_CONFIG is not taken for a second task."""
+    parent_of = procfs.parents(proc)
+    below = _descendants(set(targets.pids), parent_of)
+    candidates = set(targets.pids) | {p for p in below if procfs.is_python(p, proc)}
+    holding = holders if isinstance(holders, dict) else {}
+    roles = {p: procfs.role_of(p, proc) for p in candidates}
+    serves: dict[int, int] = {}
+    for pid in sorted(candidates):
+        above = _nearest_above(pid, candidates, parent_of)
+        if above is not None and pid not in holding and roles[pid] == roles[above]:
+            serves[pid] = above
+    for pid, above in serves.items():  # a worker's worker serves the job's process at the top
+        while above in serves:
+            above = serves[above]
+        serves[pid] = above
+    added = len(candidates) - len(set(targets.pids))
+    how = targets.found_by + (f", with the {added} Python process{'es' if added != 1 else ''} they started"
+                              if added else "")
+    return Targets(sorted(candidates), how, serves)
+
+
+def _descendants(roots: set[int], parent_of: dict[int, int]) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for pid, parent in parent_of.items():
+        children.setdefault(parent, []).append(pid)
+    found: set[int] = set()
+    todo = list(roots)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found and child not in roots:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _nearest_above(pid: int, among: set[int], parent_of: dict[int, int]) -> int | None:
+    seen = {pid}
+    parent = parent_of.get(pid, 0)
+    while parent > 1 and parent not in seen:
+        if parent in among:
+            return parent
+        seen.add(parent)
+        parent = parent_of.get(parent, 0)
+    return None
 
 
 def given(pids: Sequence[int], proc: Path = procfs.PROC) -> Targets:

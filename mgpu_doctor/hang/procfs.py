@@ -82,6 +82,16 @@ def all_pids(proc: Path = PROC) -> list[int]:
     return sorted(int(p.name) for p in proc.iterdir() if p.name.isdigit())
 
 
+def parents(proc: Path = PROC) -> dict[int, int]:
+    """Every process's parent PID, read once."""
+    found = {}
+    for pid in all_pids(proc):
+        stat = read_stat(pid, proc)
+        if stat is not None:
+            found[pid] = stat.ppid
+    return found
+
+
 def is_python(pid: int, proc: Path = PROC) -> bool:
     """Whether the process runs a Python interpreter (its executable, or its first argument)."""
     try:

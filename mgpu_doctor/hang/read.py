@@ -20,7 +20,8 @@ STOPPED = ("T", "t")
 
 def read_job(pids: Sequence[int], found_by: str, spy: PySpy,
              holders: dict[int, list[GpuUse]] | Unavailable, interval_s: float = INTERVAL_S,
-             proc: Path = procfs.PROC) -> HangReading:
+             proc: Path = procfs.PROC, serves: dict[int, int] | None = None) -> HangReading:
+    serves = serves or {}
     begun = time.monotonic()
     first = {pid: procfs.read_stat(pid, proc) for pid in pids}
     started = time.monotonic()
@@ -51,7 +52,8 @@ def read_job(pids: Sequence[int], found_by: str, spy: PySpy,
         cpu = after.cpu_s - before.cpu_s if before is not None and after is not None else 0.0
         threads, took = dumps[pid]
         gpus: list[GpuUse] | Unavailable = holders.get(pid, []) if isinstance(holders, dict) else holders
+        role = "" if pid in serves else procfs.role_of(pid, proc)  # a worker's is its parent's
         readings.append(ProcessReading(
-            pid, procfs.role_of(pid, proc), procfs.command_line(pid, proc), state, round(cpu, 3),
-            round(interval, 3), threads, gpus, round(took, 3)))
+            pid, role, procfs.command_line(pid, proc), state, round(cpu, 3),
+            round(interval, 3), threads, gpus, round(took, 3), serves.get(pid, 0)))
     return HangReading(found_by, readings, spy.version(), round(time.monotonic() - begun, 3))

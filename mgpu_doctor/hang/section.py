@@ -46,7 +46,8 @@ def read_hang(request: HangRequest, nvml: Any | None = None) -> HangReading:
         targets = discover.slurm_job(request.slurm_job)
     else:
         targets = discover.found(holders)
-    return read_job(targets.pids, targets.found_by, spy, holders, request.interval_s)
+    targets = discover.with_workers(targets, holders)
+    return read_job(targets.pids, targets.found_by, spy, holders, request.interval_s, serves=targets.serves)
 
 
 def hang_check(reading: HangReading, matrix_dirs: tuple[Path, ...] = ()) -> CheckOutcome:

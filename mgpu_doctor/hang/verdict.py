@@ -5,6 +5,7 @@ wait for, the next step, and the known hangs whose stack signatures the threads 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from mgpu_doctor.hang.classify import COLLECTIVE, GRAPH, WHAT, Wait, process_wait, thread_lines
 from mgpu_doctor.matrix.known_issues import KnownIssue, known_issue_line
@@ -53,6 +54,8 @@ STILL_COMPUTING = ("The others wait for it: it is slower (a bigger shard, a slow
 
 
 def name_of(p: ProcessReading) -> str:
+    if p.serves:
+        return f"PID {p.pid} (a worker process of PID {p.serves})"
     return f"{p.role} (PID {p.pid})" if p.role else f"PID {p.pid}"
 
 
@@ -103,8 +106,14 @@ def hang_outcome(reading: HangReading, issues: Sequence[KnownIssue] = ()) -> Che
     ps = reading.processes
     if not ps:
         return CheckOutcome(NAME, TITLE, CheckStatus.SKIPPED, skip_reason="no process was read")
-    evidence = [line for p in ps for line in evidence_lines(p)]
-    findings = [_verdict(ps, evidence)]
+    own = [p for p in ps if not p.serves]
+    workers = [p for p in ps if p.serves]
+    ordered = [q for p in own for q in [p] + [w for w in workers if w.serves == p.pid]]
+    evidence = [line for p in ordered for line in evidence_lines(p)]
+    verdict = _verdict(own, evidence)
+    if workers:  # the job's processes decide the verdict; where their workers are explains it
+        verdict = replace(verdict, title=verdict.title + _workers_clause(own, workers))
+    findings = [verdict]
     findings += _unreadable(ps)
     findings += _known(ps, issues)
     return CheckOutcome(NAME, TITLE, status_for(findings), findings)
@@ -187,6 +196,48 @@ def _where(kind: str, p: ProcessReading, peer_missing: bool, many: bool) -> str:
     if kind == "unknown":
         return "somewhere its stack could not show"
     return f"in {WHAT.get(kind, kind)}{at}"
+
+
+def _workers_clause(own: list[ProcessReading], workers: list[ProcessReading]) -> str:
+    """'; the 2 worker processes of PID 7 (PIDs 8 and 9) wait in ...', per process that has any."""
+    clauses = []
+    for parent in own:
+        mine = [w for w in workers if w.serves == parent.pid]
+        if not mine:
+            continue
+        groups: dict[str, list[ProcessReading]] = {}
+        for w in mine:
+            groups.setdefault(_worker_doing(w), []).append(w)
+        what = ", ".join(
+            f"{'PID' if len(g) == 1 else 'PIDs'} {_joined([str(w.pid) for w in g])} "
+            f"{_worker_verb(doing, g)}" for doing, g in groups.items())
+        count = "worker process" if len(mine) == 1 else f"{len(mine)} worker processes"
+        whose = f"the {count} of {name_of(parent)}" if len(own) > 1 else f"its {count}"
+        clauses.append(f"; {whose}: {what}")
+    return "".join(clauses)
+
+
+def _worker_doing(w: ProcessReading) -> str:
+    if w.state in ("T", "t", "Z", "gone", "D"):
+        return STATES.get(w.state, w.state)
+    if moving(w):
+        return "compute"
+    wait = process_wait(w)
+    if wait is None:
+        return _where("unknown", w, False, False)
+    threads = w.threads if isinstance(w.threads, list) else []
+    inner = next((t.frames[0] for t in threads if t.name == wait.thread and t.frames), None)
+    # A worker's innermost frame is where the user's data code is stuck (`__getitem__`, a read).
+    where = _where(wait.kind, w, False, False)
+    return where + (f", innermost {inner}" if inner is not None and inner != wait.frame else "")
+
+
+def _worker_verb(doing: str, group: list[ProcessReading]) -> str:
+    if doing == "compute":
+        return _verb(group, "computes (CPU time moves)", "compute (CPU time moves)")
+    if doing in STATES.values():
+        return f"{_verb(group, 'is', 'are')} {doing}"
+    return f"{_verb(group, 'waits', 'wait')} {doing}"
 
 
 def _unreadable(ps: list[ProcessReading]) -> list[Finding]:

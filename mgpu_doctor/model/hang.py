@@ -55,6 +55,9 @@ class ProcessReading:
     threads: list[ThreadStack] | Unavailable  # py-spy's dump, or why there is none
     gpus: list[GpuUse] | Unavailable = field(default_factory=list)
     dump_s: float = 0.0  # how long py-spy's dump took
+    # The PID of the job's process this one works for (a multiprocessing or PyDataset worker, which
+    # inherits its environment and role); 0: one of the job's own processes
+    serves: int = 0
 
     @property
     def cpu_fraction(self) -> float:
