@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
+from mgpu_doctor.environment.implied import ImageFacts, implied_tensorflow
 from mgpu_doctor.environment.library_copies import MAIN_LIBRARIES, best_version, cuda_major_of, soname_major
 from mgpu_doctor.matrix.compat_tables import (
     TfBuild,
@@ -107,11 +108,12 @@ class Origin(str, enum.Enum):
     QUERY = "named in the query"
     PREDICTED = "predicted from TensorFlow's version"
     PASTED = "stated in the pasted text"
+    IMAGE = "implied by the image"  # a tensorflow/tensorflow tag, or an NGC release's notes
 
     @property
     def observed(self) -> bool:
         """Seen on the machine (or stated by the user), not inferred from another version."""
-        return self not in (Origin.BUILD_INFO, Origin.TESTED_BUILD, Origin.PREDICTED)
+        return self not in (Origin.BUILD_INFO, Origin.TESTED_BUILD, Origin.PREDICTED, Origin.IMAGE)
 
 
 @dataclass(frozen=True)
@@ -331,20 +333,26 @@ class ResolvedEnvironment:
 
 
 def resolve_terms(versions: Mapping[str, str], wheels: Mapping[str, str], machine: MachineFacts,
-                  usage: UsageFacts, build: BuildKind = BuildKind.PIP, build_why: str = ""
-                  ) -> ResolvedEnvironment:
+                  usage: UsageFacts, build: BuildKind = BuildKind.PIP, build_why: str = "",
+                  image: ImageFacts | None = None) -> ResolvedEnvironment:
     """The environment a `matrix query` describes: what it names, and what follows from it
     (TensorFlow's tested build, the Keras its version depends on) marked as predicted. A build
-    other than the pip wheel (``build=source``, NVIDIA's) has no tested build to predict from."""
+    other than the pip wheel (``build=source``, NVIDIA's) has no tested build to predict from.
+    An image (``image=...``) adds what it holds after what the query names; without a TensorFlow
+    version, the range a keras or tf-keras version implies stands in for it."""
+    image_readings = image_versions(image)
 
     def named(key: str) -> ResolvedVersion:
-        if key in versions:
-            return resolved(key, [reading(versions[key], Origin.QUERY)])
+        if key in versions or key in image_readings:
+            given = [reading(versions[key], Origin.QUERY)] if key in versions else []
+            return resolved(key, given + image_readings.get(key, []))
         return ResolvedVersion(key, missing=skipped(f"{key} not named in the query", "not-named"))
 
-    tensorflow = named("tensorflow")
-    keras = _predicted_keras(named("keras"), tensorflow)
-    tf_keras = named("tf-keras")
+    if image is not None and image.nvidia_build and build is BuildKind.PIP:
+        build, build_why = BuildKind.NVIDIA, f"the NGC image {image.image}"
+    keras_named, tf_keras = named("keras"), named("tf-keras")
+    tensorflow = with_implied_range(named("tensorflow"), keras_named, tf_keras, image)
+    keras = _predicted_keras(keras_named, tensorflow)
     predicted = predict_tf_keras(tensorflow, keras, tf_keras, legacy=False)
     if build is BuildKind.PIP and _nvidia_local_label(tensorflow):
         build, build_why = BuildKind.NVIDIA, f"the local label of {tensorflow.text}"
@@ -354,6 +362,7 @@ def resolve_terms(versions: Mapping[str, str], wheels: Mapping[str, str], machin
 
     def library(key: str, name: str, built: ResolvedVersion | None) -> ResolvedVersion:
         readings = [reading(versions[key], Origin.QUERY)] if key in versions else []
+        readings += image_readings.get(key, [])
         stem = LIBRARY_WHEELS.get(name)
         readings += [reading(v, Origin.WHEEL, w) for w, v in sorted(wheel_map.items())
                      if stem is not None and w.startswith(stem + "-cu")]
@@ -381,6 +390,29 @@ def resolve_terms(versions: Mapping[str, str], wheels: Mapping[str, str], machin
         build=build, build_why=build_why,
         jax=named("jax"), jaxlib=named("jaxlib"), horovod=named("horovod"),
     )
+
+
+def image_versions(image: ImageFacts | None) -> dict[str, list[Reading]]:
+    """What an image holds, as readings (after what the query or the machine states)."""
+    if image is None:
+        return {}
+    return {key: [reading(text, Origin.IMAGE, image.sources.get(key, image.image))]
+            for key, text in image.versions.items()}
+
+
+def with_implied_range(tensorflow: ResolvedVersion, keras: ResolvedVersion, tf_keras: ResolvedVersion,
+                       image: ImageFacts | None = None) -> ResolvedVersion:
+    """TensorFlow not known: the range a known keras or tf-keras version implies, marked as implied."""
+    if tensorflow.known or tensorflow.range:
+        return tensorflow
+    implied = implied_tensorflow(keras.text if keras.known else "", tf_keras.text if tf_keras.known else "")
+    if implied is None:
+        if image is not None and image.unknown and tensorflow.missing is not None:
+            why = f"{tensorflow.missing.detail}; {image.unknown}"
+            return ResolvedVersion("tensorflow", missing=skipped(why))
+        return tensorflow
+    return ResolvedVersion("tensorflow", missing=tensorflow.missing, range=implied.spec,
+                           range_origin=implied.why)
 
 
 def _tested_build(tensorflow: ResolvedVersion, build: BuildKind, build_why: str
