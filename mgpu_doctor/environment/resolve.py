@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
-from mgpu_doctor.environment.implied import ImageFacts, implied_tensorflow
+from mgpu_doctor.environment.implied import ImageFacts, NotAnImage, image_facts, implied_tensorflow
 from mgpu_doctor.environment.library_copies import MAIN_LIBRARIES, best_version, cuda_major_of, soname_major
 from mgpu_doctor.matrix.compat_tables import (
     TfBuild,
@@ -456,12 +456,18 @@ def _predicted_keras(keras: ResolvedVersion, tensorflow: ResolvedVersion) -> Res
 def resolve(snapshot: Snapshot) -> ResolvedEnvironment:
     """The environment of one machine, from its snapshot."""
     packages, tf = snapshot.packages, snapshot.tensorflow
-    tensorflow, distribution = _tensorflow(packages, tf, pasted_readings(snapshot, "tensorflow"))
+    image = pasted_image(snapshot)
+    images = image_versions(image)
+    tensorflow, distribution = _tensorflow(packages, tf, pasted_readings(snapshot, "tensorflow")
+                                           + images.get("tensorflow", []))
     keras = _package("keras", packages, tf, "keras")
     if not keras.known and pasted_readings(snapshot, "keras"):
         keras = resolved("keras", pasted_readings(snapshot, "keras"))
     tf_keras = _package("tf-keras", packages, tf, "tf_keras")
+    tensorflow = with_implied_range(tensorflow, keras, tf_keras, image)
     build, build_why = _build_kind(snapshot, tensorflow)
+    if image is not None and image.nvidia_build and build is BuildKind.PIP:
+        build, build_why = BuildKind.NVIDIA, f"the NGC image {image.image} in the pasted text"
     legacy = snapshot.env.get("TF_USE_LEGACY_KERAS", "").strip().lower() in LEGACY_KERAS_VALUES
     predicted = predict_tf_keras(tensorflow, keras, tf_keras, legacy)
     observed = _observed_tf_keras(tf)
@@ -500,10 +506,11 @@ def resolve(snapshot: Snapshot) -> ResolvedEnvironment:
         python=python, driver=driver, driver_cuda=driver_cuda, cpu_only_build=cpu_only,
         built_cuda=built_cuda, built_cudnn=built_cudnn,
         cuda=_library_version("cuda", "cudart", libraries, wheels, built_cuda,
-                              pasted_readings(snapshot, "cuda")),
+                              pasted_readings(snapshot, "cuda") + images.get("cuda", [])),
         cudnn=_library_version("cudnn", "cudnn", libraries, wheels, built_cudnn,
-                               pasted_readings(snapshot, "cudnn")),
-        nccl=_library_version("nccl", "nccl", libraries, wheels, None, pasted_readings(snapshot, "nccl")),
+                               pasted_readings(snapshot, "cudnn") + images.get("cudnn", [])),
+        nccl=_library_version("nccl", "nccl", libraries, wheels, None,
+                              pasted_readings(snapshot, "nccl") + images.get("nccl", [])),
         cublas=_library_version("cublas", "cublas", libraries, wheels, None),
         libraries=libraries, wheels=wheels, and_cuda_requires=pins, and_cuda_marked=marked,
         and_cuda_source=pins_source,
@@ -558,6 +565,19 @@ def _installed_or_pasted(name: str, packages: PackageFacts | Unavailable,
                                    f"{name} in {packages.locations.get(name, '?')}"))
     missing = packages if isinstance(packages, Unavailable) else absent(f"{name} is not installed")
     return resolved(name, readings, missing)
+
+
+def pasted_image(snapshot: Snapshot) -> ImageFacts | None:
+    """The first NVIDIA NGC TensorFlow image a pasted text names (a tensorflow/tensorflow tag already
+    gives the paste its TensorFlow version where the paste is read)."""
+    images = snapshot.pasted.images if snapshot.pasted is not None else []
+    for named in images:
+        if named.kind == "ngc":
+            try:
+                return image_facts(named.image)
+            except NotAnImage:  # another NGC image (pytorch, a base image): not TensorFlow's
+                continue
+    return None
 
 
 def pasted_readings(snapshot: Snapshot, key: str) -> list[Reading]:
