@@ -160,3 +160,14 @@ def test_a_pasted_ngc_image_resolves_as_the_query_does():
 def test_a_pasted_keras_version_implies_the_tensorflow_range():
     env = resolve(snapshot_from_paste("keras version: 3.5.0\nMirroredStrategy on 2 GPUs gives NaN.\n", "x"))
     assert env.tensorflow.range == ">=2.16.1,<=2.19.1"
+
+
+def test_the_2_16_nan_entry_says_why_its_condition_is_every_mirrored_multi_gpu_run():
+    from mgpu_doctor.matrix.known_issues import load_matrix
+    from mgpu_doctor.matrix.paths import bundled_matrix_dir
+
+    entry = load_matrix(bundled_matrix_dir()).get("tf-90686-mirrored-nan-since-tf216")
+    assert entry is not None
+    c = entry.conditions
+    assert (c.min_gpus, c.strategy, c.gpu_names, c.usage, c.layers) == (2, ("mirrored",), (), (), ())
+    assert "Why the condition is" in entry.summary and "none is named" in entry.summary
