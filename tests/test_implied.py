@@ -171,3 +171,11 @@ def test_the_2_16_nan_entry_says_why_its_condition_is_every_mirrored_multi_gpu_r
     c = entry.conditions
     assert (c.min_gpus, c.strategy, c.gpu_names, c.usage, c.layers) == (2, ("mirrored",), (), (), ())
     assert "Why the condition is" in entry.summary and "none is named" in entry.summary
+
+
+def test_an_ngc_image_gives_the_horovod_it_ships():
+    env, _ = resolve_query(["image=nvcr.io/nvidia/tensorflow:20.03-tf1-py3"])
+    assert env.horovod.text == "0.19.0" and env.horovod.origin is Origin.IMAGE
+    assert not env.tensorflow.known  # 20.03's TensorFlow releases were not in the notes read
+    named, _ = resolve_query(["image=nvcr.io/nvidia/tensorflow:20.03-tf1-py3", "horovod==0.19.5"])
+    assert named.horovod.text == "0.19.5"  # what the query names wins

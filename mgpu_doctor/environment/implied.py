@@ -44,7 +44,8 @@ def implied_tensorflow(keras: str, tf_keras: str) -> ImpliedRange | None:
 @dataclass(frozen=True)
 class ImageFacts:
     """What one container image reference says: versions (``tensorflow``, ``cuda``, ``cudnn``,
-    ``nccl``) with where each was read, whether it is NVIDIA's build, and what it leaves unknown."""
+    ``nccl``, ``horovod``) with where each was read, whether it is NVIDIA's build, and what it
+    leaves unknown."""
 
     image: str
     kind: str  # "tensorflow" (Docker Hub's tensorflow/tensorflow), "ngc" (nvcr.io/nvidia/tensorflow)
@@ -81,7 +82,7 @@ def image_facts(reference: str) -> ImageFacts:
                           unknown=f"NVIDIA's release {ngc.group('release')} is not in the NGC table")
     flavour = ngc.group("flavour") or ""
     values = {"tensorflow": row.tensorflow_of(flavour), "cuda": row.cuda, "cudnn": row.cudnn,
-              "nccl": row.nccl}
+              "nccl": row.nccl, "horovod": row.horovod}
     versions = {k: v for k, v in values.items() if v}
     field_of = {"tensorflow": flavour or "tensorflow"}
     sources = {}

@@ -519,7 +519,7 @@ def resolve(snapshot: Snapshot) -> ResolvedEnvironment:
         compiled_archs=archs, compiled_archs_source=archs_source, machine=machine_facts(snapshot),
         snapshot=snapshot, build=build, build_why=build_why, jax=_jax_version("jax", packages, snapshot.jax),
         jaxlib=_jax_version("jaxlib", packages, snapshot.jax),
-        horovod=_installed_or_pasted("horovod", packages, snapshot),
+        horovod=_installed_or_pasted("horovod", packages, snapshot, images.get("horovod", [])),
     )
 
 
@@ -556,10 +556,10 @@ def _jax_version(name: str, packages: PackageFacts | Unavailable, jax: JaxFacts 
 
 
 def _installed_or_pasted(name: str, packages: PackageFacts | Unavailable,
-                         snapshot: Snapshot) -> ResolvedVersion:
+                         snapshot: Snapshot, implied: list[Reading] | None = None) -> ResolvedVersion:
     """A package the matrix names by version (Horovod): its installed metadata, else what a paste
-    states (the bug template's "Horovod version: 0.19.4")."""
-    readings = pasted_readings(snapshot, name)
+    states (the bug template's "Horovod version: 0.19.4"), else what a pasted image ships."""
+    readings = pasted_readings(snapshot, name) + (implied or [])
     if not isinstance(packages, Unavailable) and name in packages.versions:
         readings.insert(0, reading(packages.versions[name], Origin.INSTALLED,
                                    f"{name} in {packages.locations.get(name, '?')}"))

@@ -88,6 +88,7 @@ class NgcRelease:
     cuda: str
     cudnn: str
     nccl: str
+    horovod: str
     sources: tuple[str, ...]
     secondary: tuple[str, ...]
     note: str
@@ -127,7 +128,7 @@ def load_keras_tensorflow_table(path: Path) -> KerasTensorFlowTable:
     return KerasTensorFlowTable(tuple(rows), str(path))
 
 
-_NGC_VERSIONS = ("tf1", "tf2", "tensorflow", "cuda", "cudnn", "nccl")
+_NGC_VERSIONS = ("tf1", "tf2", "tensorflow", "cuda", "cudnn", "nccl", "horovod")
 
 
 def load_ngc_table(path: Path) -> NgcTable:
