@@ -45,6 +45,8 @@ def evidence(terms: list[str], code: str) -> str:
     # from 2.6.2 on, TensorFlow pins its keras minor (2.6.0/2.6.1's `~=2.6` left out)
     ("keras", "2.13.1", ">=2.13.0,<=2.13.1"),
     ("keras", "2.4.0", ">=2.2.0"),  # keras 2.4.0 declares tensorflow>=2.2.0 itself
+    ("keras", "3", ">=2.16.1"),  # a short version is every release it completes to (3.0 to 3.x)
+    ("keras", "3.5", ">=2.16.1,<=2.19.1"),
     ("tf-keras", "2.16.0", "<2.17,>=2.16"),  # tf-keras declares its TensorFlow
 ])
 def test_a_keras_version_implies_the_tensorflow_its_requirements_pair_it_with(package, version, spec):

@@ -62,7 +62,11 @@ class KerasTensorFlowTable:
             return None
         tensorflow = [r for r in self.rows if r.package == "tensorflow" and r.requires
                       and r.version not in LOOSE_KERAS_PINS]
-        admits = [r for r in tensorflow if SpecifierSet(r.requires).contains(version, prereleases=True)]
+        # a short version ("3", "3.6") is every release it completes to: its lowest and highest ends
+        ends = [version] if len(version.release) >= 3 else \
+            [version, Version(".".join(map(str, (*version.release, 9999, 9999)[:3])))]
+        admits = [r for r in tensorflow
+                  if any(SpecifierSet(r.requires).contains(end, prereleases=True) for end in ends)]
         if not admits:
             return None
         newest = max(tensorflow, key=lambda r: Version(r.version))
