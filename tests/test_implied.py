@@ -181,3 +181,14 @@ def test_an_ngc_image_gives_the_horovod_it_ships():
     assert not env.tensorflow.known  # 20.03's TensorFlow releases were not in the notes read
     named, _ = resolve_query(["image=nvcr.io/nvidia/tensorflow:20.03-tf1-py3", "horovod==0.19.5"])
     assert named.horovod.text == "0.19.5"  # what the query names wins
+
+
+def test_a_broken_implied_table_is_bad_input_up_front(monkeypatch):
+    import mgpu_doctor.matrix.implied_tables as tables
+
+    def broken() -> None:
+        raise CompatTableError("ngc-tensorflow.toml: field release[0].cuda: not a version: 'x'")
+
+    monkeypatch.setattr(tables, "bundled_ngc_table", broken)
+    with pytest.raises(BadInput, match="release\\[0\\]\\.cuda"):
+        query(["keras==3.5.0"])

@@ -175,3 +175,9 @@ def bundled_keras_tensorflow_table(directory: Path | None = None) -> KerasTensor
 @lru_cache(maxsize=4)
 def bundled_ngc_table(directory: Path | None = None) -> NgcTable:
     return load_ngc_table((directory or bundled_matrix_dir()) / NGC_FILE)
+
+
+def load_implied_tables() -> None:
+    """Read both tables now: a broken one is bad input (exit 2) up front, not a crash later."""
+    bundled_keras_tensorflow_table()
+    bundled_ngc_table()
