@@ -32,6 +32,7 @@ from mgpu_doctor.gate.acks import (
 from mgpu_doctor.gate.requirements import Requirements, layer_outcomes, requirement_checks
 from mgpu_doctor.matrix.compat_tables import CompatTableError, bundled_cuda_driver_table, load_bundled_tables
 from mgpu_doctor.matrix.environment import BadEnvironment
+from mgpu_doctor.matrix.implied_tables import load_implied_tables
 from mgpu_doctor.matrix.known_issues import VERSION_KEYS
 from mgpu_doctor.model.evidence import EvidenceText, evidence_lines
 from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Section
@@ -232,6 +233,7 @@ def judge_snapshot(snapshot: Snapshot, checks: tuple[EnvCheck, ...], *, command:
 def load_tables() -> None:
     try:  # a broken table is bad input (exit 2), not a crash of every check that reads it
         load_bundled_tables()
+        load_implied_tables()
     except CompatTableError as exc:
         raise BadInput(str(exc)) from None
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mgpu_doctor.environment.resolve import KerasFamily, ResolvedEnvironment
+from mgpu_doctor.environment.resolve import KerasFamily, Origin, ResolvedEnvironment
 from mgpu_doctor.matrix.environment import Environment
 
 
@@ -16,7 +16,8 @@ def environment_from_resolved(env: ResolvedEnvironment) -> Environment:
         if value.known and value.chosen is not None:
             versions[key] = value.text
             if not value.observed:
-                sources[key] = f"{value.chosen.origin.value}" + \
+                colon = ":" if value.chosen.origin is Origin.IMAGE else ""
+                sources[key] = f"{value.chosen.origin.value}{colon}" + \
                     (f" {value.chosen.where}" if value.chosen.where else "")
         elif value.range:
             ranges[key] = value.range

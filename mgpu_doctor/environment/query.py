@@ -6,11 +6,14 @@
 The distribution names a bug report uses (``tensorflow-gpu``, ``tf-nightly``, ``keras-nightly``)
 stand for their package; ``nvidia-tensorflow==1.15.5+nv22.12`` is TensorFlow in NVIDIA's build.
 ``build=source`` (or ``build=nvidia``) says TensorFlow is not the pip wheel, whose tested build
-is then not assumed.
+is then not assumed. ``image=tensorflow/tensorflow:2.18.0-gpu`` or
+``image=nvcr.io/nvidia/tensorflow:23.03-tf2-py3`` adds what the image holds (an NGC image is
+NVIDIA's build).
 """
 
 from __future__ import annotations
 
+from mgpu_doctor.environment.implied import ImageFacts, NotAnImage, image_facts
 from mgpu_doctor.environment.resolve import (
     BUILD_TERMS,
     NVIDIA_DISTRIBUTION,
@@ -46,7 +49,16 @@ def resolve_query(terms: list[str]) -> tuple[ResolvedEnvironment, dict[str, str]
     wheels: dict[str, str] = {}
     rest = []
     build, build_why, build_given = BuildKind.PIP, "", ""
+    image: ImageFacts | None = None
     for raw in terms:
+        if raw.partition("=")[0].strip().lower() == "image" and not raw.partition("=")[2].startswith("="):
+            if image is not None:
+                raise BadEnvironment(f"{raw!r}: image given twice")
+            try:
+                image = image_facts(raw.partition("=")[2])
+            except NotAnImage as exc:
+                raise BadEnvironment(str(exc)) from None
+            continue
         if raw.partition("==")[0].strip().lower() == NVIDIA_DISTRIBUTION:
             if build_given and BUILD_TERMS[build_given] is not BuildKind.NVIDIA:
                 raise BadEnvironment(f"{raw!r}: {NVIDIA_DISTRIBUTION} is NVIDIA's build, "
@@ -77,7 +89,9 @@ def resolve_query(terms: list[str]) -> tuple[ResolvedEnvironment, dict[str, str]
     given.update(wheels)
     if build_given:
         given["build"] = build_given
-    return resolve_terms(env.versions, wheels, machine_of(env), usage_of(env), build, build_why), given
+    if image is not None:
+        given["image"] = image.image
+    return resolve_terms(env.versions, wheels, machine_of(env), usage_of(env), build, build_why, image), given
 
 
 def machine_of(env: Environment) -> MachineFacts:

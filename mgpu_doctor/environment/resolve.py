@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
+from mgpu_doctor.environment.implied import ImageFacts, NotAnImage, image_facts, implied_tensorflow
 from mgpu_doctor.environment.library_copies import MAIN_LIBRARIES, best_version, cuda_major_of, soname_major
 from mgpu_doctor.matrix.compat_tables import (
     TfBuild,
@@ -107,11 +108,12 @@ class Origin(str, enum.Enum):
     QUERY = "named in the query"
     PREDICTED = "predicted from TensorFlow's version"
     PASTED = "stated in the pasted text"
+    IMAGE = "implied by the image"  # a tensorflow/tensorflow tag, or an NGC release's notes
 
     @property
     def observed(self) -> bool:
         """Seen on the machine (or stated by the user), not inferred from another version."""
-        return self not in (Origin.BUILD_INFO, Origin.TESTED_BUILD, Origin.PREDICTED)
+        return self not in (Origin.BUILD_INFO, Origin.TESTED_BUILD, Origin.PREDICTED, Origin.IMAGE)
 
 
 @dataclass(frozen=True)
@@ -331,20 +333,26 @@ class ResolvedEnvironment:
 
 
 def resolve_terms(versions: Mapping[str, str], wheels: Mapping[str, str], machine: MachineFacts,
-                  usage: UsageFacts, build: BuildKind = BuildKind.PIP, build_why: str = ""
-                  ) -> ResolvedEnvironment:
+                  usage: UsageFacts, build: BuildKind = BuildKind.PIP, build_why: str = "",
+                  image: ImageFacts | None = None) -> ResolvedEnvironment:
     """The environment a `matrix query` describes: what it names, and what follows from it
     (TensorFlow's tested build, the Keras its version depends on) marked as predicted. A build
-    other than the pip wheel (``build=source``, NVIDIA's) has no tested build to predict from."""
+    other than the pip wheel (``build=source``, NVIDIA's) has no tested build to predict from.
+    An image (``image=...``) adds what it holds after what the query names; without a TensorFlow
+    version, the range a keras or tf-keras version implies stands in for it."""
+    image_readings = image_versions(image)
 
     def named(key: str) -> ResolvedVersion:
-        if key in versions:
-            return resolved(key, [reading(versions[key], Origin.QUERY)])
+        if key in versions or key in image_readings:
+            given = [reading(versions[key], Origin.QUERY)] if key in versions else []
+            return resolved(key, given + image_readings.get(key, []))
         return ResolvedVersion(key, missing=skipped(f"{key} not named in the query", "not-named"))
 
-    tensorflow = named("tensorflow")
-    keras = _predicted_keras(named("keras"), tensorflow)
-    tf_keras = named("tf-keras")
+    if image is not None and image.nvidia_build and build is BuildKind.PIP:
+        build, build_why = BuildKind.NVIDIA, f"the NGC image {image.image}"
+    keras_named, tf_keras = named("keras"), named("tf-keras")
+    tensorflow = with_implied_range(named("tensorflow"), keras_named, tf_keras, image)
+    keras = _predicted_keras(keras_named, tensorflow)
     predicted = predict_tf_keras(tensorflow, keras, tf_keras, legacy=False)
     if build is BuildKind.PIP and _nvidia_local_label(tensorflow):
         build, build_why = BuildKind.NVIDIA, f"the local label of {tensorflow.text}"
@@ -354,6 +362,7 @@ def resolve_terms(versions: Mapping[str, str], wheels: Mapping[str, str], machin
 
     def library(key: str, name: str, built: ResolvedVersion | None) -> ResolvedVersion:
         readings = [reading(versions[key], Origin.QUERY)] if key in versions else []
+        readings += image_readings.get(key, [])
         stem = LIBRARY_WHEELS.get(name)
         readings += [reading(v, Origin.WHEEL, w) for w, v in sorted(wheel_map.items())
                      if stem is not None and w.startswith(stem + "-cu")]
@@ -381,6 +390,29 @@ def resolve_terms(versions: Mapping[str, str], wheels: Mapping[str, str], machin
         build=build, build_why=build_why,
         jax=named("jax"), jaxlib=named("jaxlib"), horovod=named("horovod"),
     )
+
+
+def image_versions(image: ImageFacts | None) -> dict[str, list[Reading]]:
+    """What an image holds, as readings (after what the query or the machine states)."""
+    if image is None:
+        return {}
+    return {key: [reading(text, Origin.IMAGE, image.sources.get(key, image.image))]
+            for key, text in image.versions.items()}
+
+
+def with_implied_range(tensorflow: ResolvedVersion, keras: ResolvedVersion, tf_keras: ResolvedVersion,
+                       image: ImageFacts | None = None) -> ResolvedVersion:
+    """TensorFlow not known: the range a known keras or tf-keras version implies, marked as implied."""
+    if tensorflow.known or tensorflow.range:
+        return tensorflow
+    implied = implied_tensorflow(keras.text if keras.known else "", tf_keras.text if tf_keras.known else "")
+    if implied is None:
+        if image is not None and image.unknown and tensorflow.missing is not None:
+            why = f"{tensorflow.missing.detail}; {image.unknown}"
+            return ResolvedVersion("tensorflow", missing=skipped(why))
+        return tensorflow
+    return ResolvedVersion("tensorflow", missing=tensorflow.missing, range=implied.spec,
+                           range_origin=implied.why)
 
 
 def _tested_build(tensorflow: ResolvedVersion, build: BuildKind, build_why: str
@@ -424,12 +456,18 @@ def _predicted_keras(keras: ResolvedVersion, tensorflow: ResolvedVersion) -> Res
 def resolve(snapshot: Snapshot) -> ResolvedEnvironment:
     """The environment of one machine, from its snapshot."""
     packages, tf = snapshot.packages, snapshot.tensorflow
-    tensorflow, distribution = _tensorflow(packages, tf, pasted_readings(snapshot, "tensorflow"))
+    image = pasted_image(snapshot)
+    images = image_versions(image)
+    tensorflow, distribution = _tensorflow(packages, tf, pasted_readings(snapshot, "tensorflow")
+                                           + images.get("tensorflow", []))
     keras = _package("keras", packages, tf, "keras")
     if not keras.known and pasted_readings(snapshot, "keras"):
         keras = resolved("keras", pasted_readings(snapshot, "keras"))
     tf_keras = _package("tf-keras", packages, tf, "tf_keras")
+    tensorflow = with_implied_range(tensorflow, keras, tf_keras, image)
     build, build_why = _build_kind(snapshot, tensorflow)
+    if image is not None and image.nvidia_build and build is BuildKind.PIP:
+        build, build_why = BuildKind.NVIDIA, f"the NGC image {image.image} in the pasted text"
     legacy = snapshot.env.get("TF_USE_LEGACY_KERAS", "").strip().lower() in LEGACY_KERAS_VALUES
     predicted = predict_tf_keras(tensorflow, keras, tf_keras, legacy)
     observed = _observed_tf_keras(tf)
@@ -468,10 +506,11 @@ def resolve(snapshot: Snapshot) -> ResolvedEnvironment:
         python=python, driver=driver, driver_cuda=driver_cuda, cpu_only_build=cpu_only,
         built_cuda=built_cuda, built_cudnn=built_cudnn,
         cuda=_library_version("cuda", "cudart", libraries, wheels, built_cuda,
-                              pasted_readings(snapshot, "cuda")),
+                              pasted_readings(snapshot, "cuda") + images.get("cuda", [])),
         cudnn=_library_version("cudnn", "cudnn", libraries, wheels, built_cudnn,
-                               pasted_readings(snapshot, "cudnn")),
-        nccl=_library_version("nccl", "nccl", libraries, wheels, None, pasted_readings(snapshot, "nccl")),
+                               pasted_readings(snapshot, "cudnn") + images.get("cudnn", [])),
+        nccl=_library_version("nccl", "nccl", libraries, wheels, None,
+                              pasted_readings(snapshot, "nccl") + images.get("nccl", [])),
         cublas=_library_version("cublas", "cublas", libraries, wheels, None),
         libraries=libraries, wheels=wheels, and_cuda_requires=pins, and_cuda_marked=marked,
         and_cuda_source=pins_source,
@@ -480,7 +519,7 @@ def resolve(snapshot: Snapshot) -> ResolvedEnvironment:
         compiled_archs=archs, compiled_archs_source=archs_source, machine=machine_facts(snapshot),
         snapshot=snapshot, build=build, build_why=build_why, jax=_jax_version("jax", packages, snapshot.jax),
         jaxlib=_jax_version("jaxlib", packages, snapshot.jax),
-        horovod=_installed_or_pasted("horovod", packages, snapshot),
+        horovod=_installed_or_pasted("horovod", packages, snapshot, images.get("horovod", [])),
     )
 
 
@@ -517,15 +556,28 @@ def _jax_version(name: str, packages: PackageFacts | Unavailable, jax: JaxFacts 
 
 
 def _installed_or_pasted(name: str, packages: PackageFacts | Unavailable,
-                         snapshot: Snapshot) -> ResolvedVersion:
+                         snapshot: Snapshot, implied: list[Reading] | None = None) -> ResolvedVersion:
     """A package the matrix names by version (Horovod): its installed metadata, else what a paste
-    states (the bug template's "Horovod version: 0.19.4")."""
-    readings = pasted_readings(snapshot, name)
+    states (the bug template's "Horovod version: 0.19.4"), else what a pasted image ships."""
+    readings = pasted_readings(snapshot, name) + (implied or [])
     if not isinstance(packages, Unavailable) and name in packages.versions:
         readings.insert(0, reading(packages.versions[name], Origin.INSTALLED,
                                    f"{name} in {packages.locations.get(name, '?')}"))
     missing = packages if isinstance(packages, Unavailable) else absent(f"{name} is not installed")
     return resolved(name, readings, missing)
+
+
+def pasted_image(snapshot: Snapshot) -> ImageFacts | None:
+    """The first NVIDIA NGC TensorFlow image a pasted text names (a tensorflow/tensorflow tag already
+    gives the paste its TensorFlow version where the paste is read)."""
+    images = snapshot.pasted.images if snapshot.pasted is not None else []
+    for named in images:
+        if named.kind == "ngc":
+            try:
+                return image_facts(named.image)
+            except NotAnImage:  # another NGC image (pytorch, a base image): not TensorFlow's
+                continue
+    return None
 
 
 def pasted_readings(snapshot: Snapshot, key: str) -> list[Reading]:
