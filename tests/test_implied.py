@@ -112,12 +112,12 @@ def test_a_tag_without_a_release_names_none():
 def test_an_ngc_image_is_nvidias_build_with_what_its_release_notes_state():
     env, _ = resolve_query(["image=nvcr.io/nvidia/tensorflow:23.03-tf2-py3"])
     assert env.build is BuildKind.NVIDIA
-    assert env.tensorflow.text == "2.11.0" and env.tensorflow.origin is Origin.IMAGE
     assert env.cuda.text == "12.1.0"
     assert not env.built_cuda.known  # NVIDIA's build: the pip wheel's tested build is not assumed
-    assert "secondary" in env.tensorflow.chosen.where  # 2.11.0 was read on a secondary source
+    # The tf2 image's TensorFlow is in no source the table can cite: said, not guessed.
+    assert not env.tensorflow.known and "23.03 tf2 is not in the NGC table" in str(env.tensorflow.missing)
     tf1, _ = resolve_query(["image=nvcr.io/nvidia/tensorflow:23.03-tf1-py3"])
-    assert tf1.tensorflow.text == "1.15.5"
+    assert tf1.tensorflow.text == "1.15.5" and tf1.tensorflow.origin is Origin.IMAGE
 
 
 def test_tensorflow_1_15_on_cuda_11_in_an_ngc_image_is_no_error():
@@ -156,7 +156,7 @@ def test_every_ngc_row_cites_a_source_and_marks_what_is_secondary(tmp_path: Path
 def test_a_pasted_ngc_image_resolves_as_the_query_does():
     text = "I run `docker run --gpus all nvcr.io/nvidia/tensorflow:23.03-tf2-py3` on 2 GPUs and get NaN.\n"
     env = resolve(snapshot_from_paste(text, "issue.txt"))
-    assert env.build is BuildKind.NVIDIA and env.tensorflow.text == "2.11.0" and env.cuda.text == "12.1.0"
+    assert env.build is BuildKind.NVIDIA and not env.tensorflow.known and env.cuda.text == "12.1.0"
 
 
 def test_a_pasted_keras_version_implies_the_tensorflow_range():
