@@ -133,3 +133,15 @@ def test_without_a_cache_the_index_is_built_in_memory(tmp_path, monkeypatch):
     monkeypatch.setenv(parse_cache.CACHE_ENV, "")
     monkeypatch.setattr(matrix_index, "_LOADED", {})
     assert matrix_index.load_index(bundled_matrix_dir()).matrix() == MATRIX
+
+
+def test_the_candidates_of_known_versions_are_decided_once(cache, monkeypatch):
+    index = matrix_index.load_index(bundled_matrix_dir())
+    env = query_env("tensorflow==2.15.0", "gpus=2")
+    first = index.candidates(env)
+    assert len(list(cache.glob("candidates-*.json"))) == 1
+    with monkeypatch.context() as patched:
+        patched.setattr(matrix_index.MatrixIndex, "_candidate_positions", lambda *a: pytest.fail("decided again"))
+        assert index.candidates(env) == first
+    other = index.candidates(query_env("tensorflow==2.16.1", "gpus=2"))  # other versions: decided
+    assert other != first and len(list(cache.glob("candidates-*.json"))) == 2

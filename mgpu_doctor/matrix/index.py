@@ -11,18 +11,22 @@ validates them: an edited, added or removed file (or an upgrade) is another key,
 An index holds each entry pickled on its own, bucketed by the version keys its ``affects`` names
 and, within a key, by its specifier text. :meth:`MatrixIndex.candidates` unpickles only the
 entries that could be reported for an environment (see there), so a run reads a few dozen
-entries whatever the size of the matrix. Best effort like the parse cache: an index that cannot
-be read or written costs the full load, never an error.
+entries whatever the size of the matrix. Deciding which costs one specifier test per distinct
+range of a known version's key, which grows with the matrix: the answer, a pure function of the
+index and the known versions, is kept too (``candidates-*.json``), so the next run on the same
+versions reads it. Best effort like the parse cache: an index that cannot be read or written
+costs the full load, never an error.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import pickle
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from mgpu_doctor.matrix import known_issues, parse_cache, toml_files, vocabulary
@@ -34,6 +38,7 @@ from mgpu_doctor.process import inputs
 
 FORMAT = 1  # bump when what an index holds changes
 MAX_INDEXES = 8  # a few versions of the bundled matrix, with and without a team's own
+MAX_CANDIDATE_LISTS = 32  # a few environments (interpreters, queries) per index
 # The modules whose code decides what a matrix file yields (validation, vocabulary, limits): their
 # text is part of the key, so a changed rule rebuilds the index even when no file changed.
 _DECIDING_CODE = (known_issues, vocabulary, toml_files, versions, evidence, distributions, inputs)
@@ -45,6 +50,7 @@ _UNDECIDED_KEY = "tensorflow"
 class MatrixIndex:
     """The known issues of one matrix version, each entry unpickled only when asked for."""
 
+    key: str  # what the index was built from (see _key); "" for one that is not kept
     sources: tuple[str, ...]
     problems: tuple[Problem, ...]
     blobs: tuple[bytes, ...]  # each entry pickled on its own, in the matrix's order
@@ -77,6 +83,14 @@ class MatrixIndex:
         TensorFlow is not known), less those a known version rules out, each specifier text
         decided once.
         """
+        kept = self._kept_candidates(env)
+        if kept is not None:
+            return tuple(self.entry(i) for i in kept)
+        positions = self._candidate_positions(env)
+        self._keep_candidates(env, positions)
+        return tuple(self.entry(i) for i in positions)
+
+    def _candidate_positions(self, env: Environment) -> list[int]:
         known = set(env.versions) | set(env.ranges)
         wanted: set[int] = set()
         for key in known | ({_UNDECIDED_KEY} - known):
@@ -86,7 +100,29 @@ class MatrixIndex:
             for text, positions in self.by_key.get(key, {}).items():
                 if version_in(version, parse_specifier(text)) is Tri.NO:
                     wanted.difference_update(positions)
-        return tuple(self.entry(i) for i in sorted(wanted))
+        return sorted(wanted)
+
+    def _candidates_path(self, env: Environment) -> Path | None:
+        directory = parse_cache.cache_dir()
+        if not self.key or directory is None:
+            return None
+        asked = json.dumps([self.key, sorted(env.versions.items()), sorted(env.ranges.items())])
+        return directory / f"candidates-{hashlib.sha256(asked.encode()).hexdigest()}.json"
+
+    def _kept_candidates(self, env: Environment) -> list[int] | None:
+        path = self._candidates_path(env)
+        try:
+            kept = json.loads(path.read_text(encoding="utf-8")) if path is not None else None
+        except (OSError, ValueError):
+            return None
+        if not (isinstance(kept, list) and all(isinstance(i, int) and 0 <= i < self.count for i in kept)):
+            return None
+        return kept
+
+    def _keep_candidates(self, env: Environment, positions: list[int]) -> None:
+        path = self._candidates_path(env)
+        if path is not None:
+            _replace(path, json.dumps(positions).encode(), "candidates-*.json", MAX_CANDIDATE_LISTS)
 
 
 def compile_index(matrix: Matrix) -> MatrixIndex:
@@ -95,7 +131,7 @@ def compile_index(matrix: Matrix) -> MatrixIndex:
     for position, issue in enumerate(matrix.issues):
         for key, text in issue.affects.items():
             by_key.setdefault(key, {}).setdefault(text, []).append(position)
-    return MatrixIndex(matrix.sources, matrix.problems,
+    return MatrixIndex("", matrix.sources, matrix.problems,
                        tuple(pickle.dumps(i, pickle.HIGHEST_PROTOCOL) for i in matrix.issues),
                        {k: {t: tuple(p) for t, p in texts.items()} for k, texts in by_key.items()})
 
@@ -116,7 +152,7 @@ def load_index(bundled: Path, extra: Sequence[Path] = ()) -> MatrixIndex:
     path = directory / f"index-{key}.pickle" if directory is not None else None
     index = _read(path) if path is not None else None
     if index is None:
-        index = compile_index(load_matrix(bundled, tuple(extra)))
+        index = replace(compile_index(load_matrix(bundled, tuple(extra))), key=key)
         if path is not None and _key(bundled, extra) == key:  # no file changed while it was read
             _write(path, index)
     _LOADED[key] = index
@@ -155,7 +191,7 @@ def _read(path: Path) -> MatrixIndex | None:
     if len(head) == 32 and hashlib.sha256(payload).digest() == head:
         with contextlib.suppress(Exception):  # an index of another build: rebuilt, never an error
             index = pickle.loads(payload)
-    if not isinstance(index, MatrixIndex):
+    if not isinstance(index, MatrixIndex) or f"index-{index.key}.pickle" != path.name:
         with contextlib.suppress(OSError):
             path.unlink(missing_ok=True)
         return None
@@ -163,15 +199,19 @@ def _read(path: Path) -> MatrixIndex | None:
 
 
 def _write(path: Path, index: MatrixIndex) -> None:
-    payload = pickle.dumps(MatrixIndex(index.sources, index.problems, index.blobs, index.by_key),
-                           pickle.HIGHEST_PROTOCOL)
+    payload = pickle.dumps(replace(index, _entries={}), pickle.HIGHEST_PROTOCOL)
+    _replace(path, hashlib.sha256(payload).digest() + payload, "index-*.pickle", MAX_INDEXES)
+
+
+def _replace(path: Path, data: bytes, kind: str, keep: int) -> None:
+    """Write ``data`` to ``path`` whole, and keep the ``keep`` newest files of its ``kind``."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        temporary.write_bytes(hashlib.sha256(payload).digest() + payload)
+        temporary.write_bytes(data)
         os.replace(temporary, path)  # another doctor reading at the same time sees all or nothing
-        kept = sorted(path.parent.glob("index-*.pickle"), key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in kept[MAX_INDEXES:]:
+        kept = sorted(path.parent.glob(kind), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in kept[keep:]:
             old.unlink(missing_ok=True)
     except OSError:
         pass
