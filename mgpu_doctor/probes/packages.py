@@ -62,15 +62,22 @@ def gather_python_and_packages(
 
 def reads_in_process(interpreter: Interpreter) -> bool:
     """Whether the doctor's own process sees the path a child of ``interpreter`` would: the same
-    executable, started without the options that change the path (-I, -E, -s, -S, -P).
+    executable, started without the options that change the path (-I, -E, -s, -S, -P), its
+    first folder still the one Python put there.
 
     A child's path is its script's folder, then the path every start of that Python builds; the
-    doctor's is its own first folder (the console script's, or the working directory with ``-m``),
-    then the same. Starting a Python cost the quick check a fifth of its time."""
+    doctor's is its own first folder (the console script's, or the working directory with ``-m``
+    and ``-c``), then the same. A host that put a folder first (pytest, a notebook) gets the
+    child. Starting a Python cost the quick check a fifth of its time."""
     flags = sys.flags
     changed = (flags.isolated or flags.ignore_environment or flags.no_user_site or flags.no_site
                or getattr(flags, "safe_path", False))
-    return interpreter.executable == sys.executable and not changed and bool(sys.path)
+    if interpreter.executable != sys.executable or changed or not sys.path:
+        return False
+    first = os.path.realpath(sys.path[0] or os.curdir)
+    started = {os.path.realpath(os.curdir)} | ({os.path.dirname(os.path.realpath(sys.argv[0]))}
+                                               if sys.argv and sys.argv[0] not in ("", "-c") else set())
+    return first in started
 
 
 def _package_facts() -> ModuleType:
