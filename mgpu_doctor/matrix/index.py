@@ -1,8 +1,8 @@
 """The known issues compiled once per matrix version, so that a check's cost does not grow with
 the matrix.
 
-Loading the matrix validates every entry (about 0.15 ms each, 60 ms for 400 entries) and
-matching assesses every entry; both grew with each entry added. The index is built from
+Loading the matrix validates every entry and matching assesses every entry: a third of
+`check --quick` with 400 entries, growing with each entry added. The index is built from
 :func:`~mgpu_doctor.matrix.known_issues.load_matrix`'s result the first time a set of matrix
 files is seen, and kept beside the parse cache (:func:`~mgpu_doctor.matrix.parse_cache.cache_dir`)
 under a key made of every file's SHA-256, the directories read, and the SHA-256 of the code that
@@ -93,7 +93,7 @@ class MatrixIndex:
     def _candidate_positions(self, env: Environment) -> list[int]:
         known = set(env.versions) | set(env.ranges)
         wanted: set[int] = set()
-        for key in known | ({_UNDECIDED_KEY} - known):
+        for key in known | {_UNDECIDED_KEY}:  # TensorFlow's entries either way: not known, they may wait on it
             for positions in self.by_key.get(key, {}).values():
                 wanted.update(positions)
         for key, version in env.versions.items():
