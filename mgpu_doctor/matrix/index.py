@@ -93,7 +93,7 @@ class MatrixIndex:
     def _candidate_positions(self, env: Environment) -> list[int]:
         known = set(env.versions) | set(env.ranges)
         wanted: set[int] = set()
-        for key in known | {_UNDECIDED_KEY}:  # TensorFlow's entries either way: not known, they may wait on it
+        for key in known | {_UNDECIDED_KEY}:  # TensorFlow's entries: not known, they may wait on it
             for positions in self.by_key.get(key, {}).values():
                 wanted.update(positions)
         for key, version in env.versions.items():
