@@ -6,6 +6,11 @@ trainings -> gates -> acknowledgements -> redaction -> the report.
 Everything that can be wrong with the options or the bundled data fails here, before any
 probing, as :class:`~mgpu_doctor.errors.BadInput` (exit 2). No argparse below the CLI: the CLI
 turns its namespace into a :class:`DiagnoseOptions`.
+
+Imported where they are used, so that `check --quick` does not pay for them: the reading of the
+user's code (``training.code``, with ``--code`` or a paste), the model's observation
+(``probes.user_model``, ``training.observed``: ``--model``), a paste's launch lines
+(``training.launches``), and the smoke, hang, drift and paste packages.
 """
 
 from __future__ import annotations
@@ -43,23 +48,19 @@ from mgpu_doctor.model.smoke_runs import SmokeRun, runs_from_report
 from mgpu_doctor.model.snapshot import NotJsonText, Snapshot, SnapshotLoadError, load_document
 from mgpu_doctor.model.training import TrainingProfile
 from mgpu_doctor.model.unavailable import Unavailable
-from mgpu_doctor.model.user_model import ModelObservation, ModelRequest
 from mgpu_doctor.probes.gather import GatherOptions, Progress, gather_snapshot
-from mgpu_doctor.probes.user_model import observe_model
 from mgpu_doctor.process.interpreter import Interpreter
-from mgpu_doctor.smoke.request import SmokeRequest
 from mgpu_doctor.training.apply import with_training
-from mgpu_doctor.training.code import CodeReading, code_outcome, paste_reading, read_code, with_code
 from mgpu_doctor.training.declared import checked_recorded, over_recorded, query_profile
-from mgpu_doctor.training.launches import with_launches
-from mgpu_doctor.training.observed import CHECK_NAME as MODEL_CHECK
-from mgpu_doctor.training.observed import model_outcome, with_observed
 
 if TYPE_CHECKING:
     from mgpu_doctor.environment.library_view import LibrariesView
     from mgpu_doctor.hang.section import HangRequest
     from mgpu_doctor.model.hang import HangReading
+    from mgpu_doctor.model.user_model import ModelObservation, ModelRequest
+    from mgpu_doctor.smoke.request import SmokeRequest
     from mgpu_doctor.smoke.section import SmokeSection
+    from mgpu_doctor.training.code import CodeReading
 
 EnvCheck = Check[ResolvedEnvironment]
 
@@ -126,16 +127,25 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
     original = replace(facts.snapshot, logs=facts.snapshot.logs + logs) if logs else facts.snapshot
     training = over_recorded(facts.training, options.training)
     if original.pasted is not None:  # a horovodrun/mpirun line says how the job trains
+        from mgpu_doctor.training.launches import with_launches
+
         training = with_launches(training, original.pasted)
     model = model_section(options, progress)
     if model is not None and model[1] is not None:
+        from mgpu_doctor.training.observed import with_observed
+
         training = with_observed(training, model[1])
-    for reading in readings:
-        training = with_code(training, reading)
+    code_outcomes: list[CheckOutcome] = []
+    if readings:
+        from mgpu_doctor.training.code import code_outcome, with_code
+
+        for reading in readings:
+            training = with_code(training, reading)
+        code_outcomes = [code_outcome(reading) for reading in readings]
     env = with_training(resolve(original), training)
     outcomes = [run_check(c, env) for c in checks]
     outcomes += [model[0]] if model is not None else []
-    outcomes += [code_outcome(reading) for reading in readings]
+    outcomes += code_outcomes
     notes: list[str] = []
     if original.pasted is not None:  # what the paste's own log lines prove, and what was read
         from mgpu_doctor.pasted.findings import PASTED_CHECK
@@ -205,6 +215,7 @@ def read_logs(paths: tuple[Path, ...]) -> list[EvidenceText]:
 def read_user_code(path: Path) -> CodeReading:
     """``--code PATH``: the strategy, layers and usage the user's code shows (a bad path: exit 2)."""
     from mgpu_doctor.probes.code_files import python_sources
+    from mgpu_doctor.training.code import read_code
 
     try:
         sources = python_sources(path)
@@ -272,6 +283,10 @@ def model_section(options: DiagnoseOptions, progress: Progress | None = None
     """``--model``: build the user's model in a child and read it (not with --quick)."""
     if options.model is None:
         return None
+    from mgpu_doctor.probes.user_model import observe_model
+    from mgpu_doctor.training.observed import CHECK_NAME as MODEL_CHECK
+    from mgpu_doctor.training.observed import model_outcome
+
     if options.quick:
         return (CheckOutcome(MODEL_CHECK, f"Your model ({options.model.model})", CheckStatus.SKIPPED,
                              skip_reason="--quick imports no TensorFlow: the model is not built",
@@ -301,6 +316,8 @@ def pasted_facts(path: Path, not_json: NotJsonText) -> Facts:
                        "(give a long training log with `check --log FILE`, which reads its failure lines)")
     if not_json.text.lstrip("\ufeff \t\r\n").startswith(("{", "[")):
         raise BadInput(str(not_json))  # meant as JSON (a snapshot cut short): say where it breaks
+    from mgpu_doctor.training.code import paste_reading
+
     code = paste_reading(not_json.text, "the pasted text")
     try:
         snapshot = snapshot_from_paste(not_json.text, str(path), has_code=bool(code and code.facts))

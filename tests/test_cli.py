@@ -296,7 +296,10 @@ NOT_FOR_THE_QUICK_CHECK = (
     "mgpu_doctor.renderers.json_report", "mgpu_doctor.renderers.bug_report", "mgpu_doctor.environment.query",
     "mgpu_doctor.fleet.compare", "mgpu_doctor.multiworker.model", "mgpu_doctor.environment.library_view",
     "xml.etree.ElementTree", "statistics", "traceback", "email",
-    "tomllib",  # the parse cache answers for the matrices
+    "tomllib",  # the matrix index answers for the matrices
+    # the readers of the user's code and model (--code, --model, a paste)
+    "mgpu_doctor.training.code", "mgpu_doctor.training.code_rules", "mgpu_doctor.probes.user_model",
+    "mgpu_doctor.training.observed", "mgpu_doctor.training.launches",
 )
 # Needed only to draw the GPU table or to judge the [and-cuda] wheels, which need a GPU.
 ONLY_WITH_A_GPU = ("tabulate", "importlib.metadata", "packaging.requirements")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import json
 import os
+import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -34,6 +36,47 @@ def test_current_interpreter_packages():
     tf_requires = packages.requires["tensorflow"]
     assert any("and-cuda" in r for r in tf_requires)
     assert libc.startswith("glibc")
+
+
+def test_the_doctors_own_python_is_read_in_process_with_the_facts_of_a_child(monkeypatch):
+    from mgpu_doctor.probes import packages as probe
+
+    with monkeypatch.context() as patched:  # pytest put folders first: read in-process all the same
+        patched.setattr(probe, "reads_in_process", lambda interpreter: True)
+        patched.setattr(Interpreter, "run_script", lambda *a, **k: pytest.fail("a child"))
+        in_process = gather_python_and_packages(Interpreter.current())
+    monkeypatch.setattr(probe, "reads_in_process", lambda interpreter: False)
+    assert gather_python_and_packages(Interpreter.current()) == in_process
+
+
+COMPARE = """
+import json, sys
+if sys.argv[2] == "host":  # a host that puts its own folder first, as pytest does
+    sys.path.insert(0, sys.argv[3])
+from mgpu_doctor.probes import packages as probe
+from mgpu_doctor.process.interpreter import Interpreter
+assert probe.reads_in_process(Interpreter.current()) == (sys.argv[1] == "yes")
+here = probe.gather_python_and_packages(Interpreter.current())
+probe.reads_in_process = lambda interpreter: False
+child = probe.gather_python_and_packages(Interpreter.current())
+print(json.dumps([here == child, here[1].versions.get("tensorflow"), here[1].shadowed.get("tensorflow")]))
+"""
+
+
+@pytest.mark.parametrize("flags, host, in_process", [((), "plain", "yes"), (("-s",), "plain", "no"),
+                                                     ((), "host", "no")])
+def test_a_fresh_doctor_reads_what_its_child_reads_path_order_and_all(tmp_path, flags, host, in_process):
+    # A copy of TensorFlow first on PYTHONPATH: the one a child finds first, the other shadowed.
+    dist = tmp_path / "tensorflow-9.9.9.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Name: tensorflow\nVersion: 9.9.9\nRequires-Dist: numpy>=1\n\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(Path(__file__).parents[1])])}
+    done = subprocess.run([sys.executable, *flags, "-c", COMPARE, in_process, host, str(Path(__file__).parent)],
+                          env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    same, version, shadowed = json.loads(done.stdout)
+    assert same and version == "9.9.9" and shadowed == [f"{metadata.version('tensorflow')} at "
+                                                         f"{Path(metadata.distribution('tensorflow')._path).parent}"]
 
 
 def test_another_interpreter_is_diagnosed_in_its_own_environment():

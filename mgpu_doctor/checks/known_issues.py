@@ -10,8 +10,8 @@ from mgpu_doctor.environment.matrix_view import environment_from_resolved
 from mgpu_doctor.environment.resolve import ResolvedEnvironment
 from mgpu_doctor.matrix.environment import Environment
 from mgpu_doctor.matrix.evidence_findings import UNKNOWN_ERROR, GivenText, evidence_findings
+from mgpu_doctor.matrix.index import MatrixIndex, load_index
 from mgpu_doctor.matrix.known_issue_findings import known_issue_findings
-from mgpu_doctor.matrix.known_issues import Matrix, load_matrix
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
 from mgpu_doctor.model.findings import Finding, Severity
 from mgpu_doctor.model.snapshot import Snapshot
@@ -21,7 +21,7 @@ TITLE = "Known multi-GPU issues for these versions"
 CODES = ("known-issue.ID", "matrix.no-known-issue", "matrix.problems", "matrix.needs-version", UNKNOWN_ERROR)
 
 
-def matrix_findings(matrix: Matrix) -> list[Finding]:
+def matrix_findings(matrix: MatrixIndex) -> list[Finding]:
     """A warning for unusable matrix files: the rest of the matrix is still used."""
     if not matrix.problems:
         return []
@@ -41,11 +41,11 @@ def make_check_function(
     """The check over the bundled matrix plus a team's own directories (``--matrix DIR``)."""
 
     def check_known_issues(resolved: ResolvedEnvironment) -> list[Finding]:
-        matrix = load_matrix(bundled_matrix_dir(), extra_dirs)
+        matrix = load_index(bundled_matrix_dir(), extra_dirs)
         env = environment_from_resolved(resolved)
         findings = matrix_findings(matrix)
         texts = given_texts(resolved.snapshot)
-        shown = evidence_findings(matrix.issues, env, texts) if texts else []
+        shown = evidence_findings(matrix.matrix().issues, env, texts) if texts else []
         if resolved.snapshot is not None and "tensorflow" not in env.versions and "keras" not in env.versions:
             why = env.missing.get("tensorflow", "not known")
             if findings or shown:
@@ -69,14 +69,17 @@ def given_texts(snapshot: Snapshot | None) -> list[GivenText]:
     return texts
 
 
-def findings_for(matrix: Matrix, env: Environment) -> list[Finding]:
-    """The known-issue findings for one environment; an ok finding when none applies."""
-    found = known_issue_findings(matrix.issues, env)
+def findings_for(matrix: MatrixIndex, env: Environment) -> list[Finding]:
+    """The known-issue findings for one environment; an ok finding when none applies.
+
+    Only the index's candidates are assessed: the other entries cannot be reported for ``env``
+    (tests/test_matrix_index.py compares this with assessing every entry)."""
+    found = known_issue_findings(matrix.candidates(env), env)
     if not found:
         versions = ", ".join(f"{k} {v}" for k, v in env.versions.items()) or "none known"
         found.append(Finding(
             "matrix.no-known-issue", Severity.OK,
-            f"none of {len(matrix.issues)} applies",
+            f"none of {matrix.count} applies",
             [f"checked: {versions}", f"matrix: {', '.join(matrix.sources)}"],
         ))
     return found

@@ -1,0 +1,221 @@
+"""The known issues compiled once per matrix version, so that a check's cost does not grow with
+the matrix.
+
+Loading the matrix validates every entry and matching assesses every entry: a third of
+`check --quick` with 400 entries, growing with each entry added. The index is built from
+:func:`~mgpu_doctor.matrix.known_issues.load_matrix`'s result the first time a set of matrix
+files is seen, and kept beside the parse cache (:func:`~mgpu_doctor.matrix.parse_cache.cache_dir`)
+under a key made of every file's SHA-256, the directories read, and the SHA-256 of the code that
+validates them: an edited, added or removed file (or an upgrade) is another key, never a stale hit.
+
+An index holds each entry pickled on its own, bucketed by the version keys its ``affects`` names
+and, within a key, by its specifier text. :meth:`MatrixIndex.candidates` unpickles only the
+entries that could be reported for an environment (see there), so a run reads a few dozen
+entries whatever the size of the matrix. Deciding which costs one specifier test per distinct
+range of a known version's key, which grows with the matrix: the answer, a pure function of the
+index and the known versions, is kept too (``candidates-*.json``), so the next run on the same
+versions reads it. Best effort like the parse cache: an index that cannot be read or written
+costs the full load, never an error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import pickle
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from mgpu_doctor.matrix import known_issues, parse_cache, toml_files, vocabulary
+from mgpu_doctor.matrix.environment import Environment
+from mgpu_doctor.matrix.known_issues import KnownIssue, Matrix, Problem, known_issue_paths, load_matrix
+from mgpu_doctor.model import distributions, evidence, versions
+from mgpu_doctor.model.versions import Tri, parse_specifier, version_in
+from mgpu_doctor.process import inputs
+
+FORMAT = 1  # bump when what an index holds changes
+MAX_INDEXES = 8  # a few versions of the bundled matrix, with and without a team's own
+MAX_CANDIDATE_LISTS = 32  # a few environments (interpreters, queries) per index
+# The modules whose code decides what a matrix file yields (validation, vocabulary, limits): their
+# text is part of the key, so a changed rule rebuilds the index even when no file changed.
+_DECIDING_CODE = (known_issues, vocabulary, toml_files, versions, evidence, distributions, inputs)
+# An entry naming TensorFlow can be "undecided" without a TensorFlow version (needs_tensorflow).
+_UNDECIDED_KEY = "tensorflow"
+
+
+@dataclass
+class MatrixIndex:
+    """The known issues of one matrix version, each entry unpickled only when asked for."""
+
+    key: str  # what the index was built from (see _key); "" for one that is not kept
+    sources: tuple[str, ...]
+    problems: tuple[Problem, ...]
+    blobs: tuple[bytes, ...]  # each entry pickled on its own, in the matrix's order
+    # version key -> specifier text -> positions of the entries whose affects says so
+    by_key: dict[str, dict[str, tuple[int, ...]]]
+    _entries: dict[int, KnownIssue] = field(default_factory=dict, repr=False)
+
+    @property
+    def count(self) -> int:
+        return len(self.blobs)
+
+    def entry(self, position: int) -> KnownIssue:
+        found = self._entries.get(position)
+        if found is None:
+            found = self._entries[position] = pickle.loads(self.blobs[position])
+        return found
+
+    def matrix(self) -> Matrix:
+        """Every entry: what :func:`load_matrix` gives."""
+        return Matrix(tuple(self.entry(i) for i in range(self.count)), self.problems, self.sources)
+
+    def candidates(self, env: Environment) -> tuple[KnownIssue, ...]:
+        """The entries that may be reported for ``env``, in the matrix's order; the others cannot be.
+
+        Every entry names at least one version range, and one is reported (matches, or cannot
+        tell while a named version agrees or straddles) only when some version key it names is
+        known (``env.versions`` or ``env.ranges``); an entry naming TensorFlow may also be listed
+        as waiting on a TensorFlow version when none is known. Neither holds when a known version
+        is outside one of its ranges. So: the entries naming a known key (and TensorFlow's when
+        TensorFlow is not known), less those a known version rules out, each specifier text
+        decided once.
+        """
+        kept = self._kept_candidates(env)
+        if kept is not None:
+            return tuple(self.entry(i) for i in kept)
+        positions = self._candidate_positions(env)
+        self._keep_candidates(env, positions)
+        return tuple(self.entry(i) for i in positions)
+
+    def _candidate_positions(self, env: Environment) -> list[int]:
+        known = set(env.versions) | set(env.ranges)
+        wanted: set[int] = set()
+        for key in known | {_UNDECIDED_KEY}:  # TensorFlow's entries: not known, they may wait on it
+            for positions in self.by_key.get(key, {}).values():
+                wanted.update(positions)
+        for key, version in env.versions.items():
+            for text, positions in self.by_key.get(key, {}).items():
+                if version_in(version, parse_specifier(text)) is Tri.NO:
+                    wanted.difference_update(positions)
+        return sorted(wanted)
+
+    def _candidates_path(self, env: Environment) -> Path | None:
+        directory = parse_cache.cache_dir()
+        if not self.key or directory is None:
+            return None
+        asked = json.dumps([self.key, sorted(env.versions.items()), sorted(env.ranges.items())])
+        return directory / f"candidates-{hashlib.sha256(asked.encode()).hexdigest()}.json"
+
+    def _kept_candidates(self, env: Environment) -> list[int] | None:
+        path = self._candidates_path(env)
+        try:
+            kept = json.loads(path.read_text(encoding="utf-8")) if path is not None else None
+        except (OSError, ValueError):
+            return None
+        if not (isinstance(kept, list) and all(isinstance(i, int) and 0 <= i < self.count for i in kept)):
+            return None
+        return kept
+
+    def _keep_candidates(self, env: Environment, positions: list[int]) -> None:
+        path = self._candidates_path(env)
+        if path is not None:
+            _replace(path, json.dumps(positions).encode(), "candidates-*.json", MAX_CANDIDATE_LISTS)
+
+
+def compile_index(matrix: Matrix) -> MatrixIndex:
+    """The index of a loaded matrix."""
+    by_key: dict[str, dict[str, list[int]]] = {}
+    for position, issue in enumerate(matrix.issues):
+        for key, text in issue.affects.items():
+            by_key.setdefault(key, {}).setdefault(text, []).append(position)
+    return MatrixIndex("", matrix.sources, matrix.problems,
+                       tuple(pickle.dumps(i, pickle.HIGHEST_PROTOCOL) for i in matrix.issues),
+                       {k: {t: tuple(p) for t, p in texts.items()} for k, texts in by_key.items()})
+
+
+# One process reads one matrix version many times (tests, `fleet`): the index is kept per key.
+_LOADED: dict[str, MatrixIndex] = {}
+
+
+def load_index(bundled: Path, extra: Sequence[Path] = ()) -> MatrixIndex:
+    """The index of the bundled matrix plus a team's own directories (``--matrix DIR``): from the
+    cache when these exact files were indexed before, else loaded, compiled and kept."""
+    key = _key(bundled, extra)
+    if key is None:  # a file that cannot be read: load_matrix says which, as a problem
+        return compile_index(load_matrix(bundled, tuple(extra)))
+    if key in _LOADED:
+        return _LOADED[key]
+    directory = parse_cache.cache_dir()
+    path = directory / f"index-{key}.pickle" if directory is not None else None
+    index = _read(path) if path is not None else None
+    if index is None:
+        index = replace(compile_index(load_matrix(bundled, tuple(extra))), key=key)
+        if path is not None and _key(bundled, extra) == key:  # no file changed while it was read
+            _write(path, index)
+    _LOADED[key] = index
+    return index
+
+
+def _key(bundled: Path, extra: Sequence[Path]) -> str | None:
+    """The SHA-256 of what decides the index: every file's text with its path, the directories,
+    and the deciding code; None when a file cannot be read."""
+    digest = hashlib.sha256(f"{FORMAT}\0{bundled}\0{[str(d) for d in extra]}".encode())
+    try:
+        for module in _DECIDING_CODE:
+            digest.update(Path(module.__file__ or "").read_bytes())
+        for directory in (bundled, *extra):
+            for path in known_issue_paths(directory):
+                digest.update(f"\0{path}\0".encode())
+                digest.update(hashlib.sha256(path.read_bytes()).digest())
+            digest.update(b"\0/")
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def _read(path: Path) -> MatrixIndex | None:
+    """The index kept at ``path``; None (and the file dropped) for anything but an intact one.
+
+    The file is the SHA-256 of its payload, then the payload: damage anywhere is found before
+    anything is unpickled. It is written by this user into their own cache directory (0700).
+    """
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    head, payload = data[:32], data[32:]
+    index = None
+    if len(head) == 32 and hashlib.sha256(payload).digest() == head:
+        with contextlib.suppress(Exception):  # an index of another build: rebuilt, never an error
+            index = pickle.loads(payload)
+    if not isinstance(index, MatrixIndex) or f"index-{index.key}.pickle" != path.name:
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
+        return None
+    return index
+
+
+def _write(path: Path, index: MatrixIndex) -> None:
+    payload = pickle.dumps(replace(index, _entries={}), pickle.HIGHEST_PROTOCOL)
+    _replace(path, hashlib.sha256(payload).digest() + payload, "index-*.pickle", MAX_INDEXES)
+
+
+def _replace(path: Path, data: bytes, kind: str, keep: int) -> None:
+    """Write ``data`` to ``path`` whole, and keep the ``keep`` newest files of its ``kind``."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        temporary.write_bytes(data)
+        os.replace(temporary, path)  # another doctor reading at the same time sees all or nothing
+        kept = sorted(path.parent.glob(kind), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in kept[keep:]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            temporary.unlink(missing_ok=True)
+
