@@ -308,13 +308,14 @@ def test_the_generic_lines_are_read_inside_a_sentence_of_the_body(tmp_path: Path
     assert found["severity"] == "error" and words in found["title"]
 
 
+NCCL = "NCCL, which exchanges the gradients between GPUs, failed"
 PER_REPLICA = ("a per-replica value reached code that wants one tensor, or a call that must run once for all "
                "replicas ran inside one replica (tf.distribute's replica and cross-replica contexts mixed)")
 PIP_LIST = "```\nPackage        Version\n-------------- -------\ntensorflow-gpu 2.4.1\n```\n"
 
 
 @pytest.mark.parametrize(("text", "means"), [
-    ("ncclCommInitRank failed: unhandled system error", "NCCL, which exchanges the gradients between GPUs, failed"),
+    ("ncclCommInitRank failed: unhandled system error", NCCL),
     ('when i run the script, it shows mistake "ValueError: Flattening a PerReplica to components is not '
      'supported in replica context."', PER_REPLICA),
     ("RuntimeError: CUDA driver version is insufficient for CUDA runtime version",
@@ -329,6 +330,9 @@ PIP_LIST = "```\nPackage        Version\n-------------- -------\ntensorflow-gpu 
      PER_REPLICA),
     ("MirroredStrategy with train_on_batch: Method requires being in cross-replica context, use "
      "get_replica_context().merge_call()", PER_REPLICA),
+    # ncclGetErrorString's text for ncclRemoteError (NVIDIA/nccl src/init.cc), as XGBoost wraps it
+    # (Databricks' XGBoost troubleshooting page quotes it)
+    ("NCCL failure: remote process exited or there was a network error", NCCL),
 ])
 def test_a_line_naming_a_failing_mechanism_is_read_as_a_failure(tmp_path: Path, capsys, text, means) -> None:
     paste = tmp_path / "issue.md"

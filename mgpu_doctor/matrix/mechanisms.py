@@ -52,9 +52,11 @@ MECHANISMS: tuple[Mechanism, ...] = (
         "Rerun with NCCL_DEBUG=INFO (and NCCL_DEBUG_SUBSYS=INIT,NET) to see which call failed; the usual "
         "causes are a small /dev/shm in a container, the wrong network interface (NCCL_SOCKET_IFNAME), "
         "and peer-to-peer transfers that the PCIe/IOMMU set-up blocks: `mgpu-doctor check` checks these.",
+        # With ncclGetErrorString's text for ncclRemoteError, which wrappers quote without "NCCL error"
+        # (XGBoost: "NCCL failure: remote process exited ...").
         (("unhandled system error",), ("unhandled cuda error",), ("ncclinternalerror",), ("nccl error",),
          ("ncclsystemerror",), ("ncclunhandledcudaerror",), ("ncclremoteerror",),
-         ("ncclcomminitrank failed",)),
+         ("ncclcomminitrank failed",), ("remote process exited or there was a network error",)),
         ("https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html",)),
     Mechanism(
         "grpc-peer", "a worker of the cluster went away or could not be reached",
