@@ -11,6 +11,7 @@ import pytest
 from mgpu_doctor.cli import main
 from mgpu_doctor.matrix.environment import Environment
 from mgpu_doctor.matrix.known_issues import load_known_issue_files, load_matrix
+from mgpu_doctor.matrix.mechanisms import MECHANISMS
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
 from mgpu_doctor.matrix.signatures import signature_hits
 from mgpu_doctor.model.evidence import LINE_CHARS, MAX_LINES, evidence_lines, keeps
@@ -157,7 +158,7 @@ def test_an_error_no_signature_names_is_reported_as_itself(tmp_path: Path, capsy
     [own] = [f for f in found if f["code"] == "matrix.unknown-error"]
     assert own["severity"] == "warning"
     assert "your code: train.py, line 41, in <module>" in own["evidence"]
-    assert "what the line means: a per-replica value reached code that wants one tensor" in own["evidence"]
+    assert f"what the line means: {PER_REPLICA}" in own["evidence"]
     assert own["fix"].startswith("General advice (no known issue names this line): ")
 
 
@@ -307,15 +308,31 @@ def test_the_generic_lines_are_read_inside_a_sentence_of_the_body(tmp_path: Path
     assert found["severity"] == "error" and words in found["title"]
 
 
+NCCL = "NCCL, which exchanges the gradients between GPUs, failed"
+PER_REPLICA = ("a per-replica value reached code that wants one tensor, or a call that must run once for all "
+               "replicas ran inside one replica (tf.distribute's replica and cross-replica contexts mixed)")
 PIP_LIST = "```\nPackage        Version\n-------------- -------\ntensorflow-gpu 2.4.1\n```\n"
 
 
 @pytest.mark.parametrize(("text", "means"), [
-    ("ncclCommInitRank failed: unhandled system error", "NCCL, which exchanges the gradients between GPUs, failed"),
+    ("ncclCommInitRank failed: unhandled system error", NCCL),
     ('when i run the script, it shows mistake "ValueError: Flattening a PerReplica to components is not '
-     'supported in replica context."', "a per-replica value reached code that wants one tensor"),
+     'supported in replica context."', PER_REPLICA),
     ("RuntimeError: CUDA driver version is insufficient for CUDA runtime version",
      "the driver is older than the CUDA runtime needs"),
+    # cudaErrorInsufficientDriver's own text (CUDA runtime, cudaGetErrorString), as an issue's title or
+    # quoted without an exception: tensorflow/tensorflow#31319, NVIDIA/nvidia-docker#399
+    ("CUDA driver version is insufficient for CUDA runtime version",
+     "the driver is older than the CUDA runtime needs"),
+    # tf.distribute's RuntimeError (tensorflow/python/distribute/distribute_lib.py,
+    # _require_cross_replica_or_default_context_extended), with its exception and quoted without one
+    ("RuntimeError: Method requires being in cross-replica context, use get_replica_context().merge_call()",
+     PER_REPLICA),
+    ("MirroredStrategy with train_on_batch: Method requires being in cross-replica context, use "
+     "get_replica_context().merge_call()", PER_REPLICA),
+    # ncclGetErrorString's text for ncclRemoteError (NVIDIA/nccl src/init.cc), as XGBoost wraps it
+    # (Databricks' XGBoost troubleshooting page quotes it)
+    ("NCCL failure: remote process exited or there was a network error", NCCL),
 ])
 def test_a_line_naming_a_failing_mechanism_is_read_as_a_failure(tmp_path: Path, capsys, text, means) -> None:
     paste = tmp_path / "issue.md"
@@ -333,6 +350,34 @@ def test_benign_lines_are_not_failures(tmp_path: Path, capsys, text) -> None:
     paste = tmp_path / "issue.md"
     paste.write_text(f"{text}\n\n{PIP_LIST}")
     assert not [f for f in findings_of(capsys, "--from", str(paste)) if f["code"] == "matrix.unknown-error"]
+
+
+def test_every_line_of_a_mechanism_is_a_line_the_evidence_keeps() -> None:
+    """A mechanism line the evidence drops before matching could never be read ("CUDA driver version
+    is insufficient ..." holds none of the generic failure words)."""
+    dropped = [(m.name, " ".join(line)) for m in MECHANISMS for line in m.lines if not keeps(" ".join(line))]
+    assert not dropped
+
+
+# Real log lines: gpu_device.cc's warning as TensorFlow 2.3 printed it, and cudart_stub.cc's line (2.14)
+# for a machine without the driver, as users' logs in public repositories show them.
+DLOPEN = ("2020-08-24 11:08:28.568905: W tensorflow/core/common_runtime/gpu/gpu_device.cc:1753] Cannot dlopen "
+          "some GPU libraries. Please make sure the missing libraries mentioned above are installed properly if "
+          "you would like to use GPU. Follow the guide at https://www.tensorflow.org/install/gpu for how to "
+          "download and setup the required libraries for your platform.")
+NO_DRIVER = ("2024-06-07 23:17:16.807973: I tensorflow/tsl/cuda/cudart_stub.cc:28] Could not find cuda drivers "
+             "on your machine, GPU will not be used.")
+
+
+@pytest.mark.parametrize(("line", "says_library"), [(DLOPEN, True), (NO_DRIVER, False)])
+def test_cannot_dlopen_says_a_library_did_not_load_and_the_driver_line_does_not(
+        tmp_path: Path, capsys, line, says_library) -> None:
+    paste = tmp_path / "issue.md"
+    paste.write_text(f"{line}\nSkipping registering GPU devices...\n")
+    [no_gpu] = [f for f in findings_of(capsys, "--from", str(paste)) if f["code"] == "pasted.no-gpu"]
+    meaning = [e for e in no_gpu["evidence"] if e.startswith("what the line means:")]
+    assert bool(meaning) is says_library
+    assert not meaning or "a shared library could not be loaded" in meaning[0]
 
 
 def test_a_traceback_alone_names_the_keras3_multi_worker_entry_of_the_bundled_matrix(tmp_path: Path, capsys) -> None:

@@ -54,7 +54,9 @@ def evidence_findings(issues: Sequence[KnownIssue], env: Environment,
     return found
 
 
-_FAILED = re.compile(r"(?i)error|fail|warn|abort|exhausted|refused|cancelled|insufficient")
+# Words that make a line naming a mechanism a failure, not a sentence about one ("it does not run
+# out of memory"); "requires being in": tf.distribute's context error quoted without its exception.
+_FAILED = re.compile(r"(?i)error|fail|warn|abort|exhausted|refused|cancelled|insufficient|requires being in")
 
 
 def failures_and_mechanisms(lines: Sequence[EvidenceLine]) -> list[Failure]:

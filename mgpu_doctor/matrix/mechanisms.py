@@ -52,9 +52,11 @@ MECHANISMS: tuple[Mechanism, ...] = (
         "Rerun with NCCL_DEBUG=INFO (and NCCL_DEBUG_SUBSYS=INIT,NET) to see which call failed; the usual "
         "causes are a small /dev/shm in a container, the wrong network interface (NCCL_SOCKET_IFNAME), "
         "and peer-to-peer transfers that the PCIe/IOMMU set-up blocks: `mgpu-doctor check` checks these.",
+        # With ncclGetErrorString's text for ncclRemoteError, which wrappers quote without "NCCL error"
+        # (XGBoost: "NCCL failure: remote process exited ...").
         (("unhandled system error",), ("unhandled cuda error",), ("ncclinternalerror",), ("nccl error",),
          ("ncclsystemerror",), ("ncclunhandledcudaerror",), ("ncclremoteerror",),
-         ("ncclcomminitrank failed",)),
+         ("ncclcomminitrank failed",), ("remote process exited or there was a network error",)),
         ("https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html",)),
     Mechanism(
         "grpc-peer", "a worker of the cluster went away or could not be reached",
@@ -65,12 +67,19 @@ MECHANISMS: tuple[Mechanism, ...] = (
          ("socket closed",), ("deadline_exceeded",), ("deadline exceeded",), ("connection reset by peer",)),
         ("https://www.tensorflow.org/guide/distributed_training",)),
     Mechanism(
-        "per-replica", "a per-replica value reached code that wants one tensor",
+        "per-replica",
+        "a per-replica value reached code that wants one tensor, or a call that must run once for all "
+        "replicas ran inside one replica (tf.distribute's replica and cross-replica contexts mixed)",
         "Inside a strategy, values returned from strategy.run are per replica: reduce them "
         "(strategy.reduce) or take strategy.experimental_local_results before using them as one "
-        "tensor; with Keras 3, compare your versions against the known issues (`mgpu-doctor matrix "
-        "query keras==X strategy=multi_worker_mirrored`).",
-        (("perreplica",),),
+        "tensor. A call that needs the cross-replica context (strategy.run and strategy.reduce, "
+        "Keras' fit and train_on_batch) is made outside the function given to strategy.run, or from "
+        "inside it through tf.distribute.get_replica_context().merge_call(). With Keras 3, compare your "
+        "versions against the known issues (`mgpu-doctor matrix query keras==X "
+        "strategy=multi_worker_mirrored`).",
+        # The second: tf.distribute's RuntimeError (distribute_lib.py,
+        # _require_cross_replica_or_default_context_extended) for a cross-replica call in a replica.
+        (("perreplica",), ("requires being in cross-replica context",)),
         ("https://www.tensorflow.org/api_docs/python/tf/distribute/Strategy#reduce",)),
     Mechanism(
         "driver-too-old", "the driver is older than the CUDA runtime needs",

@@ -20,6 +20,10 @@ EVIDENCE_WORDS = (
     "mismatch", "compiled with", "unsupported", "undefined symbol", "denied", "refused", "cancelled",
     "canceled", "unavailable", "deprecated", "retracing", "leak", "deadlock", "unknown", "illegal",
     "assert", "terminate", "signal",
+    # Failures whose own words hold none of the above (CUDA's, gRPC's, tf.distribute's messages):
+    # every line a mechanism names must be kept (tests/test_signatures.py holds that).
+    "insufficient", "not_initialized", "not supported", "non supported", "socket closed", "reset by peer",
+    "dlopen", "perreplica", "replica context",
 )
 # Searched in the lowered line: an IGNORECASE alternation of these words is 13 times slower, and
 # every line of a paste or a log goes through it.

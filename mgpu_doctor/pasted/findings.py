@@ -52,7 +52,7 @@ def check_pasted_log(env: ResolvedEnvironment) -> list[Finding]:
                          "(--gpus all).") for e in _once(log, "cuinit-failed")]
     if not findings:
         findings += [Finding("pasted.no-gpu", Severity.WARNING, "TensorFlow says it will not use the GPU",
-                             [f"line {e.line}: {e.text}"],
+                             [f"line {e.line}: {e.text}", *_no_gpu_meaning(e.text)],
                              fix="Read the lines above it in the log: they name the library that did "
                              "not load.", links=[TF_GPU_DOC]) for e in _once(log, "no-gpu")]
     devices = [e for e in log if e.kind == "device"]
@@ -70,6 +70,15 @@ def check_pasted_log(env: ResolvedEnvironment) -> list[Finding]:
                                 f"{len(log)} log line(s) read, no failure among them",
                                 [f"loaded: {', '.join(loaded)}"] if loaded else []))
     return findings
+
+
+def _no_gpu_meaning(text: str) -> list[str]:
+    """What TensorFlow's "Cannot dlopen some GPU libraries" means (gpu_device.cc prints it when a
+    library its GPU support needs failed to load); its other no-GPU line is about the driver."""
+    if "Cannot dlopen" not in text:
+        return []
+    return ["what the line means: a shared library could not be loaded (one the GPU support needs: "
+            "CUDA's, cuDNN's); the lines before it in the log name which"]
 
 
 def _once(log: list[LogLine], kind: str) -> list[LogLine]:
