@@ -45,7 +45,7 @@ from mgpu_doctor.model.redact import Identity, mask_snapshot, redact_report
 from mgpu_doctor.model.report import Report, new_report
 from mgpu_doctor.model.serde import SchemaError, from_jsonable
 from mgpu_doctor.model.smoke_runs import SmokeRun, runs_from_report
-from mgpu_doctor.model.snapshot import NotJsonText, Snapshot, SnapshotLoadError, load_document
+from mgpu_doctor.model.snapshot import NotJsonText, Snapshot, SnapshotLoadError, load_document, meant_as_json
 from mgpu_doctor.model.training import TrainingProfile
 from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.probes.gather import GatherOptions, Progress, gather_snapshot
@@ -314,7 +314,7 @@ def pasted_facts(path: Path, not_json: NotJsonText) -> Facts:
     if lines > MAX_PASTE_LINES:
         raise BadInput(f"{path}: {lines:,} lines: more than the {MAX_PASTE_LINES:,} a pasted text may have "
                        "(give a long training log with `check --log FILE`, which reads its failure lines)")
-    if not_json.text.lstrip("\ufeff \t\r\n").startswith(("{", "[")):
+    if meant_as_json(not_json.text):
         raise BadInput(str(not_json))  # meant as JSON (a snapshot cut short): say where it breaks
     from mgpu_doctor.training.code import paste_reading
 

@@ -130,6 +130,20 @@ def test_a_snapshot_cut_short_is_judged_as_json_though_it_holds_log_lines(capsys
     assert code == 2 and "not valid JSON" in err and err.startswith(f"mgpu-doctor: error: {cut}")
 
 
+@pytest.mark.parametrize("first", [
+    "[ 8127.412345] Out of memory: Killed process 4242 (python) total-vm:81234567kB, anon-rss:60123456kB",
+    "[INFO] epoch 3: loss nan",
+    "{'loss': nan, 'accuracy': 0.1}",
+])
+def test_a_paste_that_opens_with_a_bracket_is_read_as_a_paste(capsys, tmp_path, first):
+    """dmesg's lines, a bracketed log level and a printed Python dict open with `[` or `{` and are
+    no JSON document: read as pastes, not refused as broken JSON."""
+    paste = tmp_path / "issue.txt"
+    paste.write_text(f"{first}\ntensorflow 2.4.1 on 2 GPUs\n")
+    code, _, err = run(capsys, "check", "--from", str(paste))
+    assert code != 2 and "not valid JSON" not in err
+
+
 def test_internal_error_is_exit_3_without_traceback(capsys, monkeypatch):
     import mgpu_doctor.diagnose as pipeline
 

@@ -311,6 +311,8 @@ def test_the_generic_lines_are_read_inside_a_sentence_of_the_body(tmp_path: Path
 NCCL = "NCCL, which exchanges the gradients between GPUs, failed"
 PER_REPLICA = ("a per-replica value reached code that wants one tensor, or a call that must run once for all "
                "replicas ran inside one replica (tf.distribute's replica and cross-replica contexts mixed)")
+HOST_OOM = "the machine's memory (RAM, not the GPU's) ran out and the kernel's OOM killer ended a process"
+GPU_OOM = "the GPU ran out of memory"
 PIP_LIST = "```\nPackage        Version\n-------------- -------\ntensorflow-gpu 2.4.1\n```\n"
 
 
@@ -333,6 +335,15 @@ PIP_LIST = "```\nPackage        Version\n-------------- -------\ntensorflow-gpu 
     # ncclGetErrorString's text for ncclRemoteError (NVIDIA/nccl src/init.cc), as XGBoost wraps it
     # (Databricks' XGBoost troubleshooting page quotes it)
     ("NCCL failure: remote process exited or there was a network error", NCCL),
+    # The Linux kernel's OOM killer (mm/oom_kill.c), as dmesg prints it: the machine's RAM, not the GPU's
+    ("[ 8127.412345] Out of memory: Killed process 4242 (python) total-vm:81234567kB, anon-rss:60123456kB, "
+     "file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:123456kB oom_score_adj:0", HOST_OOM),
+    ("[ 8127.401234] python invoked oom-killer: gfp_mask=0x100cca(GFP_HIGHUSER_MOVABLE), order=0, "
+     "oom_score_adj=0", HOST_OOM),
+    # TensorFlow's own (the BFC allocator's OOM as an exception), still the GPU's after the kernel's class
+    ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
+     "shape[256,512,28,28] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator "
+     "GPU_0_bfc", GPU_OOM),
 ])
 def test_a_line_naming_a_failing_mechanism_is_read_as_a_failure(tmp_path: Path, capsys, text, means) -> None:
     paste = tmp_path / "issue.md"

@@ -55,8 +55,10 @@ def evidence_findings(issues: Sequence[KnownIssue], env: Environment,
 
 
 # Words that make a line naming a mechanism a failure, not a sentence about one ("it does not run
-# out of memory"); "requires being in": tf.distribute's context error quoted without its exception.
-_FAILED = re.compile(r"(?i)error|fail|warn|abort|exhausted|refused|cancelled|insufficient|requires being in")
+# out of memory"); "requires being in": tf.distribute's context error quoted without its exception;
+# "killed process", "oom-kill": the kernel's OOM killer.
+_FAILED = re.compile(r"(?i)error|fail|warn|abort|exhausted|refused|cancelled|insufficient|requires being in"
+                     r"|killed process|kill process|oom-kill|oom_reaper")
 
 
 def failures_and_mechanisms(lines: Sequence[EvidenceLine]) -> list[Failure]:

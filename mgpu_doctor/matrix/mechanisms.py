@@ -30,6 +30,18 @@ class Mechanism:
 
 
 MECHANISMS: tuple[Mechanism, ...] = (
+    # Before the GPU's: the Linux kernel's OOM killer also says "Out of memory" ("Out of memory:
+    # Killed process 4242 (python)", "python invoked oom-killer"), about the machine's RAM.
+    Mechanism(
+        "host-out-of-memory", "the machine's memory (RAM, not the GPU's) ran out and the kernel's OOM "
+        "killer ended a process",
+        "Find what grew (`dmesg` names the killed process and its size): a dataset or shuffle buffer held "
+        "in RAM, several data-loading worker processes each copying it, or host memory that grows every "
+        "epoch (a leak: `mgpu-doctor smoke` measures memory growth). Lower the workers or the buffers, or "
+        "give the job more memory (a container's or Slurm's limit: --mem).",
+        # "Kill process ... or sacrifice child" before Linux 4.19, "Killed process" since.
+        (("out of memory: kill",), ("invoked oom-killer",), ("oom-kill:",), ("oom_reaper",)),
+        ("https://www.kernel.org/doc/gorman/html/understand/understand016.html",)),
     Mechanism(
         "out-of-memory", "the GPU ran out of memory",
         "Lower the batch size per replica (the global batch divided by the number of GPUs), let "

@@ -371,6 +371,17 @@ class LoadedDocument:
     report_data: dict[str, Any] | None = None
 
 
+def meant_as_json(text: str) -> bool:
+    """Whether a text that does not parse was meant as JSON (a snapshot cut short): it opens an object
+    or array whose first member is JSON. A log that opens with a bracket (dmesg's `[ 8127.41] ...`,
+    `[INFO] ...`) or a printed Python dict (`{'loss': nan}`) is a paste."""
+    body = text.lstrip("\ufeff \t\r\n")
+    if not body.startswith(("{", "[")):
+        return False
+    after = body[1:].lstrip(" \t\r\n")[:1]
+    return after in ('"', "}", "]") if body[0] == "{" else after in ('"', "{", "[", "]")
+
+
 def load_snapshot(path: Path) -> Snapshot:
     """Read a snapshot: a JSON snapshot, a JSON report, or a Markdown report from `mgpu-doctor report`.
 
@@ -406,7 +417,7 @@ def load_document(path: Path) -> LoadedDocument:
         except InputError as exc:
             raise SnapshotLoadError(str(exc)) from None
         except json.JSONDecodeError as exc:
-            if text.lstrip().startswith(("{", "[")):
+            if text.lstrip().startswith(("{", "[")):  # check --from judges it again (meant_as_json)
                 message = (f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
                            "truncated or edited? (a Markdown report from `mgpu-doctor report` works too)")
             else:  # plain text: a paste given where a snapshot is wanted
