@@ -317,9 +317,20 @@ def test_findings_for_weights_that_differ_a_stall_and_a_nan():
     assert finding.evidence[-1] == '  File "w.py", line 50 in main'
     keras3 = [WorkerOutcome(i, "error", "ValueError: Attempt to convert a value (PerReplica:{ ...", phase="fit",
                             keras="keras 3.15.1", tensorflow="2.21.0") for i in range(2)]
-    [outcome] = multiworker_outcomes([run(*keras3)])
+    from mgpu_doctor.matrix.known_issues import load_matrix
+    from mgpu_doctor.matrix.paths import bundled_matrix_dir
+
+    issues = load_matrix(bundled_matrix_dir()).issues
+    [outcome] = multiworker_outcomes([run(*keras3)], issues)
     [finding] = outcome.findings  # both workers failed alike: one finding
     assert finding.code == "multiworker.keras3-fit-unsupported"
+    # the entry's own line decides, one source of truth: another error in fit is the worker's own,
+    # and so is this one where the matrix does not hold the entry
+    other = [replace(w, summary="ValueError: Attempt to convert a value (Mirrored:{ ...") for w in keras3]
+    codes = [f.code for f in multiworker_outcomes([run(*other)], issues)[0].findings]
+    assert codes == ["multiworker.dense.error"] * 2
+    without = [i for i in issues if i.id != "keras-20585-mwms-model-fit"]
+    assert multiworker_outcomes([run(*keras3)], without)[0].findings[0].code == "multiworker.dense.error"
     assert [e.split(":")[0] for e in finding.evidence] == ["worker 0", "worker 1", "Keras", "known issue"]
     # `smoke --workers` and `matrix query` tell one story: the finding names the matrix entry,
     # which carries the finding's source and matches the versions the workers ran

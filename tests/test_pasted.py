@@ -701,3 +701,101 @@ def test_the_drivers_own_version_lines_give_the_driver():
     assert "driver" not in snapshot_from_paste(
         "GCC version: 9.4.0\nnvidia-current, 5.10, 5.10.0-26-amd64, x86_64: installed\n"
         "Python version: 3.8.10\n", "x").pasted.versions
+
+
+def test_one_version_under_a_cuda_cudnn_key_is_cudas_only_where_it_cannot_be_cudnns():
+    template = ("### System information\n- **TensorFlow version (use command below)**: 1.14.0\n"
+                "- **CUDA/cuDNN version**: {}\n- **GPU model and memory**: GTX 1080 8GB\n")
+    # https://github.com/tensorflow/models/issues/7590 ("7") and tensorflow/tensorflow#9587 ("7.0"): either
+    for value in ("7", "7.0"):
+        snap = snapshot_from_paste(template.format(value), "x")
+        assert not snap.pasted.versions.keys() & {"cuda", "cudnn"}
+        assert f"cuda/cudnn: {value} (CUDA's or cuDNN's: cannot tell)" in snap.pasted.parts[0].facts
+    # https://github.com/tensorflow/tensorflow/issues/59413: "12.0" (cuDNN has no 12)
+    assert snapshot_from_paste(template.format("12.0"), "x").pasted.versions["cuda"].text == "12.0"
+    assert snapshot_from_paste(template.format("5.1"), "x").pasted.versions["cudnn"].text == "5.1"
+    # https://github.com/tensorflow/tensorflow/issues/55358: the toolkit's directory name
+    named = snapshot_from_paste(template.format("`cuda-11.5 ; cudnn-8.3.2.44.`"), "x").pasted.versions
+    assert (named["cuda"].text, named["cudnn"].text) == ("11.5", "8.3.2.44")
+
+
+def test_two_names_then_two_versions_are_read_in_order():
+    # https://github.com/tensorflow/tensorflow/issues/2239
+    snap = snapshot_from_paste("### Environment info\nOperating System: ubuntu 14.04\n\n"
+                               "Installed version of CUDA and cuDNN: 7.5 and 4 \n", "x")
+    assert (snap.pasted.versions["cuda"].text, snap.pasted.versions["cudnn"].text) == ("7.5", "4")
+    # https://github.com/NixOS/nixpkgs/issues/72799
+    nix = snapshot_from_paste("On 19.09, the packaged versions for Keras and Tensorflow are: 2.2.4 and 1.14.\n", "x")
+    assert (nix.pasted.versions["keras"].text, nix.pasted.versions["tensorflow"].text) == ("2.2.4", "1.14")
+
+
+@pytest.mark.parametrize(("text", "installed", "apart"), [
+    # https://github.com/tensorflow/custom-op/issues/113: a support range
+    ("Currently, the highest supported CUDA version is 11.2.\nSome of the classes I use from tfa result in a "
+     "seg fault when running under linux, with TF 2.9 and python 3.8 and CUDA 11.7\n",
+     {"cuda": "11.7", "tensorflow": "2.9", "python": "3.8"}, ["cuda 11.2"]),
+    # https://github.com/tensorflow/tensorflow/issues/62498: what a driver allows
+    ("On the same distribution (Ubuntu 22.04.3), on a PC with nvidia driver 535.129.03 (thus cuda 12.2 "
+     "support), doing `pip3 install tensorflow[and-cuda]==2.15.0`\n", {"driver": "535.129.03"}, ["cuda 12.2"]),
+    # https://github.com/tensorflow/tensorflow/issues/59413: what a program looks for
+    ("When running tensorflow installation verification command right after pip install, both regular release "
+     "and nightly, tensorflow was looking for CUDA 11 libraries, instead of 12.\n", {}, ["cuda 11"]),
+    # https://github.com/GoogleCloudPlatform/container-engine-accelerators/issues/106: requirements
+    ("Looks like CUDA 10.0 requires driver version >= 410.48 and it appears the max supported by the current "
+     "driver installer is 9.2 given it installs version 396.26\n", {}, ["cuda 10.0"]),
+    # https://github.com/tensorflow/tensorflow/issues/58026: an example
+    ("For example for, tensorflow-gpu==1.12.0 and cuda==9.0, the compatible cuDNN version is 7.1.4 and if I "
+     "have A100, tensorflow is not compatible.\n", {}, ["tensorflow 1.12.0", "cuda 9.0", "cudnn 7.1.4"]),
+    # https://github.com/RmdanJr/vehicle-distance-estimation/issues/5: removed, then installed
+    ("so my work around was to uninstall Keras 2.4.3 like so:\n!pip uninstall Keras\n\nand then installing a "
+     "slightly older version Keras 2.2.4:\n!pip install keras==2.2.4\n", {"keras": "2.2.4"}, ["keras 2.4.3"]),
+    # https://github.com/Belval/MobileNetV3/issues/7: pip could not find it, so "Collecting" installed nothing
+    ("Collecting tensorflow-gpu==1.15.0 (from -r requirements.txt (line 35))\n  Could not find a version that "
+     "satisfies the requirement tensorflow-gpu==1.15.0 (from -r requirements.txt (line 35)) (from versions: "
+     "1.13.1, 1.14.0)\nNo matching distribution found for tensorflow-gpu==1.15.0\n\n"
+     "Reverting to tensorflow-gpu==1.14 helps run the command 'pip install -r requirements.txt'\n",
+     {"tensorflow": "1.14"}, ["tensorflow 1.15.0"]),
+])
+def test_a_version_the_text_requires_supports_gives_as_an_example_or_removed_is_not_installed(
+        text, installed, apart):
+    snap = snapshot_from_paste(text, "x")
+    assert {k: v.text for k, v in snap.pasted.versions.items()} == installed
+    assert sorted({p.split(" (")[0] for p in snap.pasted.previous}) == sorted(apart)
+
+
+def test_an_example_in_parentheses_reaches_only_its_parenthesis():
+    snap = snapshot_from_paste("I run a custom build (e.g. with XLA) of TensorFlow 2.4.1 on two GPUs\n", "x")
+    assert snap.pasted.versions["tensorflow"].text == "2.4.1"
+
+
+def test_a_local_label_names_what_a_package_was_built_for_not_an_installed_cuda():
+    # https://github.com/horovod/horovod/issues/1274
+    snap = snapshot_from_paste('I want to leverage the new feature of NCCL 2.4.8 offered, for example, socket '
+                               'send/receive threads. I modified the Dockerfile "ENV NCCL_VERSION=2.4.7-1+cuda10.0" -> '
+                               '"ENV NCCL_VERSION=2.4.8-1+cuda10.0", build docker image successfully.\n', "x")
+    assert {k: v.text for k, v in snap.pasted.versions.items()} == {"nccl": "2.4.8"}
+    # https://github.com/iSEE-Laboratory/LLMDet/issues/32: "+" joining the parts of a set-up is no label
+    joined = snapshot_from_paste("我的系统ubuntu20.04+nvidia530.30+cuda12.1+cudnn12.X,其余的配置环境\n", "x")
+    assert joined.pasted.versions["cuda"].text == "12.1"
+
+
+def test_a_driver_branch_alone_in_a_sentence_is_the_driver():
+    # https://github.com/k4yt3x/video2x/issues/1226: a paste with nothing else is read, not refused
+    snap = snapshot_from_paste("when I run things like nvidia-smi on a Linux Mint host, where the nvidia driver "
+                               "is 535. I'm going to try to downgrade the containers drivers to 550\n", "x")
+    assert snap.pasted.versions["driver"].text == "535"
+    assert "driver" not in snapshot_from_paste("The driver is 100% busy and TensorFlow 2.4.1 hangs\n",
+                                               "x").pasted.versions
+
+
+def test_a_cuda_directory_in_a_path_names_cuda_where_nothing_else_does():
+    # https://github.com/tensorflow/tensorflow/issues/45930: find's output
+    found = snapshot_from_paste("sudo find / -name 'libcudart.so.11.0'\n"
+                                "/usr/local/cuda-11.1/targets/x86_64-linux/lib/libcudart.so.11.0\n", "x")
+    assert found.pasted.versions["cuda"].text == "11.1"
+    # https://github.com/mindee/doctr/pull/81: a runtime version stated beats the directory
+    stated = snapshot_from_paste("Collecting environment information...\n\nTensorFlow version: 2.4.1\n"
+                                 "OS: Ubuntu 20.04.2 LTS\nPython version: 3.8\nIs CUDA available: Yes\n"
+                                 "CUDA runtime version: 11.0.221\n\n"
+                                 "/usr/local/cuda-11.0/targets/x86_64-linux/lib/libcudnn.so.8\n", "x")
+    assert (stated.pasted.versions["cuda"].text, stated.pasted.versions["cuda"].others) == ("11.0.221", [])

@@ -21,6 +21,8 @@ from mgpu_doctor.cli.common import Progress, emit
 from mgpu_doctor.cli.errors import UsageError
 from mgpu_doctor.cli.options import OutputOptions
 from mgpu_doctor.environment.resolve import resolve
+from mgpu_doctor.matrix.known_issues import load_matrix
+from mgpu_doctor.matrix.paths import bundled_matrix_dir
 from mgpu_doctor.model.findings import CheckOutcome, CheckStatus
 from mgpu_doctor.model.redact import Identity, redact_report
 from mgpu_doctor.model.report import new_report
@@ -152,7 +154,7 @@ def judged(
     Not a hang of one task of a cluster: its peers run elsewhere, and a peer that never came is
     far likelier than a TensorFlow bug ("not in the matrix, report it" would mislead).
     """
-    outcomes = multiworker_outcomes(runs)
+    outcomes = multiworker_outcomes(runs, load_matrix(bundled_matrix_dir(), matrix_dirs).issues)
     explained = {o.name for o in outcomes if any(f.code == KERAS3_CODE for f in o.findings)}
     unexplained = [r for r in runs if r.name not in explained and r.status not in ("ok", "stopped")
                    and not (r.mode == "task" and r.status == "hang")]

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 
-from mgpu_doctor.matrix.known_issues import known_issue_line
+from mgpu_doctor.matrix.known_issues import KnownIssue, known_issue_line
+from mgpu_doctor.matrix.signatures import normalised, pieces_in
 from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Severity, status_for
 from mgpu_doctor.multiworker.launcher import MultiWorkerResult
 from mgpu_doctor.multiworker.model import (
@@ -159,27 +161,30 @@ RESUME_CODES = (
 )
 
 
-def multiworker_outcomes(runs: list[MultiWorkerRun]) -> list[CheckOutcome]:
+def multiworker_outcomes(runs: list[MultiWorkerRun], issues: Sequence[KnownIssue] = ()) -> list[CheckOutcome]:
+    """One outcome per run. ``issues``: the matrix; its Keras 3 + MultiWorkerMirroredStrategy entry's
+    lines tell a worker's failure in model.fit for that known limitation."""
     out = []
     for run in runs:
-        findings = sorted(run_findings(run), key=lambda f: f.severity, reverse=True)
+        findings = sorted(run_findings(run, issues), key=lambda f: f.severity, reverse=True)
         out.append(CheckOutcome(run.name, _title(run), status_for(findings), findings))
     return out
 
 
-def run_findings(run: MultiWorkerRun) -> list[Finding]:
+def run_findings(run: MultiWorkerRun, issues: Sequence[KnownIssue] = ()) -> list[Finding]:
+    keras3 = next((i for i in issues if i.id == KERAS3_MWMS_ENTRY), None)
     if run.kind == "resume" and run.resume is not None:
-        return resume_findings(run, run.resume)
-    return _training_findings(run)
+        return resume_findings(run, run.resume, keras3)
+    return _training_findings(run, keras3)
 
 
-def _training_findings(run: MultiWorkerRun) -> list[Finding]:
+def _training_findings(run: MultiWorkerRun, keras3: KnownIssue | None) -> list[Finding]:
     failed = [w for w in run.worker_outcomes if w.status not in ("ok", "stopped")]
     stopped = [w for w in run.worker_outcomes if w.status == "stopped"]
     if failed:
         findings: list[Finding] = []
         for worker in failed:
-            finding = _failure(run, worker, stopped)
+            finding = _failure(run, worker, stopped, keras3)
             same = next((f for f in findings if f.code == KERAS3_CODE == finding.code), None)
             if same is None:
                 findings.append(finding)
@@ -236,14 +241,15 @@ SAME_TRAINING_FIX = (
     "from the beginning.")
 
 
-def resume_findings(run: MultiWorkerRun, resume: MultiWorkerResume) -> list[Finding]:
+def resume_findings(run: MultiWorkerRun, resume: MultiWorkerResume,
+                    keras3: KnownIssue | None = None) -> list[Finding]:
     """The resume test: a job that failed on its own, or where the restart began and ended."""
     where = f"resume test, {STAGE_LABELS.get(resume.stage, resume.stage)}"
     killed = [f"killed job: {'; '.join(resume.killed_job)}"] if resume.killed_job else []
     if run.status not in ("ok", RESUME_FAILED):  # a worker of one of the jobs failed by itself
         return [replace(f, title=f"{f.title} ({where})",
                         evidence=[f"during the {where}", *killed, *f.evidence])
-                for f in _training_findings(run)]
+                for f in _training_findings(run, keras3)]
     label = _label(run)
     if resume.stage != "restarted":  # the jobs ran, but not as planned
         return [Finding(
@@ -309,7 +315,17 @@ def resume_findings(run: MultiWorkerRun, resume: MultiWorkerResume) -> list[Find
     )]
 
 
-def _failure(run: MultiWorkerRun, worker: WorkerOutcome, stopped: list[WorkerOutcome]) -> Finding:
+def _prints_line_of(issue: KnownIssue | None, text: str) -> bool:
+    """Whether ``text`` shows a line that alone names ``issue`` (one of its identifying signatures)."""
+    if issue is None:
+        return False
+    lines = [normalised(line) for line in text.splitlines()]
+    return any(pieces_in(pieces, line) for s in issue.signatures if s.identifies and s.text
+               for pieces in s.forms for line in lines)
+
+
+def _failure(run: MultiWorkerRun, worker: WorkerOutcome, stopped: list[WorkerOutcome],
+             keras3: KnownIssue | None = None) -> Finding:
     label = _label(run)
     evidence = [f"worker {worker.task_index}: {worker.summary}"
                 + (f" (during {worker.phase})" if worker.phase else "")]
@@ -329,8 +345,8 @@ def _failure(run: MultiWorkerRun, worker: WorkerOutcome, stopped: list[WorkerOut
             "stacks show where it waited.",
             links=[MWMS_GUIDE] + ([PROXY_HANG_THREAD] if run.proxy else []),
         )
-    if (worker.status == "error" and worker.phase == "fit" and "PerReplica" in worker.summary
-            and worker.keras.startswith("keras ")):
+    if (worker.status == "error" and worker.phase == "fit" and worker.keras.startswith("keras ")
+            and _prints_line_of(keras3, worker.summary)):
         return Finding(
             KERAS3_CODE, Severity.ERROR,
             f"{label}: Keras 3's model.fit fails under MultiWorkerMirroredStrategy (known Keras 3 "

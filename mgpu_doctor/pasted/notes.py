@@ -18,12 +18,14 @@ def pasted_notes(pasted: PastedFacts) -> list[str]:
     if len(pasted.parts) > PARTS_SHOWN:
         notes.append(f"Pasted: {len(pasted.parts) - PARTS_SHOWN} more part(s) recognised "
                      "(see the JSON report)")
-    if pasted.previous:
-        shown = "; ".join(entry.split(" (", 1)[0] + f" ({entry.split('(', 1)[1].split(':', 1)[0]})"
-                          for entry in pasted.previous[:8])
-        notes.append("Pasted: kept apart as a set-up the text calls old or working, not what is installed: "
-                     + shown
-                     + ("; ..." if len(pasted.previous) > 8 else ""))
+    reasons: dict[str, list[str]] = {}  # "keras 2.4.3 (line 4: removed ...)" by why it is kept apart
+    for entry in pasted.previous:
+        where, _, why = entry.split(" (", 1)[1].rstrip(")").partition(": ")
+        reasons.setdefault(why or "a set-up the text calls old or working", []).append(
+            f"{entry.split(' (', 1)[0]} ({where})")
+    for why, entries in reasons.items():
+        notes.append(f"Pasted: kept apart as {why}, not what is installed: " + "; ".join(entries[:8])
+                     + ("; ..." if len(entries) > 8 else ""))
     if pasted.other_lines:
         notes.append(f"Pasted: {pasted.other_lines} other non-blank line(s) are not an output "
                      "mgpu-doctor reads "

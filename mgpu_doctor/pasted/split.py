@@ -145,6 +145,11 @@ def snapshot_from_paste(text: str, source: str, now: _dt.datetime | None = None,
             for f in stating:
                 f.versions["cuda"] = f.versions["cuda_toolkit"]
                 f.version_lines["cuda"] = f.version_lines["cuda_toolkit"]
+        if key == "cuda" and not stating:  # then a toolkit directory in a path ("/usr/local/cuda-11.1/...")
+            stating = [f for f in found if f.versions.get("cuda_directory")]
+            for f in stating:
+                f.versions["cuda"] = f.versions["cuda_directory"]
+                f.version_lines["cuda"] = f.version_lines["cuda_directory"]
         if stating:
             best = max(stating, key=lambda f: f.rank)  # max keeps the first of equal ranks
             versions[key] = PastedVersion(

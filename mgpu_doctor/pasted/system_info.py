@@ -183,6 +183,8 @@ def _read_block(lines: list[str], start: int) -> tuple[Found | None, int]:
                 out.versions.setdefault("cuda", cuda)
             if cudnn:
                 out.versions.setdefault("cudnn", cudnn_from_number(cudnn))
+            if not (cuda or cudnn) and first_version(value):
+                out.facts[-1] += " (CUDA's or cuDNN's: cannot tell)"
         elif what == "framework-version":
             version = first_version(value)
             if ("tensorflow" in framework or "keras" in framework or not framework) and version.startswith(
@@ -222,10 +224,26 @@ def split_cuda_cudnn(value: str) -> tuple[str, str]:
         named = re.search(r"-v(\d+\.\d+[\d.]*)", after)
         right = re.match(r"[\s:=_-]*(?:version\s*:?\s*)?v?(\d+(?:\.\d+)*)", after)
         cudnn = named.group(1) if named else right.group(1) if right else ""
+        before = re.sub(r"(?i)\bcuda[-_](?=\d)", " ", before)  # "cuda-11.5 ; cudnn-8.3.2.44"
         return first_version(before) if stated(before) else "", cudnn
     if "cuda" in low:  # "CUDA 12.4", "CUDA: 12.9 (cannot install < 12.8 ...)": the CUDA version alone
         return first_version(value), ""
     pieces = re.split(r"\s*[/,;|]\s*|\s+and\s+|\s+", value.strip(), maxsplit=1)
     cuda = first_version(pieces[0]) if pieces and stated(pieces[0]) else ""
     cudnn = first_version(pieces[1]) if len(pieces) > 1 and stated(pieces[1]) else ""
+    if cuda and not cudnn:
+        return one_of_cuda_cudnn(cuda)
     return cuda, cudnn
+
+
+def one_of_cuda_cudnn(version: str) -> tuple[str, str]:
+    """One unnamed version under a "CUDA/cuDNN" key: CUDA from 10 on (cuDNN has no 10) and with a build
+    number ("8.0.61": cuDNN's patch levels are single digits), cuDNN below 7 (no TensorFlow ran on CUDA
+    below 7.0); any other 7, 8 or 9 can be either, and says neither."""
+    parts = version.split(".")
+    major = int(parts[0])
+    if major >= 10 or len(parts) > 2 and parts[2].isdecimal() and int(parts[2]) >= 10:
+        return version, ""
+    if major < 7:
+        return "", version
+    return "", ""
