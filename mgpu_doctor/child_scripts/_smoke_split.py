@@ -77,10 +77,24 @@ def split_model(tf, keras, model, replicas, eager):
         wrapper.inner = model
         return wrapper
     # TensorFlow 1's graph mode: a functional model (a subclassed one cannot train under a strategy)
+    # that calls the model itself on each share, so that its weights are the wrapper's
     inputs = [keras.Input(batch_shape=t.shape.as_list(), dtype=t.dtype) for t in model.inputs]
     given = inputs[0] if len(inputs) == 1 else inputs
-    outputs = keras.layers.Lambda(lambda t: split_call(t, None))(given)
-    return keras.Model(given, outputs)
+
+    def split(t):
+        flat = tf.nest.flatten(t)
+        size = tf.shape(flat[0])[0]
+        base, extra = size // replicas, size % replicas
+        sizes = tf.stack([base + tf.cast(i < extra, size.dtype) for i in range(replicas)])
+        pieces = [tf.split(x, sizes, num=replicas) for x in flat]
+        return [p[i] for i in range(replicas) for p in pieces]
+
+    flat_shares = keras.layers.Lambda(split)(given)
+    per = len(inputs)
+    outputs = [model(flat_shares[i * per] if per == 1 else flat_shares[i * per:(i + 1) * per])
+               for i in range(replicas)]
+    joined = keras.layers.Lambda(lambda o: tf.concat(o, 0))(outputs)
+    return keras.Model(given, joined)
 
 
 def initial_weights(model):
@@ -109,9 +123,16 @@ def measure(api, strategy, model, dataset, epochs, replicas, start, result):
         return
     try:
         model.set_weights(start)
-        with strategy.scope():
-            wrapper = split_model(tf, keras, model, replicas, api.eager)
+        if api.eager:
+            with strategy.scope():
+                wrapper = split_model(tf, keras, model, replicas, True)
+                wrapper.compile(optimizer=fresh_optimizer(model.optimizer), loss=model.loss)
+        else:  # TensorFlow 1's Keras clones a model under a strategy, not the one the wrapper calls
+            wrapper = split_model(tf, keras, model, replicas, False)
             wrapper.compile(optimizer=fresh_optimizer(model.optimizer), loss=model.loss)
+        if len(wrapper.trainable_weights) != len(model.trainable_weights):
+            result["split_skipped"] = "the split model would not train the model's own weights"
+            return
         history = wrapper.fit(dataset, epochs=epochs, verbose=0).history
         result["split_losses"] = [finite_or_none(v) for v in history.get("loss", [])]
     except Exception as exc:  # the measure is an aid: a model it cannot wrap keeps the plain tolerance
