@@ -33,7 +33,14 @@ from mgpu_doctor.smoke.rules import compare_with_single, smoke_outcomes
 from mgpu_doctor.smoke.runner import run_suite
 from mgpu_doctor.training.apply import with_training
 from mgpu_doctor.training.observed import layer_words, model_outcome, usage_words, with_observed
-from tests.user_model_runs import MODEL_KINDS, TRACED, traced_in, trained_runs
+from tests.user_model_runs import (
+    MODEL_KINDS,
+    TRACED,
+    check_expected_difference,
+    explained,
+    traced_in,
+    trained_runs,
+)
 
 USER_MODELS = str(Path(__file__).parent / "user_models")
 
@@ -380,3 +387,25 @@ def test_a_functional_model_with_two_inputs_and_two_outputs_trains(capsys, monke
     runs = trained_runs(smoke_model(capsys, "--model", "model_kinds:two_inputs", "--model-path", USER_MODELS))
     one, two = runs[("even", 1)], runs[("even", 2)]
     assert one["losses"] == pytest.approx(two["losses"], rel=1e-4)
+
+
+# ----------------------------------------------------------------------------- differences and NaNs explained
+
+@pytest.mark.tensorflow
+@pytest.mark.slow
+def test_a_difference_batchnormalization_explains_is_no_warning_a_replica_dependent_layer_is():
+    check_expected_difference(sys.executable, dict(os.environ))
+
+
+@pytest.mark.tensorflow
+@pytest.mark.slow
+def test_a_nan_made_by_a_custom_loss_is_located_in_the_loss_with_the_replica_and_its_batch():
+    [multi], found = explained("log_loss", 2, sys.executable, dict(os.environ), skip_single=True)
+    origin = multi.nonfinite_origin
+    assert multi.status == "nan" and origin is not None, multi
+    assert (origin.kind, origin.name, origin.replica, origin.how) == ("loss", "poisson_log", 0, "replayed"), origin
+    assert (origin.epoch, origin.step, origin.batch_shapes) == (1, 1, [[32, 6], [32, 6]])
+    nan = found["smoke.model.nan"]
+    assert "NaN in the loss poisson_log on replica 0 in step 1 of epoch 1" in nan.title, nan.title
+    assert "replica 0 of 2, whose batch there was (32, 6)" in "\n".join(nan.evidence)
+    assert "divide_no_nan" in nan.fix

@@ -11,7 +11,7 @@ from mgpu_doctor.model.smoke_runs import NonfiniteOrigin
 
 def origin_short(origin: NonfiniteOrigin) -> str:
     names = {"layer": f"layer {origin.name} ({origin.layer_class})", "loss": f"the loss {origin.name}",
-             "variable": f"variable {origin.name}"}
+             "variable": _variables_short(origin)}
     where = names.get(origin.kind, origin.name)
     if origin.replica is not None and origin.replicas > 1:
         where += f" on replica {origin.replica}"
@@ -63,3 +63,13 @@ def origin_lines(origin: NonfiniteOrigin | None) -> list[str]:
     if origin.how in how:
         lines.append(how[origin.how])
     return lines
+
+
+def _variables_short(origin: NonfiniteOrigin) -> str:
+    """"layer batch_normalization's moving_mean, moving_variance": the variable and those of the same
+    layer that turned non-finite in the same step."""
+    layer, _, own = origin.name.rpartition("/")
+    if not layer:
+        return f"variable {origin.name}"
+    names = [own] + [a.rpartition("/")[2] for a in origin.also if a.rpartition("/")[0] == layer]
+    return f"layer {layer}'s {', '.join(names)}"

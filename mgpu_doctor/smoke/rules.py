@@ -300,7 +300,8 @@ def _nan_finding(run: SmokeRun, runs: list[SmokeRun]) -> Finding:
     what = (f"{origin.value or 'NaN'} in {origin_short(origin)}" if origin is not None and origin.kind
             and origin.kind != "step" else "")
     if what:
-        title = f"{_label(run)}: {what}{where}" + (" (the loss stayed finite)" if losses_finite else "")
+        when = f" in step {origin.step} of epoch {origin.epoch}" if origin and origin.step else where
+        title = f"{_label(run)}: {what}{when}" + (" (the loss stayed finite)" if losses_finite else "")
     else:
         title = f"{_label(run)}: the loss became NaN{where}"
     return Finding(
