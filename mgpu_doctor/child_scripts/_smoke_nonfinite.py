@@ -3,12 +3,14 @@
 A callback watches every step: the loss the step reports and each replica's copy of the
 non-trainable variables (a moving mean or variance turns NaN on a replica without samples while
 the loss stays finite). At the first non-finite value it keeps the step, and the weights from before
-that step (in eager mode, for models up to KEEP_WEIGHTS_PARAMETERS parameters). After the training
+that step (for models up to KEEP_WEIGHTS_PARAMETERS parameters). After the training
 that step is replayed from those weights: the same batch, distributed by the same strategy, each
 replica calls the model in training mode with every layer's output checked in the order they run,
 then the compiled loss, then the variables. The first of them that is not finite is the origin.
-TensorFlow 1's graph mode cannot replay a step layer by layer: there the watch says the step, the
-replica and the variable, or that the loss was the first value seen non-finite.
+TensorFlow 1's graph mode replays it through Keras' session: each replica's share of the batch fed
+in turn, the top-level layers' outputs in the model's order, then the loss (a model of one input
+and one output; else the watch says the step, the replica and the variable, or that the loss was
+the first value seen non-finite).
 Python 3.6+, standard library, NumPy and TensorFlow only (passed in).
 """
 
@@ -50,8 +52,6 @@ def watch(api, strategy, model):
         epoch = 0
 
         def keep(self):
-            if not api.eager:
-                return
             try:
                 if model.weights and model.count_params() <= KEEP_WEIGHTS_PARAMETERS:
                     self.before = model.get_weights()
@@ -134,7 +134,8 @@ def replay(np, api, strategy, model, dataset, found):
 
     def step(x, y):
         pred = model(x, training=True)
-        loss = _loss_value(api, model, y, pred)
+        # a replica without samples: Keras adds nothing for its loss (a mean over none would be NaN)
+        loss = _loss_value(api, model, y, pred) if int(tf.size(y)) else None
         if loss is not None and not _all_finite(np, [loss]):
             note(replica_id(), ("loss", _loss_name(model.loss), "", _what(np, np.asarray(loss))))
         return tf.constant(0)
@@ -151,6 +152,39 @@ def replay(np, api, strategy, model, dataset, found):
     for name, replicas, value in nonfinite_variables(np, api, strategy, model.non_trainable_weights):
         for rid in replicas:
             note(rid, ("variable", name, "", value))
+    return events
+
+
+def replay_graph(np, api, model, dataset, found, replicas):
+    """TensorFlow 1's graph mode: the step ``found`` names, from the weights before it, each replica's
+    share of its batch fed in turn through Keras' session, the top-level layers' outputs checked in
+    the model's order, then the compiled loss: {replica: (kind, name, class, value)}."""
+    tf, keras = api.tf, api.keras
+    backend = keras.backend
+    session = backend.get_session()
+    model.set_weights(found["before"])
+    x, y = session.run(tf.compat.v1.data.make_one_shot_iterator(
+        dataset.skip(found["step"] - 1).take(1)).get_next())
+    if isinstance(x, (dict, list, tuple)) or isinstance(y, (dict, list, tuple)) or len(model.outputs) != 1:
+        return None
+    layers = [layer for layer in model.layers if type(layer).__name__ != "InputLayer"]
+    output = model.outputs[0]
+    target = tf.compat.v1.placeholder(output.dtype, shape=[None] * len(output.shape))
+    loss = _loss_value(api, model, target, output)
+    tensors = [layer.output for layer in layers] + ([loss] if loss is not None else [])
+    function = backend.function(list(model.inputs) + [target, backend.learning_phase()], tensors)
+    events, first = {}, 0
+    for rid, size in enumerate(shares(len(x), replicas)):
+        xs, ys = x[first:first + size], y[first:first + size]
+        first += size
+        values = function([xs, ys, 1])
+        for layer, value in zip(layers, values):  # noqa: B905 (Python 3.6: no strict=)
+            if not _all_finite(np, [value]):
+                events[rid] = ("layer", layer.name, type(layer).__name__, _what(np, value))
+                break
+        else:
+            if loss is not None and size and not _all_finite(np, [values[-1]]):
+                events[rid] = ("loss", _loss_name(model.loss), "", _what(np, values[-1]))
     return events
 
 
@@ -181,8 +215,11 @@ def origin(api, strategy, model, dataset, spec, watcher):
     if watcher.before is not None:
         found["before"] = watcher.before
         try:
-            events = replay(np, api, strategy, model, dataset, found)
-            out["how"] = "replayed"
+            if api.eager:
+                events = replay(np, api, strategy, model, dataset, found)
+            else:
+                events = replay_graph(np, api, model, dataset, found, replicas)
+            out["how"] = "replayed" if events is not None else "watched"
         except Exception as exc:
             out["replay_error"] = "%s: %s" % (type(exc).__name__, str(exc)[:300])
     if events:
@@ -190,7 +227,11 @@ def origin(api, strategy, model, dataset, spec, watcher):
         kind, name, cls, value = events[rid]
         out.update(kind=kind, name=name, layer_class=cls, replica=rid, value=value,
                    on_replicas=sorted(events))
+        if kind == "variable":
+            out["also"] = [n for n, ids, _ in nonfinite_variables(np, api, strategy, model.non_trainable_weights)
+                           if n != name and rid in ids]
     elif found.get("variables"):
+        out["how"] = "watched"
         name, ids, value = found["variables"][0]
         out.update(kind="variable", name=name, replica=ids[0], value=value, on_replicas=ids,
                    also=[v[0] for v in found["variables"][1:]])

@@ -110,8 +110,8 @@ class NonfiniteOrigin:
     """Where a run's first NaN or Inf came from (child_scripts/_smoke_nonfinite.py).
 
     ``kind``: "layer" (its output), "loss", "variable" (a moving mean or variance, a weight), "step"
-    (the step's loss was the first value seen non-finite; which layer or loss made it could not be
-    replayed: TensorFlow 1's graph mode), "" (not found). ``how``: "replayed" (the step run again from
+    (the step's loss was the first value seen non-finite; the step could not be replayed layer by
+    layer for this model), "" (not found). ``how``: "replayed" (the step run again from
     the weights before it, layer by layer on each replica) or "watched" (seen after each step)."""
 
     kind: str = ""

@@ -42,7 +42,7 @@ def origin_lines(origin: NonfiniteOrigin | None) -> list[str]:
     lines = []
     if origin.kind == "step":
         lines.append(f"first non-finite value: the loss of {step}; which layer or loss made it cannot "
-                     "be told here (a step is replayed layer by layer only in eager mode)")
+                     "be told here (the step could not be replayed layer by layer for this model)")
     else:
         what = {"layer": f"the output of layer {origin.name} ({origin.layer_class}), from finite inputs",
                 "loss": f"the loss {origin.name}, while every layer's output was finite",

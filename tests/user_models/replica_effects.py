@@ -6,6 +6,8 @@ TensorFlow 1.15's tf.keras (Python 3.7).
   batch, so N devices train a little differently from 1, by design.
 - ``replica_dependent``: a layer that scales its input by the replica it runs on (a seeded bug:
   what per-replica state or a replica-keyed random draw does): N devices train another model.
+- ``log_layer``: a custom layer that takes the log of its input (a linear Dense before it): NaN
+  from the first step, in that layer's output.
 - ``log_loss``: a custom loss that takes the log of the prediction (a Poisson-style loss on a linear
   output): NaN from the first step, in the loss, while every layer's output is finite.
 """
@@ -24,6 +26,13 @@ class ReplicaScale(keras.layers.Layer):
         context = tf.distribute.get_replica_context()
         replica = context.replica_id_in_sync_group if context is not None else 0
         return inputs * (1.0 + 0.5 * tf.cast(replica, inputs.dtype))
+
+
+class Log(keras.layers.Layer):
+    """The log of its input, unguarded."""
+
+    def call(self, inputs):
+        return tf.math.log(inputs)
 
 
 def _compiled(model, loss="mse"):
@@ -56,6 +65,13 @@ def log_loss():
     inputs = keras.Input((FEATURES,))
     x = keras.layers.Dense(8, activation="tanh")(inputs)
     return _compiled(keras.Model(inputs, keras.layers.Dense(1)(x)), loss=poisson_log)
+
+
+def log_layer():
+    inputs = keras.Input((FEATURES,))
+    x = keras.layers.Dense(8, activation="tanh")(inputs)
+    x = Log(name="unguarded_log")(keras.layers.Dense(4)(x))
+    return _compiled(keras.Model(inputs, keras.layers.Dense(1)(x)))
 
 
 def data():
