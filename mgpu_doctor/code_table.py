@@ -29,6 +29,7 @@ SMOKE_CODES = (
     "smoke.LAYER.ok", "smoke.LAYER.hang", "smoke.LAYER.crash", "smoke.LAYER.error",
     "smoke.LAYER.out-of-memory", "smoke.LAYER.nan", "smoke.LAYER.diverged", "smoke.LAYER.replicas-differ",
     "smoke.LAYER.retried", "smoke.LAYER.intermittent-crash", "smoke.LAYER.loss-mismatch",
+    "smoke.LAYER.expected-difference",
     "smoke.LAYER.uneven-final-batch", "smoke.LAYER.memory-growth", "smoke.LAYER.poor-scaling",
     "smoke.LAYER.save-failed", "smoke.LAYER.load-failed", "smoke.LAYER.reload-differs",
     "smoke.LAYER.format-unusable",

@@ -437,3 +437,64 @@ def test_an_indivisible_global_batch_is_planned_even_and_reported_with_the_fix()
     # a level's own batch sizes are the doctor's choice, not the user's: planned even, no warning
     assert batch_splits(SmokeOptions(virtual_devices=3), 0) == []
     assert {s.global_batch for s in plan_runs(SmokeOptions(layers=("dense",), virtual_devices=3), 0)} == {66}
+
+
+# ----------------------------------------------------------------------------- your model's differences and NaNs
+
+def _user_pair(multi_losses: list[float], split_losses: list[float] | None, layers: list[str],
+               skipped: str = "") -> list[SmokeRun]:
+    single = run(layer="model", devices=1, device_kind="cpu-virtual", losses=[1.0, 0.5], split_replicas=3,
+                 split_losses=split_losses or [], split_layers=layers, split_skipped=skipped)
+    multi = run(layer="model", devices=3, device_kind="cpu-virtual", losses=multi_losses)
+    return compare_with_single([single, multi])
+
+
+def test_your_model_s_difference_is_judged_against_what_its_split_training_measured():
+    # plain BatchNormalization: 1 vs 3 devices 8 %, the split training 7 %: expected, an info
+    runs = _user_pair([1.0, 0.54], [1.0, 0.535], ["BatchNormalization x2"])
+    assert runs[1].expected_loss_difference == pytest.approx(0.07) and runs[1].split_layers == ["BatchNormalization x2"]
+    found = {f.code: f for f in run_findings(runs[1], runs)}
+    assert "smoke.model.loss-mismatch" not in found
+    info = found["smoke.model.expected-difference"]
+    assert info.severity is Severity.INFO and "BatchNormalization x2" in info.title and "expected 7.00%" in info.title
+    # beyond twice the measure: a warning that says what was expected
+    found = {f.code: f for f in run_findings(*_user_pair([1.0, 0.62], [1.0, 0.535], ["BatchNormalization"])[1:],
+                                             _user_pair([1.0, 0.62], [1.0, 0.535], ["BatchNormalization"]))}
+    mismatch = found["smoke.model.loss-mismatch"]
+    assert mismatch.severity is Severity.WARNING and "beyond the 7.00% its layers explain" in mismatch.title
+    assert "(tolerance 14.0%)" in mismatch.title
+    # nothing explains a difference (a layer that reads the replica's id): the floor of 2 %
+    runs = _user_pair([1.0, 0.53], [1.0, 0.5], [])
+    mismatch = {f.code: f for f in run_findings(runs[1], runs)}["smoke.model.loss-mismatch"]
+    assert "(tolerance 2.0%)" in mismatch.title
+    assert any(line.startswith("expected difference: 0.00%, no layer") for line in mismatch.evidence)
+    # not measured: the plain tolerance, and why
+    runs = _user_pair([1.0, 0.54], None, ["Dropout"], skipped="the model has its own train_step")
+    mismatch = {f.code: f for f in run_findings(runs[1], runs)}["smoke.model.loss-mismatch"]
+    assert "(tolerance 5.0%)" in mismatch.title and any("its own train_step" in e for e in mismatch.evidence)
+
+
+def test_where_a_nan_came_from_is_read_from_the_child_and_said_in_the_finding():
+    data = {"status": "nan", "losses": [1.2, None], "weights_finite": False, "nonfinite_epoch": 2,
+            "nonfinite_origin": {"kind": "variable", "name": "batch_normalization/moving_mean", "value": "NaN",
+                                 "epoch": 1, "step": 5, "replica": 1, "replicas": 2, "on_replicas": [1],
+                                 "batch_shapes": [[1, 6], [0, 6]], "how": "watched",
+                                 "also": ["batch_normalization/moving_variance", "dense/kernel"]}}
+    nan_run = run_from_child(spec(layer="model", scenario="uneven_final_batch", samples=257), data)
+    origin = nan_run.nonfinite_origin
+    assert origin is not None and origin.replica_shape == [0, 6]
+    assert from_jsonable(SmokeRun, json.loads(json.dumps(to_jsonable(nan_run)))) == nan_run
+    [finding] = [f for f in run_findings(nan_run, [nan_run]) if f.code == "smoke.model.nan"]
+    assert "NaN in layer batch_normalization's moving_mean, moving_variance on replica 1 in step 5 of epoch 1" \
+        in finding.title, finding.title
+    text = "\n".join(finding.evidence)
+    assert "on replica 1 of 2, whose batch there was (0, 6) (no samples)" in text
+    assert "also non-finite in that step: batch_normalization/moving_variance, dense/kernel" in text
+    loss = replace(nan_run, nonfinite_origin=replace(origin, kind="loss", name="poisson_log", replica=0,
+                                                     how="replayed", also=[]), scenario="even")
+    [finding] = [f for f in run_findings(loss, [loss]) if f.code == "smoke.model.nan"]
+    assert "NaN in the loss poisson_log on replica 0" in finding.title and "divide_no_nan" in finding.fix
+    assert any("replaying that step" in line for line in finding.evidence)
+    # no origin (an old results file): the finding as before
+    plain = replace(nan_run, nonfinite_origin=None)
+    assert "the loss became NaN" in next(f.title for f in run_findings(plain, [plain]) if f.code == "smoke.model.nan")

@@ -41,7 +41,14 @@ from mgpu_doctor.matrix.paths import bundled_matrix_dir
 from mgpu_doctor.smoke.support import supported
 from tests import tf_envs
 from tests.tf_envs import ENVS, REPO, EnvUnavailable, Installed, TfEnv, installed_soon
-from tests.user_model_runs import TRACED, USER_MODELS, traced_in, trained_runs
+from tests.user_model_runs import (
+    TRACED,
+    USER_MODELS,
+    check_expected_difference,
+    explained,
+    traced_in,
+    trained_runs,
+)
 
 pytestmark = pytest.mark.slow
 CHECK_TIMEOUT_S = 1500
@@ -418,3 +425,42 @@ def test_tensorflow_1_15_refuses_a_subclassed_model_under_a_strategy_and_says_so
     assert finding["code"] == "user-model.build-failed"
     assert "do not support distribution strategy with a `Sequential` model that is created without" \
            " `input_shape`/`input_dim` set in its first layer or a subclassed model" in finding["evidence"][0]
+
+
+# Differences and NaNs of your model explained (tests/user_models/replica_effects.py), on TensorFlow 1
+# and the last Keras 2 (Keras 3: tests/test_user_model.py): 2 x 2 runs each, and 1 or 2 NaN runs.
+@pytest.mark.parametrize("name", ["2.15", "1.15"])
+def test_your_model_s_expected_difference_is_measured_and_a_replica_dependent_layer_still_warns(name):
+    env = env_named(name)
+    check_expected_difference(str(ready(env).python), child_env(env))
+
+
+def test_tensorflow_1_15_moving_variance_nan_on_an_empty_replica_is_located_in_the_layer():
+    """The NaN of plain BatchNormalization on a replica without samples (the loss is finite that epoch):
+    the layer's moving statistics on replica 1, whose share of the last batch was empty."""
+    env = env_named("1.15")
+    runs, found = explained("batchnorm", 2, str(ready(env).python), child_env(env), data="",
+                            scenarios=("even", "uneven_final_batch"))
+    [uneven] = [r for r in runs if r.scenario == "uneven_final_batch"]
+    origin = uneven.nonfinite_origin
+    assert uneven.status == "nan" and origin is not None and origin.kind == "variable", uneven
+    assert origin.name == "batch_normalization/moving_mean" and "batch_normalization/moving_variance" in origin.also
+    assert (origin.replica, origin.epoch, origin.step, origin.batch_shapes) == (1, 1, 5, [[1, 6], [0, 6]])
+    nan = found["smoke.model.nan"]
+    assert "layer batch_normalization's moving_mean, moving_variance" in nan.title, nan.title
+    assert "on replica 1 of 2, whose batch there was (0, 6) (no samples)" in "\n".join(nan.evidence)
+
+
+@pytest.mark.parametrize("name", ["2.15", "1.15"])
+def test_a_custom_loss_s_nan_is_located_in_the_loss_with_the_replica_and_its_batch(name):
+    """The step replayed layer by layer from the weights before it: eagerly on each replica (2.15),
+    through Keras' session on each replica's share of the batch (1.15's graph mode)."""
+    env = env_named(name)
+    [multi], found = explained("log_loss", 2, str(ready(env).python), child_env(env), skip_single=True)
+    origin = multi.nonfinite_origin
+    assert multi.status == "nan" and origin is not None, multi
+    assert (origin.kind, origin.name, origin.replica, origin.how) == ("loss", "poisson_log", 0, "replayed"), origin
+    assert (origin.epoch, origin.step, origin.batch_shapes) == (1, 1, [[32, 6], [32, 6]])
+    nan = found["smoke.model.nan"]
+    assert "NaN in the loss poisson_log on replica 0 in step 1 of epoch 1" in nan.title, nan.title
+    assert "replica 0 of 2, whose batch there was (32, 6)" in "\n".join(nan.evidence)

@@ -40,3 +40,43 @@ def trained_runs(report: dict, reload_fails_with: str = "") -> dict[tuple[str, i
 def traced_in(path: Path) -> int:
     """How many processes traced the model's own train_step."""
     return len(set(path.read_text().split("\n")) - {""}) if path.exists() else 0
+
+
+REPLICA_EFFECTS = "replica_effects"  # tests/user_models/replica_effects.py
+
+
+def explained(function: str, devices: int, python: str, env: dict[str, str], scenarios: tuple[str, ...] = ("even",),
+              data: str = f"{REPLICA_EFFECTS}:data", skip_single: bool = False) -> tuple[list, dict[str, object]]:
+    """The runs of `smoke --model replica_effects:FUNCTION` in ``scenarios`` on 1 and ``devices``
+    virtual CPU devices (compared), and their findings by code (the last of each code)."""
+    from mgpu_doctor.smoke.plan import SmokeOptions, plan_runs
+    from mgpu_doctor.smoke.rules import compare_with_single, smoke_outcomes
+    from mgpu_doctor.smoke.runner import run_suite
+
+    options = SmokeOptions(user_model=f"{REPLICA_EFFECTS}:{function}", user_data=data, model_path=str(USER_MODELS),
+                           stock_layers=False, scenarios=scenarios, virtual_devices=devices)
+    specs = [s for s in plan_runs(options, 0) if not (skip_single and s.devices == 1)]
+    child = {**env, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+    child.pop("TF2_BEHAVIOR", None)
+    runs = compare_with_single(run_suite(specs, python=python, stall_timeout_s=300, env=child).runs)
+    return runs, {f.code: f for o in smoke_outcomes(runs) for f in o.findings}
+
+
+def check_expected_difference(python: str, env: dict[str, str]) -> None:
+    """Plain BatchNormalization on 3 devices: a difference its 1-device split training measures, an info;
+    a layer that reads the replica's id: a warning whose evidence says nothing explains it."""
+    from pytest import approx
+
+    (single, multi), found = explained("batchnorm", 3, python, env)
+    assert single.status == multi.status == "ok", (single, multi)
+    assert single.split_replicas == 3 and single.split_layers == ["BatchNormalization x2"], single
+    # the split training is what the 3 replicas train: the same losses
+    assert single.split_losses == approx(multi.losses, rel=1e-4)
+    assert multi.loss_vs_single > 0.02 and multi.expected_loss_difference == approx(multi.loss_vs_single, rel=1e-3)
+    assert "smoke.model.loss-mismatch" not in found
+    assert found["smoke.model.expected-difference"].severity.value == "info"
+    (single, multi), found = explained("replica_dependent", 3, python, env)
+    assert single.split_layers == [] and single.split_losses == approx(single.losses, rel=1e-5)
+    mismatch = found["smoke.model.loss-mismatch"]
+    assert mismatch.severity.value == "warning" and multi.loss_vs_single > 0.1
+    assert any(line.startswith("expected difference: 0.00%, no layer") for line in mismatch.evidence), mismatch

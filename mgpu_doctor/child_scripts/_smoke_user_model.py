@@ -25,6 +25,8 @@ class UserModel(Plain):
 
     def build(self):
         self.model = user_model(self.spec)
+        # TensorFlow 1's graph mode: 1 and N devices would start from other weights (_tf_api.same_start)
+        self.api.same_start(self.model, int(self.spec.get("seed", 7)))
         return self.model
 
     def dataset(self, x, y):

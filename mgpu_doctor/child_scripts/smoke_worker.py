@@ -38,7 +38,9 @@ from _smoke_models import finite_or_none, replica_difference  # noqa: E402
 from _tf_api import Api  # noqa: E402
 import _smoke_checkpoint  # noqa: E402
 import _smoke_leak  # noqa: E402
+import _smoke_nonfinite  # noqa: E402
 import _smoke_scenarios  # noqa: E402
+import _smoke_split  # noqa: E402
 from _fork_runs import LEAK_BYTES, leaked, parse_fault, rss_mb, serve, strike  # noqa: E402
 
 CHECKPOINT_SCENARIOS = {"checkpoint": _smoke_checkpoint.run_checkpoint, "resume": _smoke_checkpoint.run_resume}
@@ -123,7 +125,10 @@ def train(tf, spec, result):
                     pass
 
     _mgpu_child.heartbeat("model built")
-    history = way.fit(strategy, model, dataset, epochs, [Watch()])
+    split = int(spec.get("split_replicas") or 0)
+    start = _smoke_split.initial_weights(model) if split else None
+    nonfinite = _smoke_nonfinite.watch(api, strategy, model)  # after Watch: outside the timed step
+    history = way.fit(strategy, model, dataset, epochs, [Watch(), nonfinite])
     # Counted once trained: a subclassed model makes its variables on its first batch (before, Keras
     # 2 raises and Keras 3 counts 0, even after model.build(input_shape) without a build method).
     result["parameters"] = int(model.count_params())
@@ -144,10 +149,18 @@ def train(tf, spec, result):
     result["gpu_memory_mb"] = [round(v, 2) for v in epoch_gpu]
     if spec.get("input_probe"):
         probe_input(api, model, dataset, result, steps_per_epoch * epochs)
+    if split and weights_finite and None not in result["losses"]:
+        _mgpu_child.heartbeat("split training")
+        _smoke_split.measure(api, strategy, model, dataset, epochs, split, start, result)
     bad = [i for i, v in enumerate(raw_losses) if finite_or_none(v) is None]
     if bad or not weights_finite:
         result["status"] = "nan"
         result["nonfinite_epoch"] = (bad[0] + 1) if bad else None
+        _mgpu_child.heartbeat("locating the non-finite value")
+        try:
+            result["nonfinite_origin"] = _smoke_nonfinite.origin(api, strategy, model, dataset, spec, nonfinite)
+        except Exception as exc:  # the NaN itself is the finding; where it came from is an aid
+            result["nonfinite_origin"] = {"error": "%s: %s" % (type(exc).__name__, str(exc)[:300])}
     else:
         result["status"] = "ok"
 

@@ -106,6 +106,36 @@ DEVICE_KINDS = ("gpu", "cpu-virtual")
 
 
 @dataclass(frozen=True)
+class NonfiniteOrigin:
+    """Where a run's first NaN or Inf came from (child_scripts/_smoke_nonfinite.py).
+
+    ``kind``: "layer" (its output), "loss", "variable" (a moving mean or variance, a weight), "step"
+    (the step's loss was the first value seen non-finite; the step could not be replayed layer by
+    layer for this model), "" (not found). ``how``: "replayed" (the step run again from
+    the weights before it, layer by layer on each replica) or "watched" (seen after each step)."""
+
+    kind: str = ""
+    name: str = ""  # the layer's name, the loss function's, or the variable's path
+    layer_class: str = ""
+    value: str = ""  # "NaN" or "Inf"
+    epoch: int | None = None  # 1-based, with ``step``: the first step that made it
+    step: int | None = None
+    replica: int | None = None  # 0-based: the first replica where it appeared
+    replicas: int = 0
+    on_replicas: list[int] = field(default_factory=list)
+    batch_shapes: list[list[int | None]] = field(default_factory=list)  # each replica's inputs at that step
+    also: list[str] = field(default_factory=list)  # other variables non-finite at the same step
+    how: str = ""
+    error: str = ""  # why it could not be located
+
+    @property
+    def replica_shape(self) -> list[int | None] | None:
+        if self.replica is None or self.replica >= len(self.batch_shapes):
+            return None
+        return self.batch_shapes[self.replica]
+
+
+@dataclass(frozen=True)
 class SmokeSpec:
     """One planned training: a layer (and variant) on ``devices`` devices in one scenario."""
 
@@ -129,6 +159,9 @@ class SmokeSpec:
     user_model: str = ""
     user_data: str = ""
     model_path: str = ""
+    # The user's model on 1 device: trained once more with each batch split as this many replicas
+    # split it (child_scripts/_smoke_split.py), the size of the 1-vs-N difference its layers explain.
+    split_replicas: int = 0
 
     @property
     def label(self) -> str:
@@ -198,6 +231,17 @@ class SmokeRun:
     # The leak probe (scenario leak_probe): the memory after each fit, predict and evaluate call.
     leak_cycles: list[LeakCycle] = field(default_factory=list)
     skip_reason: str = ""  # status skipped: what the diagnosed TensorFlow lacks for this run
+    # The user's model on 1 device (`SmokeSpec.split_replicas`): the losses of the same training
+    # with each batch split as that many replicas split it, the layers that differ per replica by
+    # design, or why the split training was not measured.
+    split_replicas: int = 0
+    split_losses: list[float | None] = field(default_factory=list)
+    split_layers: list[str] = field(default_factory=list)
+    split_skipped: str = ""
+    # On the N-device run, from its 1-device twin's split training: how far the loss of a healthy
+    # N-device training is expected to be from 1 device (relative, as ``loss_vs_single``).
+    expected_loss_difference: float | None = None
+    nonfinite_origin: NonfiniteOrigin | None = None  # status nan: where the first NaN/Inf came from
 
     @property
     def input_headroom(self) -> float | None:

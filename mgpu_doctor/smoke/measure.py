@@ -7,7 +7,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from mgpu_doctor.model.smoke_runs import STATUSES, LeakCycle, SmokeRun, SmokeSpec
+from mgpu_doctor.model.smoke_runs import STATUSES, LeakCycle, NonfiniteOrigin, SmokeRun, SmokeSpec
 from mgpu_doctor.smoke.checkpoint import CHECKPOINT_SCENARIOS, checkpoint_status, steps_from_child
 
 DIVERGE_FACTOR = 10.0  # final loss this many times the first one: the training blew up
@@ -118,6 +118,34 @@ def run_from_child(spec: SmokeSpec, data: dict[str, Any]) -> SmokeRun:
         compute_samples_per_s=(spec.global_batch / probe_median) if probe_median else None,
         leak_cycles=leak_cycles_from_child(data.get("leak_cycles")),
         skip_reason=str(data.get("skip_reason", "")) if status == "skipped" else "",
+        split_replicas=_count(data.get("split_replicas")) or 0,
+        split_losses=[_float(v) for v in data.get("split_losses", []) or []],
+        split_layers=[str(v) for v in data.get("split_layers", []) or []],
+        split_skipped=str(data.get("split_skipped", "")),
+        nonfinite_origin=origin_from_child(data.get("nonfinite_origin")) if status == "nan" else None,
+    )
+
+
+def origin_from_child(data: Any) -> NonfiniteOrigin | None:
+    """The ``nonfinite_origin`` dict of one line of runs.jsonl (malformed values dropped)."""
+    if not isinstance(data, dict):
+        return None
+
+    def text(key: str) -> str:
+        return str(data.get(key) or "")[:MAX_TEXT]
+
+    def ints(value: Any) -> list[int]:
+        return [v for v in value if isinstance(v, int)] if isinstance(value, list) else []
+
+    shapes = data.get("batch_shapes")
+    return NonfiniteOrigin(
+        kind=text("kind"), name=text("name"), layer_class=text("layer_class"), value=text("value"),
+        epoch=_count(data.get("epoch")), step=_count(data.get("step")), replica=_count(data.get("replica")),
+        replicas=_count(data.get("replicas")) or 0, on_replicas=ints(data.get("on_replicas")),
+        batch_shapes=[[d if isinstance(d, int) else None for d in s] for s in shapes if isinstance(s, list)]
+        if isinstance(shapes, list) else [],
+        also=[str(v) for v in data.get("also", []) or [] if isinstance(v, str)],
+        how=text("how"), error=text("error") or text("replay_error"),
     )
 
 

@@ -324,6 +324,7 @@ def _user_model_runs(options: SmokeOptions, level: Level, kind: str, counts: tup
                 samples=batch * level.steps + (1 if scenario == "uneven_final_batch" else 0),
                 epochs=level.epochs, virtual_devices=max(counts) if kind == "cpu-virtual" else 0,
                 input_probe=bool(options.user_data) and devices > 1 and scenario == "even",
+                split_replicas=max(counts) if devices == 1 and scenario == "even" else 0,
                 user_model=options.user_model, user_data=options.user_data, model_path=options.model_path,
             ))
     if "checkpoint" in options.scenarios and level.checkpoint_layers:  # the level's round trip
