@@ -538,6 +538,19 @@ def test_validate_refuses_two_entries_on_one_upstream_report(tmp_path) -> None:
     assert problems_of(tmp_path, entry(note="comment by A"), entry(id="rule-entry-two", note="comment by B")) == []
 
 
+def test_validate_refuses_a_line_two_entries_print_as_identifying_either(tmp_path) -> None:
+    def signed(identifies: str, issue: int = 1) -> str:
+        return ('[[issue.signatures]]\ntext = "AttributeError: \'DeviceSpec\' object has no attribute \'split\'"\n'
+                f'source = "https://github.com/tensorflow/tensorflow/issues/{issue}"\n{identifies}')
+    one = entry(extra=signed(""))
+    two = entry(id="rule-entry-two", url="https://github.com/tensorflow/tensorflow/issues/3",
+                extra=signed("identifies = false\n", 3))
+    found = problems_of(tmp_path, one, two)
+    assert len(found) == 1 and found[0].startswith(
+        f"{tmp_path / 'rules.toml'} [rule-entry] signatures[0].identifies: rule-entry-two prints the same line"), found
+    assert problems_of(tmp_path, entry(extra=signed("identifies = false\n")), two) == []
+
+
 def test_an_upper_bound_on_a_library_is_a_compatibility_limit_not_a_fix(tmp_path) -> None:
     text = entry().replace('affects = { tensorflow = ">=2.10,<=2.10.0" }',
                            'affects = { tensorflow = ">=2.10,<=2.10.0", cudnn = "<8.6" }')

@@ -205,6 +205,7 @@ def load_known_issue_files(paths: list[Path]) -> LoadResult:
     result = LoadResult()
     seen: dict[str, str] = {}
     primaries: dict[str, tuple[str, str]] = {}  # primary issue URL -> (first entry citing it, its note)
+    where: dict[str, str] = {}  # entry id -> its file
     for path in paths:
         try:
             data = read_toml(path)
@@ -240,7 +241,29 @@ def load_known_issue_files(paths: list[Path]) -> LoadResult:
             if primary:
                 primaries.setdefault(primary, (issue.id, first.note))
             result.issues.append(issue)
+            where[issue.id] = str(path)
+    result.problems.extend(_shared_identifying_lines(result.issues, where))
     return result
+
+
+def _shared_identifying_lines(issues: list[KnownIssue], where: dict[str, str]) -> list[Problem]:
+    """A line two entries print names neither alone: an identifying line must be its entry's only."""
+    printed: dict[str, list[str]] = {}
+    for issue in issues:
+        for sig in issue.signatures:
+            if sig.text:
+                printed.setdefault(" ".join(sig.text.lower().split()), []).append(issue.id)
+    problems = []
+    for issue in issues:
+        for n, sig in enumerate(issue.signatures):
+            others = [i for i in printed.get(" ".join(sig.text.lower().split()), []) if i != issue.id]
+            if sig.text and sig.identifies and others:
+                problems.append(Problem(
+                    where[issue.id], issue.id, f"signatures[{n}].identifies",
+                    f"{', '.join(sorted(set(others)))} print{'s' if len(set(others)) == 1 else ''} the same line: "
+                    "a line two entries print names neither alone (identifies = false), or merge them "
+                    "if they are one cause"))
+    return problems
 
 
 def parse_issue(raw: Any, file: str, index: int) -> tuple[KnownIssue | None, list[Problem]]:
