@@ -258,9 +258,10 @@ def _shared_identifying_lines(issues: list[KnownIssue], where: dict[str, str]) -
         for n, sig in enumerate(issue.signatures):
             others = [i for i in printed.get(" ".join(sig.text.lower().split()), []) if i != issue.id]
             if sig.text and sig.identifies and others:
+                names = sorted(set(others))
                 problems.append(Problem(
                     where[issue.id], issue.id, f"signatures[{n}].identifies",
-                    f"{', '.join(sorted(set(others)))} print{'s' if len(set(others)) == 1 else ''} the same line: "
+                    f"{', '.join(names)} print{'s' if len(names) == 1 else ''} the same line: "
                     "a line two entries print names neither alone (identifies = false), or merge them "
                     "if they are one cause"))
     return problems
