@@ -418,3 +418,18 @@ def test_tensorflow_1_15_refuses_a_subclassed_model_under_a_strategy_and_says_so
     assert finding["code"] == "user-model.build-failed"
     assert "do not support distribution strategy with a `Sequential` model that is created without" \
            " `input_shape`/`input_dim` set in its first layer or a subclassed model" in finding["evidence"][0]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_quick_and_standard_agree_on_every_fact_both_show(name):
+    """`check --quick` (TensorFlow not imported) against the standard level's report above: every
+    finding both show has the same severity and the same words (its origin aside)."""
+    from tests.test_levels_agree import disagreements
+
+    got, standard, _ = diagnosed(name)
+    done = subprocess.run([sys.executable, "-m", "mgpu_doctor", "check", "--quick", "--python", str(got.python),
+                           "--format", "json"], capture_output=True, text=True, timeout=120, cwd=REPO,
+                          stdin=subprocess.DEVNULL, env=child_env(env_named(name), TF_CPP_MIN_LOG_LEVEL="2"))
+    shared, differ = disagreements(json.loads(done.stdout), standard)
+    assert shared, "no finding in common"
+    assert not differ, differ
