@@ -11,10 +11,9 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-
-from pathlib import Path
 
 from mgpu_doctor.environment.resolve import resolve
 from mgpu_doctor.model.unavailable import skipped

@@ -45,7 +45,11 @@ from mgpu_doctor.matrix.compat_tables import (
     bundled_tensorflow_table,
 )
 from mgpu_doctor.matrix.vocabulary import DEFAULT_BACKEND
-from mgpu_doctor.model.distributions import NVIDIA_TF_DISTRIBUTION, TF_CPU_ONLY_DISTRIBUTIONS, TF_DISTRIBUTIONS
+from mgpu_doctor.model.distributions import (
+    NVIDIA_TF_DISTRIBUTION,
+    TF_CPU_ONLY_DISTRIBUTIONS,
+    TF_DISTRIBUTIONS,
+)
 from mgpu_doctor.model.distributions import TF_COMPANIONS as COMPANIONS
 from mgpu_doctor.model.snapshot import (
     JaxFacts,
@@ -562,7 +566,9 @@ def _cpu_only_build(packages: PackageFacts | Unavailable, tf: TensorFlowFacts | 
     installed TensorFlow distribution is a CPU-only one (``tensorflow-cpu``)."""
     if not isinstance(tf, Unavailable):
         return tf.built_with_cuda is False or tf.build_info.get("is_cuda_build") == "False"
-    installed = [] if isinstance(packages, Unavailable) else [d for d in TF_DISTRIBUTIONS if d in packages.versions]
+    if isinstance(packages, Unavailable):
+        return False
+    installed = [d for d in TF_DISTRIBUTIONS if d in packages.versions]
     return bool(installed) and all(d in TF_CPU_ONLY_DISTRIBUTIONS for d in installed)
 
 
