@@ -85,12 +85,22 @@ SAMPLES = (
     Sample("docs/matrix.md", "code-reading",
            ("check", "--from", "../sick-box.json", "--code", "tf2_mirrored_predict_loop.py", "-v"),
            code_reading, cwd="tests/data/code", prompt=False),
-    # Recorded real runs (see tests/data/smoke-*.json for the command that made each), replayed.
+    # Real smoke runs recorded by RECORDED's commands, replayed by `check --from`.
     Sample("docs/smoke.md", "leak-probe", ("check", "--from", "tests/data/smoke-leak-probe.json"),
-           check_lines("Smoke training"), prompt=False),
+           check_lines("Smoke training: dense on 2 simulated CPU device(s), leak probe"), prompt=False),
     Sample("docs/smoke.md", "input-bound", ("check", "--from", "tests/data/smoke-input-bound.json"),
-           check_lines("Smoke training: dense on 2"), prompt=False),
+           check_lines("Smoke training: dense on 2 simulated CPU device(s), even batches"), prompt=False),
 )
+
+
+# How the recorded runs were made (on a machine without a GPU, TensorFlow 2.21 and Keras 3): run
+# again after a change of what the smoke measures, then regenerate the samples.
+RECORDED = {
+    "tests/data/smoke-leak-probe.json":
+        "MGPU_DOCTOR_SMOKE_FAULT=dense:leak_predict mgpu-doctor smoke --layers dense --leak-probe --format json",
+    "tests/data/smoke-input-bound.json":
+        "MGPU_DOCTOR_SMOKE_FAULT=dense:slow_input mgpu-doctor smoke --layers dense --format json",
+}
 
 
 def output_of(sample: Sample, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> str:
@@ -121,6 +131,11 @@ def test_every_output_sample_is_generated_or_marked_illustrative():
                 loose.append(f"{page.relative_to(ROOT)}:{line}")
     assert not loose, (f"output samples neither generated nor marked illustrative: {loose}; add them to "
                        f"{Path(__file__).name}'s SAMPLES, or precede them with <!-- illustrative: WHY -->")
+
+
+def test_every_recorded_run_is_a_file_of_the_tests():
+    for path in RECORDED:
+        assert json.loads((ROOT / path).read_text(encoding="utf-8"))["smoke_runs"], path
 
 
 def test_every_sample_names_a_block_that_exists():
