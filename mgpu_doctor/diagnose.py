@@ -382,7 +382,10 @@ def smoke_section(options: DiagnoseOptions, facts: Facts, stream: TextIO | None,
         request = options.smoke
         if training is not None and not request.options.usage:
             request = replace(request, options=replace(request.options, usage=training.facts().usage))
-        return run_requested(facts.snapshot, request, options.interpreter or Interpreter.current(),
+        python = facts.snapshot.python
+        interpreter = (options.interpreter or Interpreter.current()).as_reported(
+            "" if isinstance(python, Unavailable) else python.executable)
+        return run_requested(facts.snapshot, request, interpreter,
                              options.matrix_dirs, stream, resolved, observation)
     if facts.smoke_runs:
         from mgpu_doctor.smoke.section import replayed_section
