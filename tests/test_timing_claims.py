@@ -9,6 +9,7 @@ update the claims to what it wrote (this test says which and to what).
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,7 +66,11 @@ NOT_FIGURES = (
 def figure(name: str) -> float:
     file, key = name.split(":")
     path = RESULTS / f"{file}.json"
-    assert path.is_file(), f"{path.relative_to(ROOT)} is missing: run benchmarks/{file}_bench.py"
+    if not path.is_file():
+        missing = f"{path.relative_to(ROOT)} is missing: run `python benchmarks/{file}_bench.py` on a quiet machine"
+        if os.environ.get("CI"):  # the figures are committed: CI must check the claims against them
+            raise AssertionError(missing)
+        pytest.skip(missing)
     return float(json.loads(path.read_text(encoding="utf-8"))["figures"][key])
 
 
@@ -103,3 +108,10 @@ def test_a_timing_claim_is_its_benchmark_figure_rounded(claim: Claim):
         assert number == as_written(said, measured, unit_s), (
             f"{claim.page}: {said!r} but benchmarks/results says {measured:.3f} s: write "
             f"{as_written(said, measured, unit_s)}")
+
+
+def test_a_claim_is_its_figure_rounded_as_the_page_writes_it():
+    assert as_written("about 0.4 s", 0.43, 1.0) == "0.4"
+    assert as_written("about 0.4 s", 0.54, 1.0) == "0.5"  # the 0.43-0.54 s: "0.4" holds for one
+    assert as_written("about 10 ms", 0.0123, 0.001) == "12"
+    assert as_written("about 2 minutes", 131.0, 60.0) == "2"
