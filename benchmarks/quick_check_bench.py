@@ -247,9 +247,23 @@ def report(figures: Figures) -> str:
 def main(argv: Sequence[str] | None = None) -> Figures:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs of each command (default: 3)")
+    parser.add_argument("--no-write", action="store_true",
+                        help="do not replace benchmarks/results/quick_check.json")
+    parser.add_argument("--write-busy", action="store_true",
+                        help="write the figures even when the machine was busy (load above its CPUs)")
     args = parser.parse_args(argv)
     figures = measure(max(1, args.runs))
     print(report(figures))
+    # The docs' claims are the quick check on a quiet machine: a busy one's wall times are not them.
+    busy = figures.load > (os.cpu_count() or 1)
+    if busy and not args.no_write and not args.write_busy:
+        print("figures not written: the machine was busy (--write-busy writes them anyway)")
+    elif not args.no_write:
+        from figures import write_figures  # benchmarks/, beside this script
+
+        write_figures("quick_check", {"quick_s": figures.quick_s, "pitfall_s": figures.pitfall_s,
+                                      "quick_peak_rss_mib": figures.quick_rss_mib},
+                      f"python benchmarks/quick_check_bench.py --runs {args.runs}")
     return figures
 
 

@@ -34,7 +34,7 @@ from mgpu_doctor.gate.acks import (
     renamed_notes,
     unused_entries,
 )
-from mgpu_doctor.gate.requirements import Requirements, layer_outcomes, requirement_checks
+from mgpu_doctor.gate.requirements import REQUIREMENT_CHECKS, Requirements, layer_outcomes, requirement_checks
 from mgpu_doctor.matrix.compat_tables import CompatTableError, bundled_cuda_driver_table, load_bundled_tables
 from mgpu_doctor.matrix.environment import BadEnvironment
 from mgpu_doctor.matrix.implied_tables import load_implied_tables
@@ -108,6 +108,7 @@ class Facts:
     training: TrainingProfile | None = None  # the training profile the file's report recorded
     code: CodeReading | None = None  # a paste's code blocks, read and never run
     hang: HangReading | None = None  # the hung job a report recorded (`report --hang`)
+    recorded_only: list[CheckOutcome] = field(default_factory=list)  # see recorded_outcomes
 
 
 def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
@@ -159,6 +160,7 @@ def diagnose(options: DiagnoseOptions, progress: Progress | None = None,
                                layer_outcomes(section.runs if section is not None else None))
     outcomes += [replace(o, section=Section.SMOKE) for o in (section.outcomes if section is not None else [])]
     outcomes += [run_check(c, env) for c in gates]
+    outcomes += [o for o in facts.recorded_only if o.name not in {c.name for c in outcomes}]
     hang = hang_section(options, facts, progress)
     if hang is not None:
         from mgpu_doctor.hang.section import hang_check
@@ -271,7 +273,8 @@ def obtain_facts(options: DiagnoseOptions, progress: Progress | None = None) -> 
         return Facts(mask_snapshot(document.snapshot), f"snapshot {options.from_file}", runs,
                      level if isinstance(level, str) else "",
                      recorded_training(document.report_data, options.from_file),
-                     hang=recorded_hang(document.report_data, options.from_file))
+                     hang=recorded_hang(document.report_data, options.from_file),
+                     recorded_only=recorded_outcomes(document.report_data, options.from_file))
     interpreter = options.interpreter or Interpreter.current()
     snapshot = gather_snapshot(GatherOptions(interpreter, quick=options.quick),
                                progress or (lambda *_a, **_k: None))
@@ -332,6 +335,21 @@ def pasted_facts(path: Path, not_json: NotJsonText) -> Facts:
     return Facts(mask_snapshot(snapshot), f"pasted text {path}", code=code)
 
 
+# Checks a replay cannot run again: the user's model was built by its own child on the recording
+# machine, and the gates were options of the recording run (given again with --from, they run).
+RECORDED_ONLY = (MODEL_CHECK, *REQUIREMENT_CHECKS)
+
+
+def recorded_outcomes(report_data: dict[str, Any] | None, path: Path) -> list[CheckOutcome]:
+    """The outcomes of :data:`RECORDED_ONLY` a report holds, as it recorded them."""
+    raw = [c for c in (report_data or {}).get("checks") or []
+           if isinstance(c, dict) and c.get("name") in RECORDED_ONLY]
+    try:
+        return [from_jsonable(CheckOutcome, c, f"report.checks[{c['name']}]") for c in raw]
+    except SchemaError as exc:
+        raise BadInput(f"{path}: {exc}") from None
+
+
 def recorded_hang(report_data: dict[str, Any] | None, path: Path) -> HangReading | None:
     """The hung job a report recorded (None: none); read back only where a report holds one."""
     if not (report_data or {}).get("hang"):
@@ -383,7 +401,10 @@ def smoke_section(options: DiagnoseOptions, facts: Facts, stream: TextIO | None,
         request = options.smoke
         if training is not None and not request.options.usage:
             request = replace(request, options=replace(request.options, usage=training.facts().usage))
-        return run_requested(facts.snapshot, request, options.interpreter or Interpreter.current(),
+        python = facts.snapshot.python
+        interpreter = (options.interpreter or Interpreter.current()).as_reported(
+            "" if isinstance(python, Unavailable) else python.executable)
+        return run_requested(facts.snapshot, request, interpreter,
                              options.matrix_dirs, stream, resolved, observation)
     if facts.smoke_runs:
         from mgpu_doctor.smoke.section import replayed_section

@@ -164,6 +164,7 @@ def snapshot(nvml: Any, tf: Any, pkgs: Any = None, env: dict[str, str] | None = 
         created="2026-11-20T10:00:00+00:00", host=HOST, python=PYTHON,
         packages=pkgs if pkgs is not None else packages(), env=env or {}, nvml=nvml, tensorflow=tf,
         libraries=libraries if libraries is not None else pip_cuda_libraries(),
+        jax=absent(f"JAX is not installed for {PYTHON.executable}", cause="not-installed"),
     )
 
 
@@ -227,7 +228,29 @@ def sick_box() -> Snapshot:
     fleet[2].temperature = 91
     fleet[3].pcie_width = (8, 16)
     fleet[3].compute_mode = 2  # prohibited
-    return snapshot(nvml_of(FakeMachine(gpus=fleet)), tf_view(4))
+    return replace(snapshot(nvml_of(FakeMachine(gpus=fleet)), tf_view(4)), collective=server_setup(4))
+
+
+def server_setup(n: int) -> Any:
+    """The host set-up facts (PCIe, IOMMU, /dev/shm, CPUs, network, container) of a two-socket
+    server with ``n`` GPUs at the bus ids of ``gpus(n)``, read by the real probes from a fake /."""
+    import tempfile
+
+    from tests import fake_host
+
+    with tempfile.TemporaryDirectory(prefix="mgpu-scenario-") as tmp:
+        fake = fake_host.FakeRoot(Path(tmp), lspci=None)
+        fake_host._host_basics(fake, "BOOT_IMAGE=/boot/vmlinuz-5.15.0-105-generic root=/dev/sda1 ro quiet")
+        nodes = {"0": "0-31", "1": "32-63"}
+        fake.numa(nodes, allowed="0-63", online="0-63")
+        for i in range(n):
+            node = 2 * i // n
+            port = f"0000:00:{i + 1:02x}.0"  # a root port each, ACS off
+            fake.pci("pci0000:00", [port], numa_node=node, config=fake_host.config_space(0))
+            fake.gpu("pci0000:00", [port, bus(i)[4:].lower()], numa_node=node, local_cpulist=nodes[str(node)])
+            fake.write(f"proc/driver/nvidia/gpus/{bus(i)[4:].lower()}/information", "Model: NVIDIA A100\n")
+            fake.write(f"dev/nvidia{i}", "")
+        return replace(fake.gather(), probe_seconds=0.01)
 
 
 def no_driver_no_tensorflow() -> Snapshot:

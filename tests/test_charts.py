@@ -281,3 +281,4 @@ def test_markdown_and_support_report_draw_the_pictures(runs, smoke_report_file, 
     html = report_html.read_text()
     assert html.startswith("<!doctype html>") and html.count("<svg") == len(charts)
     assert "<title>mgpu-doctor report: " in html
+

@@ -98,3 +98,23 @@ def test_broken_smoke_runs_in_a_saved_report_are_bad_input(capsys, tmp_path):
     assert main(["check", "--from", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "smoke_runs[0].devices" in err
+
+
+def test_a_replay_shows_every_check_the_report_showed(capsys, tmp_path):
+    """What the replay cannot run again (the user's model, built on the recording machine; the gates
+    the recording run asked for) is shown as recorded; a gate asked for again runs again."""
+    recording = ["--quick", "--model", "mypkg.models:build", "--require-gpus", "2", "--require-tensorflow", ">=2"]
+    report = tmp_path / "report.md"
+    main(["report", "-o", str(report), *recording])
+    main(["check", *recording, "--format", "json"])
+    live = json.loads(capsys.readouterr().out)
+    for recorded in (report, tmp_path / "report.json"):
+        (tmp_path / "report.json").write_text(json.dumps(live))
+        main(["check", "--from", str(recorded), "--format", "json"])
+        replayed = json.loads(capsys.readouterr().out)
+        assert [(c["name"], c["status"]) for c in replayed["checks"]] == [
+            (c["name"], c["status"]) for c in live["checks"]], recorded.name
+    assert {"model", "require-gpus", "require-tensorflow"} <= {c["name"] for c in replayed["checks"]}
+    main(["check", "--from", str(recorded), "--require-gpus", "1", "--format", "json"])
+    gates = [c for c in json.loads(capsys.readouterr().out)["checks"] if c["name"] == "require-gpus"]
+    assert [g["title"] for g in gates] == ["At least 1 GPU(s) usable (--require-gpus)"]

@@ -144,3 +144,20 @@ def test_snapshot_into_a_missing_folder_is_refused_before_anything_is_gathered(t
     assert done.stderr.splitlines() == [f"mgpu-doctor: error: cannot write {tmp_path}/no/such/folder.json: "
                                         f"No such file or directory (the folder {tmp_path}/no/such)"]
     assert time.monotonic() - started < 8  # the interpreter that never answers was not even asked
+
+
+def test_a_shim_is_named_once_as_the_interpreter_it_runs(tmp_path, capsys):
+    """A pyenv shim (here a script that execs the real Python, without site-packages: nothing
+    installed) is named by the path the interpreter reports, in every finding and fact."""
+    from mgpu_doctor.cli import main
+
+    shim = tmp_path / "shims" / "python3"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
+    shim.chmod(0o755)
+    main(["check", "--quick", "--python", str(shim), "--format", "json", "--no-redact"])
+    out = capsys.readouterr().out
+    report = json.loads(out)
+    assert report["snapshot"]["tensorflow"]["cause"] == "not-installed"
+    assert str(shim) not in out
+    assert sys.executable in report["snapshot"]["tensorflow"]["detail"]

@@ -59,6 +59,11 @@ def test_the_example_is_what_the_cli_prints(capsys, monkeypatch):
                 normalize=lambda s: version.sub("mgpu-doctor VERSION:", s))
 
 
+def test_the_examples_snapshot_has_every_part_a_snapshot_holds_now():
+    """No fact of the README's example reads "not in this snapshot (written by an older mgpu-doctor)"."""
+    assert "old-snapshot" not in (ROOT / EXAMPLE_SNAPSHOT).read_text(encoding="utf-8")
+
+
 def test_every_check_has_its_row_in_what_it_checks():
     text = (DOCS / "checks.md").read_text(encoding="utf-8")
     missing = [c.name for c in CHECKS if f"\n| `{c.name}` | " not in text]

@@ -43,7 +43,8 @@ def write_report(capsys, tmp_path, scenario: str = "sick-box") -> str:
 
 def test_report_has_every_section_and_replays_to_the_same_diagnosis(capsys, tmp_path):
     text = write_report(capsys, tmp_path)
-    for heading in ("# mgpu-doctor report: 5 problem(s), worst: error", "## Findings", "**Fix:**",
+    for heading in ("# mgpu-doctor report: 4 check(s) with problems (2 warning, 2 failed), worst: error",
+                    "## Findings", "**Fix:**",
                     "## Smoke trainings", "## Known issues", "## Environment", "### Packages",
                     "### NVIDIA driver and GPUs", "### TensorFlow", "## Checks", "<details>", "```json"):
         assert heading in text, heading

@@ -52,3 +52,13 @@ def test_unknown_unavailable_reason_is_rejected():
     data["nvml"]["unavailable"] = "vanished"
     with pytest.raises(SchemaError, match="unknown reason"):
         from_jsonable(Snapshot, data, "snapshot")
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_every_scenario_file_is_what_its_builder_writes_now(name):
+    """tests/data/NAME.json is written by tests/scenarios.py (`python -m tests.scenarios`): a file
+    from an older builder shows its readers (the README's example) an older snapshot than the tests'."""
+    from tests.scenarios import path_of
+
+    assert json.loads(path_of(name).read_text()) == json.loads(SCENARIOS[name]().to_json()), (
+        f"{path_of(name).name} is stale: run `python -m tests.scenarios`, then regenerate the goldens")

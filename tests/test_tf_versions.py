@@ -464,3 +464,18 @@ def test_a_custom_loss_s_nan_is_located_in_the_loss_with_the_replica_and_its_bat
     nan = found["smoke.model.nan"]
     assert "NaN in the loss poisson_log on replica 0 in step 1 of epoch 1" in nan.title, nan.title
     assert "replica 0 of 2, whose batch there was (32, 6)" in "\n".join(nan.evidence)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_quick_and_standard_agree_on_every_fact_both_show(name):
+    """`check --quick` (TensorFlow not imported) against the standard level's report above: every
+    finding both show has the same severity and the same words (its origin aside)."""
+    from tests.test_levels_agree import disagreements
+
+    got, standard, _ = diagnosed(name)
+    done = subprocess.run([sys.executable, "-m", "mgpu_doctor", "check", "--quick", "--python", str(got.python),
+                           "--format", "json"], capture_output=True, text=True, timeout=120, cwd=REPO,
+                          stdin=subprocess.DEVNULL, env=child_env(env_named(name), TF_CPP_MIN_LOG_LEVEL="2"))
+    shared, differ = disagreements(json.loads(done.stdout), standard)
+    assert shared, "no finding in common"
+    assert not differ, differ

@@ -46,7 +46,11 @@ from mgpu_doctor.matrix.compat_tables import (
     bundled_tensorflow_table,
 )
 from mgpu_doctor.matrix.vocabulary import DEFAULT_BACKEND
-from mgpu_doctor.model.distributions import NVIDIA_TF_DISTRIBUTION, TF_DISTRIBUTIONS
+from mgpu_doctor.model.distributions import (
+    NVIDIA_TF_DISTRIBUTION,
+    TF_CPU_ONLY_DISTRIBUTIONS,
+    TF_DISTRIBUTIONS,
+)
 from mgpu_doctor.model.distributions import TF_COMPANIONS as COMPANIONS
 from mgpu_doctor.model.snapshot import (
     JaxFacts,
@@ -470,9 +474,8 @@ def resolve(snapshot: Snapshot) -> ResolvedEnvironment:
         build, build_why = BuildKind.NVIDIA, f"the NGC image {image.image} in the pasted text"
     legacy = snapshot.env.get("TF_USE_LEGACY_KERAS", "").strip().lower() in LEGACY_KERAS_VALUES
     predicted = predict_tf_keras(tensorflow, keras, tf_keras, legacy)
-    observed = _observed_tf_keras(tf)
-    cpu_only = not isinstance(tf, Unavailable) and (
-        tf.built_with_cuda is False or tf.build_info.get("is_cuda_build") == "False")
+    observed = _observed_tf_keras(tf, keras, tf_keras)
+    cpu_only = _cpu_only_build(packages, tf)
     row, why = _tested_build(tensorflow, build, build_why)
     imported = None if isinstance(tf, Unavailable) else tf
     built_cuda, built_cudnn = _built_for(imported, tensorflow, row, cpu_only,
@@ -610,6 +613,17 @@ def _tensorflow(packages: PackageFacts | Unavailable, tf: TensorFlowFacts | Unav
     return result, distribution
 
 
+def _cpu_only_build(packages: PackageFacts | Unavailable, tf: TensorFlowFacts | Unavailable) -> bool:
+    """TensorFlow is built without CUDA: it says so when imported; before (``--quick``), every
+    installed TensorFlow distribution is a CPU-only one (``tensorflow-cpu``)."""
+    if not isinstance(tf, Unavailable):
+        return tf.built_with_cuda is False or tf.build_info.get("is_cuda_build") == "False"
+    if isinstance(packages, Unavailable):
+        return False
+    installed = [d for d in TF_DISTRIBUTIONS if d in packages.versions]
+    return bool(installed) and all(d in TF_CPU_ONLY_DISTRIBUTIONS for d in installed)
+
+
 def _why_no_package(packages: PackageFacts | Unavailable, tf: TensorFlowFacts | Unavailable,
                     what: str) -> Unavailable:
     if isinstance(packages, Unavailable):
@@ -662,10 +676,16 @@ def predict_tf_keras(tensorflow: ResolvedVersion, keras: ResolvedVersion, tf_ker
                      f"TensorFlow {tensorflow.text} >= 2.16 uses Keras 3")
 
 
-def _observed_tf_keras(tf: TensorFlowFacts | Unavailable) -> KerasView | None:
+def _observed_tf_keras(tf: TensorFlowFacts | Unavailable, keras: ResolvedVersion,
+                       tf_keras: ResolvedVersion) -> KerasView | None:
     if isinstance(tf, Unavailable) or not isinstance(tf.keras_module, str):
         return None
     version = tf.keras_version if isinstance(tf.keras_version, str) else ""
+    # TensorFlow 2.6-2.15's tf.keras has no __version__: the module `keras` (`tf_keras`) is the
+    # installed package of that name, whose version --quick shows as well.
+    package = {"keras": keras, "tf_keras": tf_keras}.get(tf.keras_module)
+    if not version and package is not None and package.known:
+        version = package.text
     if tf.keras_module == "tf_keras":
         family = KerasFamily.TF_KERAS
     elif tf.keras_module == "keras":

@@ -118,6 +118,9 @@ GATE_CODES = {"require-gpus": GPUS_CODES, "require-tensorflow": TENSORFLOW_CODES
               "require-layers": LAYERS_CODES}
 
 
+REQUIREMENT_CHECKS = ("require-gpus", "require-tensorflow", "require-layers")  # the names below
+
+
 def requirement_checks(
     req: Requirements, layer_outcomes: Mapping[str, LayerOutcome] | None
 ) -> tuple[Check, ...]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mgpu_doctor import __version__
@@ -45,6 +45,8 @@ def gather_snapshot(options: GatherOptions, progress: Progress = lambda *_a, **_
     python, packages, libc = gather_python_and_packages(options.interpreter)
     if libc and not isinstance(python, Unavailable) and not python.is_doctor_interpreter:
         host = _with_libc(host, libc)
+    reported = "" if isinstance(python, Unavailable) else python.executable
+    options = replace(options, interpreter=options.interpreter.as_reported(reported))
     installed = tensorflow_installed(packages)
     if options.quick and installed is not False:
         tensorflow: Any = skipped("--quick: TensorFlow is not imported", cause="quick")
@@ -90,6 +92,4 @@ def gather_library_facts(options: GatherOptions, python: Any, tensorflow: Any) -
 
 
 def _with_libc(host: Any, libc: str) -> Any:
-    from dataclasses import replace
-
     return replace(host, libc=libc)

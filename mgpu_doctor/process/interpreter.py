@@ -26,6 +26,11 @@ class Interpreter:
     def current(cls) -> Interpreter:
         return cls(sys.executable)
 
+    def as_reported(self, executable: str) -> Interpreter:
+        """This interpreter named by the path it reports for itself (``sys.executable``): a pyenv
+        shim or a wrapper script execs the real one, and one report names it one way only."""
+        return Interpreter(executable) if executable else self
+
     def problem(self) -> str:
         """Why this interpreter cannot be used, or "" when it can."""
         path = Path(self.executable)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mgpu_doctor.model.findings import Severity
+from mgpu_doctor.model.findings import CheckStatus, Severity
 from mgpu_doctor.model.markdown_json_block import MARKER, json_block
 from mgpu_doctor.model.report import Report
 from mgpu_doctor.model.serde import to_jsonable
@@ -17,6 +17,7 @@ from mgpu_doctor.renderers import RenderOptions
 from mgpu_doctor.renderers.common import (
     DEVICE_HEADERS,
     device_table_rows,
+    summary_counts,
     summary_line,
 )
 from mgpu_doctor.renderers.markdown import (
@@ -35,6 +36,7 @@ from mgpu_doctor.renderers.smoke_table import SIMULATED_LINE, SMOKE_HEADERS, smo
 from mgpu_doctor.renderers.tables import table
 
 KNOWN_ISSUES_CHECK = "known-issues"
+PROBLEM_STATUSES = (CheckStatus.WARNING, CheckStatus.FAILED, CheckStatus.CRASHED)
 # GitHub refuses issue bodies over 65536 characters.
 GITHUB_BODY_LIMIT = 65536
 
@@ -86,11 +88,14 @@ def smoke_section(report: Report) -> list[str]:
 
 
 def verdict(report: Report) -> str:
+    """The report's title: the checks with problems, counted as the summary line counts them."""
     worst = report.worst
     if worst <= Severity.INFO:
         return "no problems found"
-    n = sum(1 for f in report.findings if f.severity >= Severity.WARNING)
-    return f"{n} problem(s), worst: {worst.value}"
+    counts = summary_counts(report)
+    bad = {status: counts[status.value] for status in PROBLEM_STATUSES if counts[status.value]}
+    parts = ", ".join(f"{n} {status.value}" for status, n in bad.items())
+    return f"{sum(bad.values())} check(s) with problems ({parts}), worst: {worst.value}"
 
 
 def _findings(report: Report, options: RenderOptions) -> list[str]:

@@ -31,6 +31,7 @@ class Series:
     values: tuple[float | None, ...]
     kind: str = "line"  # "line" or "bar"
     reference: bool = False  # a fixed level to compare with (1x, 100 %), not a measurement
+    nonfinite: tuple[int, ...] = ()  # categories where the value was NaN or Inf (drawn as a mark)
 
 
 @dataclass(frozen=True)
@@ -168,13 +169,26 @@ def _per_epoch_charts(runs: list[SmokeRun], what: str, values_of: Callable[[Smok
     for (layer, batch, size), members in sorted(groups.items()):
         members.sort(key=lambda r: (r.scenario != "even", r.scenario, r.devices))
         epochs = max(len(values_of(r)) for r in members)
-        series = tuple(Series(_run_name(r), tuple(_pad(values_of(r), epochs))) for r in members)
+        series = tuple(Series(_run_name(r), tuple(_pad(values_of(r), epochs)),
+                              nonfinite=_nonfinite(r, values_of)) for r in members)
+        marked = [f"{s.name} at epoch {', '.join(str(i + 1) for i in s.nonfinite)}"
+                  for s in series if s.nonfinite]
+        note = f"NaN or Inf (marked NaN at the top): {'; '.join(marked)}." if marked else ""
         sized = f"-w{size}" if size != 1 else ""
         charts.append(((layer, batch, size), Chart(
             f"{what}-{layer}-b{batch}{sized}",
             f"{title}: {layer}, global batch {batch}" + (f", model size x{size}" if size != 1 else ""),
-            "epoch", tuple(str(i + 1) for i in range(epochs)), y_label, series, group=group)))
+            "epoch", tuple(str(i + 1) for i in range(epochs)), y_label, series, note=note, group=group)))
     return charts
+
+
+def _nonfinite(run: SmokeRun, values_of: Callable[[SmokeRun], list[float | None]]) -> tuple[int, ...]:
+    """The epochs whose value the run recorded as not finite: a loss from its first NaN or Inf on
+    (the child writes those as missing values)."""
+    if values_of is not _losses or run.nonfinite_epoch is None:
+        return ()
+    values = values_of(run)
+    return tuple(i for i in range(run.nonfinite_epoch - 1, len(values)) if values[i] is None)
 
 
 def _run_name(run: SmokeRun) -> str:

@@ -8,6 +8,7 @@ every check with every finding, the device, library and fleet tables, and the re
 from __future__ import annotations
 
 import json
+import re
 from html import escape
 
 from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Severity, condition_groups
@@ -69,7 +70,7 @@ def render(report: Report, options: RenderOptions, *, title: str = "") -> str:
         out += ["<h2>Changes since the baseline</h2>", f"<p>{escape(drift_heading(report))}</p>"]
         if report.drift.rows:
             out.append(table(DRIFT_HEADERS, drift_rows(report)))
-    out += [f'<p class="note">{escape(note)}</p>' for note in report.notes]
+    out += [f'<p class="note">{with_code(note)}</p>' for note in report.notes]
     out += _training(report)
     out += _findings(report, options)
     out += _conditional(report, options)
@@ -80,6 +81,11 @@ def render(report: Report, options: RenderOptions, *, title: str = "") -> str:
             "writes it, without the summary)</summary>", f"<pre>{escape(data)}</pre>", "</details>",
             "</body>", "</html>"]
     return "\n".join(out) + "\n"
+
+
+def with_code(text: str) -> str:
+    """``text`` escaped, its `backticked` commands and names set as <code> (as Markdown shows them)."""
+    return re.sub(r"`([^`\n]+)`", r"<code>\1</code>", escape(text))
 
 
 def _findings(report: Report, options: RenderOptions) -> list[str]:
@@ -130,13 +136,13 @@ def finding_html(f: Finding) -> list[str]:
     """One finding: severity, title, code, acknowledgement, evidence, fix and links."""
     out = ['<div class="finding">',
            f'<p><span class="badge {escape(f.severity.value)}">{escape(f.severity.value)}</span> '
-           f"<strong>{escape(f.title)}</strong> <code>{escape(f.code)}</code></p>"]
+           f"<strong>{with_code(f.title)}</strong> <code>{escape(f.code)}</code></p>"]
     if f.acknowledgement is not None:
         out.append(f"<p><em>{escape(acknowledgement_line(f))}</em></p>")
     if f.evidence:
         out.append(f"<pre>{escape(chr(10).join(f.evidence))}</pre>")
     if f.fix:
-        out.append(f'<p class="fix"><strong>Fix:</strong> {escape(f.fix)}</p>')
+        out.append(f'<p class="fix"><strong>Fix:</strong> {with_code(f.fix)}</p>')
     for link in f.links:
         if link.startswith(("https://", "http://")):
             out.append(f'<p>See <a href="{escape(link)}">{escape(link)}</a></p>')

@@ -28,14 +28,16 @@ def render_svg(chart: Chart) -> str:
     top = 44 + NOTE_ROW * len(note)
     plot_w = WIDTH - PLOT_LEFT - PLOT_RIGHT
     legend = _legend_rows(chart.series, plot_w)
-    height = top + PLOT_HEIGHT + 52 + LEGEND_ROW * len(legend) + 8
+    n = max(len(chart.categories), 1)
+    band = plot_w / n
+    # Category labels wider than their band would run into each other: stand them upright.
+    upright = max((len(c) for c in chart.categories), default=0) * CHAR_WIDTH > band - 8
+    drop = round(max(len(c) for c in chart.categories) * CHAR_WIDTH) if upright else 0
+    height = top + PLOT_HEIGHT + 52 + drop + LEGEND_ROW * len(legend) + 8
     low, high, ticks = y_scale([v for s in chart.series for v in s.values if _finite(v)], chart.y_min)
 
     def y_of(value: float) -> float:
         return top + PLOT_HEIGHT - (value - low) / (high - low) * PLOT_HEIGHT
-
-    n = max(len(chart.categories), 1)
-    band = plot_w / n
 
     def x_of(i: int) -> float:
         return PLOT_LEFT + band * (i + 0.5)
@@ -61,9 +63,13 @@ def render_svg(chart: Chart) -> str:
     out.append(f'<line x1="{PLOT_LEFT}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#444"/>')
     out.append(f'<line x1="{PLOT_LEFT}" y1="{top}" x2="{PLOT_LEFT}" y2="{bottom}" stroke="#444"/>')
     for i, category in enumerate(chart.categories):
-        out.append(f'<text x="{x_of(i):.1f}" y="{bottom + 16}" text-anchor="middle">'
-                   f"{escape(category)}</text>")
-    out.append(f'<text x="{PLOT_LEFT + plot_w / 2:.1f}" y="{bottom + 36}" text-anchor="middle" '
+        if upright:  # read from below, ending under its bar or point
+            out.append(f'<text transform="translate({x_of(i) + 4:.1f} {bottom + 8}) rotate(-90)" '
+                       f'text-anchor="end">{escape(category)}</text>')
+        else:
+            out.append(f'<text x="{x_of(i):.1f}" y="{bottom + 16}" text-anchor="middle">'
+                       f"{escape(category)}</text>")
+    out.append(f'<text x="{PLOT_LEFT + plot_w / 2:.1f}" y="{bottom + 36 + drop}" text-anchor="middle" '
                f'fill="#333">{escape(chart.x_label)}</text>')
     out.append(f'<text transform="translate(16 {top + PLOT_HEIGHT / 2:.1f}) rotate(-90)" '
                f'text-anchor="middle" fill="#333">{escape(chart.y_label)}</text>')
@@ -101,7 +107,12 @@ def render_svg(chart: Chart) -> str:
                 assert value is not None
                 out.append(f'<circle cx="{x_of(j):.1f}" cy="{y_of(value):.1f}" r="3" fill="{hex_colour}">'
                            f"<title>{escape(_point_title(series, chart, j))}</title></circle>")
-    y = bottom + 56
+        for j in series.nonfinite:  # no value to place: a mark at the top, one row per series
+            out.append(f'<text class="series-{i} nonfinite" x="{x_of(j):.1f}" y="{top + 12 + 14 * k}" '
+                       f'text-anchor="middle" font-weight="bold" fill="{hex_colour}">NaN'
+                       f"<title>{escape(f'{series.name}, {chart.x_label} {chart.categories[j]}: NaN or Inf')}"
+                       "</title></text>")
+    y = bottom + 56 + drop
     for row in legend:
         x = float(PLOT_LEFT)
         for i, series in row:
