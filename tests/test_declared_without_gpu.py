@@ -5,7 +5,9 @@ dropped because this machine has none; a declared GPU count still decides them."
 from __future__ import annotations
 
 import json
+from importlib.resources import files
 
+import jsonschema
 import pytest
 
 from mgpu_doctor.cli import main
@@ -14,6 +16,7 @@ from tests.scenarios import path_of
 JIT = "known-issue.keras-19005-jit-compile-tf-distribute-variable-device"
 CPU_ONLY = str(path_of("cpu-only-tensorflow"))  # TensorFlow 2.21 (CPU build, no GPU it can use), Keras 3
 DECLARED = ("--usage", "jit_compile", "--strategy", "mirrored")
+SCHEMA = json.loads((files("mgpu_doctor") / "schemas" / "report.schema.json").read_text())
 
 
 def known(capsys, *argv: str) -> dict[str, dict]:
@@ -21,6 +24,7 @@ def known(capsys, *argv: str) -> dict[str, dict]:
     out = capsys.readouterr().out
     assert code in (0, 1), out
     data = json.loads(out)
+    jsonschema.validate(data, SCHEMA)
     check = next(c for c in data["checks"] if c["name"] == "known-issues")
     return {f["code"]: f for f in check["findings"]}
 
