@@ -100,30 +100,34 @@ def user_probe_spec(data: str):
 @pytest.mark.tensorflow
 @pytest.mark.slow
 def test_the_user_s_shuffle_pipeline_is_measured_as_given_and_a_sleeping_one_is_found(tmp_path):
-    """A `shuffle(1024)` over 20,000 samples: the probe's rate within 20 % of the rate measured by
-    hand (2 s) in the same child just before it trained, the median of 7 runs' ratios (one run
-    alone moved from 0.56x to 1.97x on a shared 2-core machine at a load of 2.5 to 8; the medians
-    stayed within 0.85-1.14); no warning in any of them. A `map` that sleeps 20 ms a batch: found."""
+    """A `shuffle(1024)` over 200,000 samples: the probe's rate within 20 % of the rate measured by
+    hand in the same child just before it trained, no warning in any run. A `map` that sleeps
+    20 ms a batch: found.
+
+    Compared best against best (as `timeit` does: other work only ever slows a measurement): the
+    fastest of the probe's 14 rounds of 0.5 s against the fastest of 14 measurements by hand of
+    0.5 s. Single measurements moved from 0.56x to 1.97x of each other on a 2-core machine under a
+    load average of 2.5 to 8, and the medians of 5-7 runs' ratios from 0.78 to 1.51."""
     hand_file = tmp_path / "hand-rates.txt"
     fast = user_probe_spec("shuffled_and_timed")
     specs = [replace(fast, index=i) for i in range(HAND_REPEATS)]
     specs.append(replace(user_probe_spec("slow"), index=HAND_REPEATS))
     *runs, slow = run_suite(specs, python=sys.executable, stall_timeout_s=180,
                             env=child_env(HAND_RATES=str(hand_file))).runs
-    hand = [float(line) for line in hand_file.read_text().split()]
-    assert len(hand) == HAND_REPEATS and all(r.status == "ok" for r in runs), runs
-    probe = [r.input_samples_per_s or 0.0 for r in runs]
-    ratio = statistics.median(p / h for p, h in zip(probe, hand, strict=True))
-    assert 1 - CLOSE <= ratio <= 1 + CLOSE, (probe, hand)
+    hand = [float(rate) for line in hand_file.read_text().splitlines() for rate in line.split()]
+    assert len(hand) == 2 * HAND_REPEATS and all(r.status == "ok" for r in runs), runs
+    probe = [x.input_samples_per_s or 0.0 for r in runs for x in r.input_rounds]
+    assert 1 - CLOSE <= max(probe) / max(hand) <= 1 + CLOSE, (probe, hand)
     assert all(len(r.input_rounds) == 2 for r in runs)
-    # 20,000 samples in batches of 32 as the user batched them, not the 256 the smoke trains on
-    assert all(r.input_rounds[0].batches > 8 for r in runs), runs
-    assert all(d in (None, 625) for r in runs for d in (x.dataset_batches for x in r.input_rounds))
+    # batches of 32 as the user batched them, not the 256 samples the smoke trains on, never repeated
+    assert all(x.batches > 8 and x.dataset_batches is None for r in runs for x in r.input_rounds), runs
     assert not any(input_bound(r) for r in runs), [r.input_rounds for r in runs]
 
     assert slow.status == "ok" and slow.layer == USER_MODEL, slow
     assert all(x.input_samples_per_s and x.input_samples_per_s < 32 / 0.02 for x in slow.input_rounds)
     assert input_bound(slow) and input_bound_findings(slow, "model"), slow.input_rounds
+    assert any(line.startswith(f"the smoke's training fed by the first {slow.samples:,} samples of the pipeline")
+               for line in input_rates(slow))
 
 
 @pytest.mark.tensorflow

@@ -18,6 +18,7 @@ from __future__ import annotations
 from mgpu_doctor.model.findings import Finding, Severity
 from mgpu_doctor.model.smoke_runs import SmokeRun
 from mgpu_doctor.smoke.guides import INPUT_GUIDE
+from mgpu_doctor.smoke.plan import USER_MODEL
 
 # The pipeline must deliver at least what the devices consume; below, the devices idle.
 FEEDS = 1.0
@@ -70,7 +71,10 @@ def input_rates(run: SmokeRun) -> list[str]:
     where = (f"{run.devices} simulated CPU devices" if run.simulated else f"{run.devices} GPU(s)")
     lines = [f"input pipeline alone (nothing training): {run.input_samples_per_s:,.0f} samples/s",
              f"training step on {where} fed from memory: {run.compute_samples_per_s:,.0f} samples/s"]
-    if run.samples_per_s is not None:
+    if run.samples_per_s is not None and run.layer == USER_MODEL:  # the smoke trains on a cut of it
+        lines.append(f"the smoke's training fed by the first {run.samples:,} samples of the pipeline: "
+                     f"{run.samples_per_s:,.0f} samples/s")
+    elif run.samples_per_s is not None:
         lines.append(f"training fed by the pipeline: {run.samples_per_s:,.0f} samples/s")
     ratios = [r.headroom for r in run.input_rounds if r.headroom is not None]
     if len(ratios) > 1:
