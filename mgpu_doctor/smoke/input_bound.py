@@ -22,8 +22,9 @@ from mgpu_doctor.smoke.plan import USER_MODEL
 
 # The pipeline must deliver at least what the devices consume; below, the devices idle.
 FEEDS = 1.0
-# A shortfall smaller than this is not reported: healthy stock runs on a shared 2-core machine fell
-# short by up to 12 % (the rounds' spread, measured: docs/smoke.md "Input-bound").
+# A shortfall smaller than this is not reported: one measurement of healthy stock runs fell short by
+# 1-12 % on a loaded 2-core machine, and one round against the next moved by up to 2x there
+# (docs/smoke.md "Input-bound").
 MIN_SHORTFALL = 0.25
 NOISE_FACTOR = 2.0  # a shortfall must also exceed this many times the rounds' spread
 INPUT_FIX = (
