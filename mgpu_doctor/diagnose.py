@@ -48,6 +48,7 @@ from mgpu_doctor.model.smoke_runs import SmokeRun, runs_from_report
 from mgpu_doctor.model.snapshot import NotJsonText, Snapshot, SnapshotLoadError, load_document, meant_as_json
 from mgpu_doctor.model.training import TrainingProfile
 from mgpu_doctor.model.unavailable import Unavailable
+from mgpu_doctor.model.user_model import MODEL_CHECK
 from mgpu_doctor.probes.gather import GatherOptions, Progress, gather_snapshot
 from mgpu_doctor.process.interpreter import Interpreter
 from mgpu_doctor.training.apply import with_training
@@ -287,7 +288,6 @@ def model_section(options: DiagnoseOptions, progress: Progress | None = None
     if options.model is None:
         return None
     from mgpu_doctor.probes.user_model import observe_model
-    from mgpu_doctor.training.observed import CHECK_NAME as MODEL_CHECK
     from mgpu_doctor.training.observed import model_outcome
 
     if options.quick:

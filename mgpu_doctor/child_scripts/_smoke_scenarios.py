@@ -40,6 +40,10 @@ class Plain(object):
     def dataset(self, x, y):
         return self.tf.data.Dataset.from_tensor_slices((x, y)).batch(int(self.spec["global_batch"]))
 
+    def pipeline(self, dataset):
+        """What the input-bound probe measures (_input_probe.py): the run's own pipeline."""
+        return dataset
+
     def before_build(self, result):
         pass
 

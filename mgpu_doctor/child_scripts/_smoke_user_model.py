@@ -30,7 +30,13 @@ class UserModel(Plain):
         return self.model
 
     def dataset(self, x, y):
-        return user_data(self.tf, self.np, self.model, self.spec)[0]
+        given = given_data(self.tf, self.spec) if self.spec.get("user_data") else None
+        self.given_pipeline = as_given(self.tf, given, int(self.spec["global_batch"]))
+        return user_data(self.tf, self.np, self.model, self.spec, given)[0]
+
+    def pipeline(self, dataset):
+        """The input-bound probe measures the user's pipeline as given, not the run's cut of it."""
+        return self.given_pipeline if self.given_pipeline is not None else dataset
 
 
 def user_model(spec):
@@ -46,22 +52,43 @@ def user_model(spec):
     return model
 
 
-def user_data(tf, np, model, spec):
-    """The run's dataset (batched to its global batch) and, where the inputs are arrays here, the
-    inputs themselves (None for the user's tf.data.Dataset)."""
+def given_data(tf, spec):
+    """What the user's data function (``--data``) returns: a tf.data.Dataset or (x, y) arrays."""
+    given = import_function(spec["user_data"], spec.get("model_path") or "")()
+    if isinstance(given, tf.data.Dataset) or (isinstance(given, (tuple, list)) and len(given) >= 2):
+        return given
+    raise TypeError("the data function %s returned a %s, not a tf.data.Dataset or (x, y)"
+                    % (spec["user_data"], type(given).__name__))
+
+
+def _batched(tf, dataset):
+    """Whether the dataset's elements are batches (a leading dimension of unknown size)."""
+    shape = getattr(tf.nest.flatten(dataset.element_spec)[0], "shape", None)
+    # TensorFlow 1.x gives a Dimension, whose value is None where 2.x gives None itself
+    return bool(shape is not None and shape.rank and getattr(shape[0], "value", shape[0]) is None)
+
+
+def as_given(tf, given, batch):
+    """The user's pipeline whole, as their training reads it: a dataset of batches as it came (one
+    of single samples batched to the run's global batch), arrays sliced and batched; None without."""
+    if given is None:
+        return None
+    if isinstance(given, tf.data.Dataset):
+        return given if _batched(tf, given) else given.batch(batch)
+    return tf.data.Dataset.from_tensor_slices(tuple(given[:2])).batch(batch)
+
+
+def user_data(tf, np, model, spec, given=None):
+    """The run's dataset (the first ``samples`` samples, batched to its global batch) and, where the
+    inputs are arrays here, the inputs themselves (None for the user's tf.data.Dataset).
+    ``given``: what the data function returned, where the caller already called it."""
     batch, samples = int(spec["global_batch"]), int(spec["samples"])
     if spec.get("user_data"):
-        given = import_function(spec["user_data"], spec.get("model_path") or "")()
+        given = given_data(tf, spec) if given is None else given
         if isinstance(given, tf.data.Dataset):
-            first = tf.nest.flatten(given.element_spec)[0]
-            shape = getattr(first, "shape", None)
-            batched = shape is not None and shape.rank and shape[0] is None
-            samples_of = given.unbatch() if batched else given
+            samples_of = given.unbatch() if _batched(tf, given) else given
             return samples_of.take(samples).batch(batch), None
-        if isinstance(given, (tuple, list)) and len(given) >= 2:
-            return tf.data.Dataset.from_tensor_slices(tuple(given[:2])).take(samples).batch(batch), given[0]
-        raise TypeError("the data function %s returned a %s, not a tf.data.Dataset or (x, y)"
-                        % (spec["user_data"], type(given).__name__))
+        return tf.data.Dataset.from_tensor_slices(tuple(given[:2])).take(samples).batch(batch), given[0]
     x, y = synthetic(np, model, samples)
     return tf.data.Dataset.from_tensor_slices((x, y)).batch(batch), x
 

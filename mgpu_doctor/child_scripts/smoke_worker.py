@@ -36,6 +36,7 @@ if __name__ == "__main__":
 
 from _smoke_models import finite_or_none, replica_difference  # noqa: E402
 from _tf_api import Api  # noqa: E402
+import _input_probe  # noqa: E402
 import _smoke_checkpoint  # noqa: E402
 import _smoke_leak  # noqa: E402
 import _smoke_nonfinite  # noqa: E402
@@ -148,7 +149,7 @@ def train(tf, spec, result):
     result["rss_mb"] = [round(v, 2) for v in epoch_rss if v is not None]
     result["gpu_memory_mb"] = [round(v, 2) for v in epoch_gpu]
     if spec.get("input_probe"):
-        probe_input(api, model, dataset, result, steps_per_epoch * epochs)
+        _input_probe.probe_input(api, model, way.pipeline(dataset), dataset, result)
     if split and weights_finite and None not in result["losses"]:
         _mgpu_child.heartbeat("split training")
         _smoke_split.measure(api, strategy, model, dataset, epochs, split, start, result)
@@ -186,48 +187,6 @@ def slow_batch(tf, x, y):
     slowed = tf.py_function(sleep, [x], x.dtype)
     slowed.set_shape(x.shape)
     return slowed, y
-
-
-def pipeline_rate(api, dataset, batches):
-    """Samples per second the input pipeline delivers alone, nothing training: every batch after
-    the first (which pays for starting the iterator), over ``batches`` batches."""
-    samples = 0
-    start = None
-    for x in batch_inputs(api, dataset.repeat().take(batches + 1), batches + 1):
-        if start is None:
-            start = time.perf_counter()
-            continue
-        samples += int(x.shape[0])
-    elapsed = time.perf_counter() - (start or time.perf_counter())
-    return samples / elapsed if elapsed > 0 and samples else None
-
-
-def batch_inputs(api, dataset, count):
-    """The inputs of ``count`` batches of ``dataset``, one at a time: iterated in eager mode, run
-    through Keras' session in TensorFlow 1's graph mode."""
-    if api.eager:
-        for x, _ in dataset:
-            yield x
-        return
-    x, _ = api.tf.compat.v1.data.make_one_shot_iterator(dataset).get_next()
-    session = api.keras.backend.get_session()
-    for _ in range(count):
-        yield session.run(x)
-
-
-def probe_input(api, model, dataset, result, batches):
-    """The input-bound probe, after the training: the pipeline alone (samples per second), and
-    the same step on these devices fed from one batch kept in memory (`take(1).cache()`: the
-    pipeline's element type, so the step is not traced again): its step times, which the parent
-    turns into samples per second as it does the training's."""
-    _mgpu_child.heartbeat("input probe")
-    batches = max(int(batches), 4)
-    result["input_samples_per_s"] = pipeline_rate(api, dataset, batches)
-    times = []
-    in_memory = dataset.take(1).cache().repeat()
-    model.fit(in_memory, steps_per_epoch=batches + 1, epochs=1, verbose=0,
-              callbacks=[step_timer(api.keras, times, "probe step")()])
-    result["probe_step_times_s"] = [round(t, 6) for t in times[1:]]  # the first reads the pipeline
 
 
 def run_one(tf, spec, result, out_dir, attempt):

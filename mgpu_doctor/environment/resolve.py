@@ -911,6 +911,9 @@ class MachineFacts:
     interconnect: str | None = None
     backend: str | None = None
     missing: dict[str, str] = field(default_factory=dict)
+    # The GPU count is the training's, not this machine's (training/apply.py): unknown, it is a
+    # condition of the training ("applies when training on ..."), not a fact to find here.
+    gpus_of_training: bool = False
 
 
 def machine_facts(snapshot: Snapshot) -> MachineFacts:

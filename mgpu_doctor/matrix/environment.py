@@ -58,6 +58,9 @@ class Environment:
     missing: dict[str, str] = field(default_factory=dict)
     ranges: dict[str, str] = field(default_factory=dict)  # keras -> ">=3"
     sources: dict[str, str] = field(default_factory=dict)  # cuda -> "TensorFlow 2.12's tested build"
+    # ``gpus`` is the training's GPU count, not known (a machine without GPUs describing a training
+    # that runs elsewhere): an entry that needs GPUs applies "when training on" them, as with workers.
+    gpus_of_training: bool = False
 
 
 class BadEnvironment(ValueError):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.matrix.environment import Environment
 from mgpu_doctor.matrix.known_issues import ANY_STRATEGY, VERSION_KEYS, KnownIssue
@@ -68,10 +70,10 @@ def deciding_condition(a: Assessment) -> Condition | None:
     "cannot tell", the first machine fact not known; else the rarest training fact not known (an
     uncommon strategy, a usage, a layer, the scenario, the workers, then a common strategy)."""
     if a.verdict is Verdict.CANNOT_TELL:
-        machine = [d for d in a.deciders if d.key not in _TRAINING_KEYS]
+        machine = [d for d in a.deciders if d.key not in _TRAINING_KEYS and not d.training]
         if machine:
             return _condition(machine[0])
-    training = [d for d in a.deciders if d.key in _TRAINING_KEYS]
+    training = [d for d in a.deciders if d.key in _TRAINING_KEYS or d.training]
     if not training:
         return None
     return _condition(min(training, key=lambda d: (_rank(d), a.deciders.index(d))))
@@ -80,7 +82,7 @@ def deciding_condition(a: Assessment) -> Condition | None:
 def _rank(d: Decider) -> int:
     if d.key == "strategy":
         return 5 if any(s in COMMON_STRATEGIES for s in d.wanted) else 0
-    return {"usage": 1, "without_usage": 1, "layers": 2, "scenario": 3, "workers": 4}[d.key]
+    return {"usage": 1, "without_usage": 1, "layers": 2, "scenario": 3, "workers": 4, "gpus": 6}[d.key]
 
 
 def _condition(d: Decider) -> Condition:
@@ -88,6 +90,10 @@ def _condition(d: Decider) -> Condition:
         return Condition("usage", d.wanted, f"unless you {vocab.usage_phrase(d.wanted[0])}",
                          f"{TRAINING_OPTIONS['usage']} {d.wanted[0]} (or your whole --usage list)",
                          training=True)
+    if d.key == "gpus" and d.training:  # this machine has none: the training's count decides it
+        count = re.search(r"\d+", d.wanted[0])
+        return Condition("gpus", d.wanted, f"when training on {d.wanted[0]}",
+                         f"{OPTIONS['gpus']} {count.group(0) if count else 'N'}", training=True)
     if d.key not in TRAINING_OPTIONS:
         what = f"{d.key} version" if d.key in VERSION_KEYS else _FACTS.get(d.key, d.key.replace("_", " "))
         return Condition(d.key, d.wanted, f"without the {what} ({' or '.join(d.wanted)})", "", training=False)

@@ -33,6 +33,7 @@ class Decider:
 
     key: str
     wanted: tuple[str, ...]
+    training: bool = False  # a machine key (gpus) that is the training's here: declare it, not find it
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,10 @@ def _assess_machine(issue: KnownIssue, env: Environment, record: _Recorder) -> N
             continue
         wanted = _count_range(low, high, unit)
         key = "gpus" if unit == "GPU(s)" else "workers"
-        if have is None:
+        if have is None and key == "gpus" and env.gpus_of_training:
+            record(Tri.UNKNOWN, "", "", f"when training on {wanted} ({env.missing.get(key, 'not known')})",
+                   is_usage=True, decider=Decider(key, (wanted,), training=True))
+        elif have is None:
             record(Tri.UNKNOWN, "", "", f"{wanted}: {unit[:-3]} count {env.missing.get(key, 'not known')}",
                    is_usage=key == "workers", decider=Decider(key, (wanted,)))
         else:

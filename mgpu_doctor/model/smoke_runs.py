@@ -99,6 +99,25 @@ class LeakCycle:
     seconds: float = 0.0  # the call itself
 
 
+@dataclass(frozen=True)
+class InputRound:
+    """One round of the input-bound probe (smoke/input_bound.py): the pipeline alone as given, for
+    ``seconds`` past its first batch, then the step on the run's devices fed from memory."""
+
+    input_samples_per_s: float | None = None
+    compute_samples_per_s: float | None = None
+    batches: int = 0  # the pipeline's batches measured (its first left out)
+    seconds: float = 0.0  # the pipeline's measured time
+    # the dataset's length in batches where it ended before the time was up and was measured on as
+    # dataset.repeat(); None: it did not end
+    dataset_batches: int | None = None
+
+    @property
+    def headroom(self) -> float | None:
+        supply, demand = self.input_samples_per_s, self.compute_samples_per_s
+        return supply / demand if supply is not None and demand else None
+
+
 SCENARIOS = ("even", "uneven_final_batch")
 LEAK_SCENARIO = "leak_probe"  # fit, predict and evaluate called over and over (smoke/leak.py)
 STATUSES = ("ok", "hang", "crash", "error", "nan", "diverged", "oom", "skipped") + CHECKPOINT_STATUSES
@@ -225,9 +244,11 @@ class SmokeRun:
     model_size: int = 1  # width multiplier (`--model-sizes`); 1: the smoke's own tiny model
     parameters: int | None = None  # the model's parameter count, as the child built it
     # Input-bound probe (smoke/input_bound.py): the input pipeline alone, and the N-device step
-    # fed from a batch already in memory, in samples per second.
+    # fed from a batch already in memory, in samples per second (the mean of its rounds), and each
+    # round (a report written before the rounds has the rates alone).
     input_samples_per_s: float | None = None
     compute_samples_per_s: float | None = None
+    input_rounds: list[InputRound] = field(default_factory=list)
     # The leak probe (scenario leak_probe): the memory after each fit, predict and evaluate call.
     leak_cycles: list[LeakCycle] = field(default_factory=list)
     skip_reason: str = ""  # status skipped: what the diagnosed TensorFlow lacks for this run

@@ -16,6 +16,9 @@ class BadModelReference(ValueError):
     """A ``--model`` / ``--data`` value that is not ``MODULE:FUNCTION`` (the message says which)."""
 
 
+
+MODEL_CHECK = "model"  # the check that reports the user's model (`--model`), recorded or run
+
 @dataclass(frozen=True)
 class ModelRequest:
     """What ``--model``, ``--data`` and ``--model-path`` name."""

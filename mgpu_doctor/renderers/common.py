@@ -171,7 +171,7 @@ def fleet_heading(report: Report) -> str:
 
 # What a group of conditional known issues depends on, by the key of their deciding fact.
 CONDITION_TOPICS = {"strategy": "your strategy", "usage": "how you train", "layers": "your layers",
-                    "scenario": "the last batch", "workers": "the workers"}
+                    "scenario": "the last batch", "workers": "the workers", "gpus": "the GPUs you train on"}
 # Machine facts in words, where the key does not read as one.
 FACT_NAMES = {"cpu_vendor": "CPU vendor", "gpu_name": "GPU name", "compute_capability": "compute capability",
               "gpus": "GPU count"}

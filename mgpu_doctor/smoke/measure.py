@@ -7,7 +7,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from mgpu_doctor.model.smoke_runs import STATUSES, LeakCycle, NonfiniteOrigin, SmokeRun, SmokeSpec
+from mgpu_doctor.model.smoke_runs import STATUSES, InputRound, LeakCycle, NonfiniteOrigin, SmokeRun, SmokeSpec
 from mgpu_doctor.smoke.checkpoint import CHECKPOINT_SCENARIOS, checkpoint_status, steps_from_child
 
 DIVERGE_FACTOR = 10.0  # final loss this many times the first one: the training blew up
@@ -85,7 +85,7 @@ def run_from_child(spec: SmokeSpec, data: dict[str, Any]) -> SmokeRun:
     if spec.scenario in CHECKPOINT_SCENARIOS:
         status = checkpoint_status(status, checkpoint)
     median = _median_step(data.get("step_times_s"))
-    probe_median = _median_step(data.get("probe_step_times_s"))
+    rounds = input_rounds_from_child(spec, data.get("input_rounds"))
     rss = [float(v) for v in data.get("rss_mb", [])]
     gpu = [float(v) for v in data.get("gpu_memory_mb", [])]
     return SmokeRun(
@@ -114,8 +114,9 @@ def run_from_child(spec: SmokeSpec, data: dict[str, Any]) -> SmokeRun:
         duration_s=float(data.get("duration_s", 0.0) or 0.0),
         checkpoint=checkpoint,
         parameters=_count(data.get("parameters")),
-        input_samples_per_s=_positive(data.get("input_samples_per_s")),
-        compute_samples_per_s=(spec.global_batch / probe_median) if probe_median else None,
+        input_samples_per_s=_mean(r.input_samples_per_s for r in rounds),
+        compute_samples_per_s=_mean(r.compute_samples_per_s for r in rounds),
+        input_rounds=rounds,
         leak_cycles=leak_cycles_from_child(data.get("leak_cycles")),
         skip_reason=str(data.get("skip_reason", "")) if status == "skipped" else "",
         split_replicas=_count(data.get("split_replicas")) or 0,
@@ -147,6 +148,31 @@ def origin_from_child(data: Any) -> NonfiniteOrigin | None:
         also=[str(v) for v in data.get("also", []) or [] if isinstance(v, str)],
         how=text("how"), error=text("error") or text("replay_error"),
     )
+
+
+def input_rounds_from_child(spec: SmokeSpec, data: Any) -> list[InputRound]:
+    """The input-bound probe's rounds of one line of runs.jsonl: each its pipeline's samples over
+    its seconds, and the global batch over the median of its steps fed from memory."""
+    if not isinstance(data, list):
+        return []
+    rounds = []
+    for item in data:
+        if not isinstance(item, dict):
+            continue
+        samples, seconds = _count(item.get("samples")), _positive(item.get("seconds"))
+        step = _median_step(item.get("step_times_s"))
+        rounds.append(InputRound(
+            input_samples_per_s=samples / seconds if samples and seconds else None,
+            compute_samples_per_s=spec.global_batch / step if step else None,
+            batches=_count(item.get("batches")) or 0, seconds=seconds or 0.0,
+            dataset_batches=_count(item.get("dataset_batches")),
+        ))
+    return rounds
+
+
+def _mean(values: Any) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.fmean(known) if known else None
 
 
 def leak_cycles_from_child(data: Any) -> list[LeakCycle]:

@@ -1,7 +1,10 @@
 """The training profile applied to the one resolved environment: what the known-issue matching reads.
 
 A key the profile knows replaces what the machine (or the query) says of it: the GPUs and
-workers the training uses, its Keras backend, its strategy, layers, usage and scenario.
+workers the training uses, its Keras backend, its strategy, layers, usage and scenario. A machine
+without GPUs that describes a training (a strategy, layers, usage or a scenario) does not say how
+many GPUs that training uses: the count is the training's, unknown until ``--train-gpus`` says it,
+so an entry that needs GPUs applies "when training on" them instead of being dropped.
 """
 
 from __future__ import annotations
@@ -10,7 +13,10 @@ from dataclasses import replace
 
 from mgpu_doctor.environment.resolve import ResolvedEnvironment, UsageFacts
 from mgpu_doctor.matrix.vocabulary import USAGES
-from mgpu_doctor.model.training import TrainingProfile
+from mgpu_doctor.model.training import OPTIONS, TrainingProfile
+
+# The facts that describe a training rather than a machine.
+TRAINING_KEYS = ("strategy", "layers", "usage", "scenario")
 
 
 def sources(profile: TrainingProfile) -> dict[str, str]:
@@ -44,4 +50,8 @@ def with_training(env: ResolvedEnvironment, profile: TrainingProfile | None) -> 
     if changes:
         machine = replace(machine, **changes, missing={k: v for k, v in machine.missing.items()
                                                         if k not in changes})
+    if facts.gpus is None and env.snapshot is not None and machine.gpus == 0 \
+            and any(getattr(facts, k) for k in TRAINING_KEYS):
+        why = f"this machine has no GPU; {OPTIONS['gpus']} N says how many you train on"
+        machine = replace(machine, gpus=None, gpus_of_training=True, missing={**machine.missing, "gpus": why})
     return replace(env, usage=usage, machine=machine)

@@ -11,9 +11,9 @@ from dataclasses import replace
 from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.model.findings import CheckOutcome, Finding, Severity, status_for
 from mgpu_doctor.model.training import TrainingFacts, TrainingProfile
-from mgpu_doctor.model.user_model import ModelObservation
+from mgpu_doctor.model.user_model import MODEL_CHECK, ModelObservation
 
-CHECK_NAME = "model"
+CHECK_NAME = MODEL_CHECK
 CODES = ("user-model.observed", "user-model.import-failed", "user-model.build-failed",
          "user-model.not-a-model", "user-model.hang", "user-model.crash", "user-model.data-failed",
          "user-model.threads-left")
