@@ -55,9 +55,9 @@ from mgpu_doctor.training.observed import CHECK_NAME as MODEL_CHECK
 from mgpu_doctor.training.observed import model_outcome, with_observed
 
 if TYPE_CHECKING:
-    from mgpu_doctor.environment.library_view import LibrariesView
     from mgpu_doctor.hang.section import HangRequest
     from mgpu_doctor.model.hang import HangReading
+    from mgpu_doctor.model.libraries import LibrariesView
     from mgpu_doctor.smoke.section import SmokeSection
 
 EnvCheck = Check[ResolvedEnvironment]

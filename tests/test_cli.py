@@ -294,7 +294,8 @@ NOT_FOR_THE_QUICK_CHECK = (
     "mgpu_doctor.smoke.runner", "mgpu_doctor.smoke.rules", "mgpu_doctor.smoke.measure",
     "mgpu_doctor.multiworker.launcher", "mgpu_doctor.renderers.junit", "mgpu_doctor.renderers.markdown",
     "mgpu_doctor.renderers.json_report", "mgpu_doctor.renderers.bug_report", "mgpu_doctor.environment.query",
-    "mgpu_doctor.fleet.compare", "mgpu_doctor.multiworker.model", "mgpu_doctor.environment.library_view",
+    "mgpu_doctor.fleet.compare", "mgpu_doctor.model.fleet", "mgpu_doctor.model.multiworker",
+    "mgpu_doctor.environment.library_view", "mgpu_doctor.model.libraries", "mgpu_doctor.model.drift",
     "xml.etree.ElementTree", "statistics", "traceback", "email",
     "tomllib",  # the parse cache answers for the matrices
 )

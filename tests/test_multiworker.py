@@ -18,10 +18,10 @@ import pytest
 
 from mgpu_doctor.cli import main
 from mgpu_doctor.model.findings import CheckStatus, Severity
+from mgpu_doctor.model.multiworker import MultiWorkerRun, WorkerOutcome
 from mgpu_doctor.model.serde import from_jsonable
 from mgpu_doctor.multiworker.findings import multiworker_outcomes, resume_run, skipped_resumes
 from mgpu_doctor.multiworker.launcher import DIE_STEP_ENV, DIE_TASK_ENV, MultiWorkerResult
-from mgpu_doctor.multiworker.model import MultiWorkerRun, WorkerOutcome
 from mgpu_doctor.multiworker.resume import FORGET_ENV, ResumeJobs, run_local_resume
 from mgpu_doctor.multiworker.tf_config import (
     TfConfig,

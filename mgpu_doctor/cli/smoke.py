@@ -30,10 +30,10 @@ from mgpu_doctor.cli.options import (
 from mgpu_doctor.cli.output import OutputUnwritable
 from mgpu_doctor.environment.resolve import resolve
 from mgpu_doctor.model.findings import CheckOutcome, CheckStatus
+from mgpu_doctor.model.multiworker import KERAS_CHOICES
 from mgpu_doctor.model.redact import Identity, redact_report
 from mgpu_doctor.model.report import new_report
 from mgpu_doctor.model.unavailable import interpreter_broken
-from mgpu_doctor.multiworker.model import KERAS_CHOICES
 from mgpu_doctor.process import interrupts
 from mgpu_doctor.process.interpreter import Interpreter
 from mgpu_doctor.smoke.plan import SMOKE_LEVELS

@@ -22,13 +22,13 @@ from mgpu_doctor.cli.errors import UsageError
 from mgpu_doctor.cli.options import OutputOptions
 from mgpu_doctor.environment.resolve import resolve
 from mgpu_doctor.model.findings import CheckOutcome, CheckStatus
+from mgpu_doctor.model.multiworker import MultiWorkerRun
 from mgpu_doctor.model.redact import Identity, redact_report
 from mgpu_doctor.model.report import new_report
 from mgpu_doctor.model.serde import to_jsonable
 from mgpu_doctor.model.snapshot import Snapshot
 from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.multiworker.findings import KERAS3_CODE, multiworker_outcomes, skipped_resumes
-from mgpu_doctor.multiworker.model import MultiWorkerRun
 from mgpu_doctor.multiworker.resume import KILL_EPOCH, KILL_TASK
 from mgpu_doctor.multiworker.suite import (
     DEFAULT_LAYERS,
