@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from mgpu_doctor.hang.section import HangRequest
     from mgpu_doctor.model.hang import HangReading
     from mgpu_doctor.model.libraries import LibrariesView
-    from mgpu_doctor.smoke.section import SmokeSection
+    from mgpu_doctor.smoke.judged import SmokeSection
 
 EnvCheck = Check[ResolvedEnvironment]
 

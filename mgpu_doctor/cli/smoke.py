@@ -37,7 +37,8 @@ from mgpu_doctor.model.unavailable import interpreter_broken
 from mgpu_doctor.process import interrupts
 from mgpu_doctor.process.interpreter import Interpreter
 from mgpu_doctor.smoke.plan import SMOKE_LEVELS
-from mgpu_doctor.smoke.section import ResultsFile, gather_for_smoke, open_results, run_smoke_section
+from mgpu_doctor.smoke.progress import ResultsFile, open_results
+from mgpu_doctor.smoke.section import gather_for_smoke, run_smoke_section
 from mgpu_doctor.training.apply import with_training
 
 

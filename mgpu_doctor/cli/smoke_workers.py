@@ -41,8 +41,9 @@ from mgpu_doctor.multiworker.tf_config import TfConfigError, check_addresses, pa
 from mgpu_doctor.probes.tensorflow import tensorflow_installed
 from mgpu_doctor.process.inputs import InputError, read_text
 from mgpu_doctor.process.interpreter import Interpreter
+from mgpu_doctor.smoke.judged import with_matrix_verdicts
 from mgpu_doctor.smoke.plan import DEFAULT_LEVEL, LEVELS, PlanError, parse_layers
-from mgpu_doctor.smoke.section import ResultsFile, with_matrix_verdicts
+from mgpu_doctor.smoke.progress import ResultsFile
 
 MWMS_TASK_TYPES = ("chief", "worker")
 # Local multi-worker smoke: each worker is a process importing TensorFlow (about 0.6 GB each).
