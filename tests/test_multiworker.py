@@ -523,7 +523,8 @@ def test_resume_findings_for_every_way_it_can_go():
 def test_the_resume_test_follows_the_level_and_is_skipped_after_a_failed_training(capsys, monkeypatch):
     from argparse import Namespace
 
-    from mgpu_doctor.cli.smoke_workers import plan_from, plan_notes
+    from mgpu_doctor.cli.smoke_workers import plan_from
+    from mgpu_doctor.smoke_pipeline import plan_notes
 
     monkeypatch.delenv("TF_CONFIG", raising=False)
     args = Namespace(workers=2, tf_config=None, layers=None, keras="both")
