@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 from packaging.version import Version
 
 from mgpu_doctor.environment.library_copies import MAIN_LIBRARIES, best_version, cuda_major_of, soname_major
+from mgpu_doctor.environment.tf_config import read_tf_config
 from mgpu_doctor.matrix.compat_tables import (
     TfBuild,
     bundled_and_cuda_table,
@@ -57,7 +58,6 @@ from mgpu_doctor.model.snapshot import (
 )
 from mgpu_doctor.model.unavailable import Unavailable, absent, failed, skipped
 from mgpu_doctor.model.versions import minor_text, parse_version, requirement_name
-from mgpu_doctor.process.inputs import parse_json
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -895,17 +895,7 @@ def _capability(text: str) -> str:
 
 
 def _workers(tf_config: str | None) -> int | None:
-    if not tf_config:
-        return None
-    try:
-        cluster = parse_json(tf_config, "TF_CONFIG").get("cluster", {})
-    except (ValueError, AttributeError):  # InputError and JSONDecodeError are ValueErrors
-        return None
-    if not isinstance(cluster, dict):
-        return None
-    count = sum(len(members) for role in ("chief", "worker")
-                if isinstance(members := cluster.get(role), list))
-    return count or None
+    return read_tf_config(tf_config).workers if tf_config else None
 
 
 def _interconnect(snapshot: Snapshot) -> str | None:
