@@ -10,7 +10,7 @@ import pytest
 
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.grpc_proxy import _cluster_hosts
-from mgpu_doctor.environment.resolve import machine_facts
+from mgpu_doctor.environment.machine import machine_facts
 from mgpu_doctor.environment.tf_config import read_tf_config
 from mgpu_doctor.fleet.facts import tf_config_of
 from mgpu_doctor.multiworker.tf_config import TfConfigError, parse_tf_config

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mgpu_doctor.environment.libraries_in_use import LibraryInUse
 from mgpu_doctor.environment.library_copies import (
     MAIN_LIBRARIES,
     TOOLS,
@@ -10,7 +11,7 @@ from mgpu_doctor.environment.library_copies import (
     soname_major,
     winner,
 )
-from mgpu_doctor.environment.resolve import LibraryInUse, ResolvedEnvironment
+from mgpu_doctor.environment.resolve import ResolvedEnvironment
 from mgpu_doctor.matrix.compat_tables import CudaDriverTable
 from mgpu_doctor.model.libraries import CopyView, DriverView, LibrariesView, LibraryRow
 from mgpu_doctor.model.snapshot import LibraryCopy, LibraryFacts

@@ -12,7 +12,8 @@ import os
 from collections.abc import Callable
 from typing import TypeVar
 
-from mgpu_doctor.environment.resolve import ResolvedEnvironment, ResolvedVersion
+from mgpu_doctor.environment.readings import ResolvedVersion
+from mgpu_doctor.environment.resolve import ResolvedEnvironment
 from mgpu_doctor.environment.tf_config import read_tf_config
 from mgpu_doctor.fleet.collective import COLLECTIVE_FACTS
 from mgpu_doctor.fleet.compare import Fact, FactFamily, Value
