@@ -162,8 +162,12 @@ def test_the_top_level_holds_few_modules_and_errors_imports_nothing():
     assert imports_of(ROOT / "errors.py") == set()
 
 
-def test_the_pipeline_imports_neither_the_command_line_nor_the_renderers():
-    assert not imports_of(ROOT / "diagnose.py") & {"cli", "renderers"}
+PIPELINES = ("diagnose.py", "smoke_pipeline.py", "gathering.py")  # what the command line calls
+
+
+@pytest.mark.parametrize("pipeline", PIPELINES)
+def test_the_pipeline_imports_neither_the_command_line_nor_the_renderers(pipeline):
+    assert not imports_of(ROOT / pipeline) & {"cli", "renderers"}
 
 
 def test_child_scripts_import_nothing_of_the_package():
