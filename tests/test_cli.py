@@ -296,6 +296,7 @@ NOT_FOR_THE_QUICK_CHECK = (
     "mgpu_doctor.renderers.json_report", "mgpu_doctor.renderers.bug_report", "mgpu_doctor.environment.query",
     "mgpu_doctor.fleet.compare", "mgpu_doctor.model.fleet", "mgpu_doctor.model.multiworker",
     "mgpu_doctor.environment.library_view", "mgpu_doctor.model.libraries", "mgpu_doctor.model.drift",
+    "mgpu_doctor.smoke_pipeline", "mgpu_doctor.gathering", "mgpu_doctor.smoke.judged", "mgpu_doctor.smoke.progress",
     "xml.etree.ElementTree", "statistics", "traceback", "email",
     "tomllib",  # the parse cache answers for the matrices
 )
