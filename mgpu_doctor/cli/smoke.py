@@ -75,12 +75,13 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
     request = smoke_request(args, level_from(args))
     if request.options.user_model and args.layers is None:  # the stock layers only where --layers names them
         request = replace(request, options=replace(request.options, stock_layers=False))
-    command = SmokeCommand(
-        request, training_profile(args), interpreter_from(args) or Interpreter.current(), matrix_dirs(args),
-        # TF_CONFIG is validated before anything starts; --level long adds the multi-worker resume test
-        multiworker=plan_from(args, os.environ, request.options.level), model=model_request(args),
-        nvml_module=nvml_module)
+    training = training_profile(args)
+    # TF_CONFIG is validated before anything starts; --level long adds the multi-worker resume test
+    multiworker = plan_from(args, os.environ, request.options.level)
+    interpreter = interpreter_from(args) or Interpreter.current()
     output = output_options(args)
+    command = SmokeCommand(request, training, interpreter, matrix_dirs(args), multiworker,
+                           model=model_request(args), nvml_module=nvml_module)
     with progress_on_stderr() as progress:
         done = run_smoke(command, progress)
     return results_written(done.results_failure, emit(done.report, output, done.interrupted))
