@@ -1,4 +1,5 @@
-"""The one pipeline behind `check`, `report`, `libs` and `matrix query`:
+"""The one pipeline behind `check`, `report`, `libs` and `matrix query` (and the short ones of
+`fleet` and `hang`; `smoke`: ``smoke_pipeline.py``, `devices` and `snapshot`: ``gathering.py``):
 
 facts (gathered here, or read from a file) -> one resolved environment -> checks -> smoke
 trainings -> gates -> acknowledgements -> redaction -> the report.
@@ -55,12 +56,12 @@ from mgpu_doctor.training.apply import with_training
 from mgpu_doctor.training.declared import checked_recorded, over_recorded, query_profile
 
 if TYPE_CHECKING:
-    from mgpu_doctor.environment.library_view import LibrariesView
     from mgpu_doctor.hang.section import HangRequest
     from mgpu_doctor.model.hang import HangReading
+    from mgpu_doctor.model.libraries import LibrariesView
     from mgpu_doctor.model.user_model import ModelObservation, ModelRequest
+    from mgpu_doctor.smoke.judged import SmokeSection
     from mgpu_doctor.smoke.request import SmokeRequest
-    from mgpu_doctor.smoke.section import SmokeSection
     from mgpu_doctor.training.code import CodeReading
 
 EnvCheck = Check[ResolvedEnvironment]
@@ -453,3 +454,28 @@ def query(terms: list[str], matrix_dirs: tuple[Path, ...] = (),
     return new_report("matrix query", source, outcomes, tool_version=__version__, query=given,
                       training=profile)
 
+
+
+def hang(request: HangRequest, matrix_dirs: tuple[Path, ...] = (), *, redact: bool = True,
+         progress: Progress | None = None) -> Report:
+    """`hang`: the running job's processes read while it hangs, and the verdict on them."""
+    from mgpu_doctor.hang.section import hang_check, read_hang
+    from mgpu_doctor.model.redact import Redactor
+
+    if progress is not None:
+        progress("reading the stacks of the running job", slow=True)
+    reading = read_hang(request)
+    report = new_report("hang", "this machine", [hang_check(reading, matrix_dirs)], tool_version=__version__,
+                        hang=reading)
+    # host and user names, the home directory; credentials are masked when read
+    return Redactor(Identity.current(), []).tree(report) if redact else report
+
+
+def fleet(sources: list[tuple[str, Snapshot]]) -> Report:
+    """`fleet`: the nodes' snapshots (``(file, snapshot)``, read and redacted by the caller) compared
+    fact by fact, and what breaks or slows synchronous training because of a difference."""
+    from mgpu_doctor.fleet.checks import fleet_report
+    from mgpu_doctor.fleet.compare import build_fleet
+    from mgpu_doctor.fleet.facts import COMPARED_FACTS
+
+    return fleet_report(build_fleet(sources, COMPARED_FACTS), tool_version=__version__)

@@ -308,7 +308,9 @@ NOT_FOR_THE_QUICK_CHECK = (
     "mgpu_doctor.smoke.runner", "mgpu_doctor.smoke.rules", "mgpu_doctor.smoke.measure",
     "mgpu_doctor.multiworker.launcher", "mgpu_doctor.renderers.junit", "mgpu_doctor.renderers.markdown",
     "mgpu_doctor.renderers.json_report", "mgpu_doctor.renderers.bug_report", "mgpu_doctor.environment.query",
-    "mgpu_doctor.fleet.compare", "mgpu_doctor.multiworker.model", "mgpu_doctor.environment.library_view",
+    "mgpu_doctor.fleet.compare", "mgpu_doctor.model.fleet", "mgpu_doctor.model.multiworker",
+    "mgpu_doctor.environment.library_view", "mgpu_doctor.model.libraries", "mgpu_doctor.model.drift",
+    "mgpu_doctor.smoke_pipeline", "mgpu_doctor.gathering", "mgpu_doctor.smoke.judged", "mgpu_doctor.smoke.progress",
     "xml.etree.ElementTree", "statistics", "traceback", "email",
     "tomllib",  # the matrix index answers for the matrices
     # the readers of the user's code and model (--code, --model, a paste)

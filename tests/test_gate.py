@@ -298,12 +298,12 @@ def test_schema_describes_every_dataclass_field():
     """A field added to the report or snapshot must be documented in the shipped schema."""
     import dataclasses
 
-    from mgpu_doctor.drift.model import Drift, DriftRow
     from mgpu_doctor.environment import library_view
     from mgpu_doctor.model import findings, pasted, report, snapshot
     from mgpu_doctor.model.device_row import DeviceRow
+    from mgpu_doctor.model.drift import Drift, DriftRow
+    from mgpu_doctor.model.multiworker import MultiWorkerRun, WorkerOutcome
     from mgpu_doctor.model.smoke_runs import LeakCycle
-    from mgpu_doctor.multiworker.model import MultiWorkerRun, WorkerOutcome
     from mgpu_doctor.smoke.checkpoint import CheckpointStep
 
     defs = report_schema()["$defs"]

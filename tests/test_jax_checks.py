@@ -8,7 +8,8 @@ from dataclasses import replace
 import pytest
 
 from mgpu_doctor.checks import CHECKS
-from mgpu_doctor.environment.resolve import Origin, resolve
+from mgpu_doctor.environment.readings import Origin
+from mgpu_doctor.environment.resolve import resolve
 from mgpu_doctor.model.findings import CheckStatus, Severity
 from mgpu_doctor.model.snapshot import GpuProcess, JaxDevice, JaxFacts, Snapshot, load_snapshot
 from mgpu_doctor.model.unavailable import absent, failed, skipped

@@ -18,10 +18,10 @@ import pytest
 
 from mgpu_doctor.cli import main
 from mgpu_doctor.model.findings import CheckStatus, Severity
+from mgpu_doctor.model.multiworker import MultiWorkerRun, WorkerOutcome
 from mgpu_doctor.model.serde import from_jsonable
 from mgpu_doctor.multiworker.findings import multiworker_outcomes, resume_run, skipped_resumes
 from mgpu_doctor.multiworker.launcher import DIE_STEP_ENV, DIE_TASK_ENV, MultiWorkerResult
-from mgpu_doctor.multiworker.model import MultiWorkerRun, WorkerOutcome
 from mgpu_doctor.multiworker.resume import FORGET_ENV, ResumeJobs, run_local_resume
 from mgpu_doctor.multiworker.tf_config import (
     TfConfig,
@@ -534,7 +534,8 @@ def test_resume_findings_for_every_way_it_can_go():
 def test_the_resume_test_follows_the_level_and_is_skipped_after_a_failed_training(capsys, monkeypatch):
     from argparse import Namespace
 
-    from mgpu_doctor.cli.smoke_workers import plan_from, plan_notes
+    from mgpu_doctor.cli.smoke_workers import plan_from
+    from mgpu_doctor.smoke_pipeline import plan_notes
 
     monkeypatch.delenv("TF_CONFIG", raising=False)
     args = Namespace(workers=2, tf_config=None, layers=None, keras="both")

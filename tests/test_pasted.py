@@ -557,7 +557,7 @@ def test_nvidia_smis_cuda_version_is_the_drivers_not_the_runtime():
 
 
 def test_found_device_lines_give_the_gpus_and_their_compute_capability():
-    from mgpu_doctor.environment.resolve import machine_facts
+    from mgpu_doctor.environment.machine import machine_facts
 
     old = machine_facts(paste("other-nvidia-docker-459-found-device-1x.md"))  # "major: 5 minor: 2"
     assert (old.gpus, old.compute_capabilities, old.gpu_names) == (

@@ -15,16 +15,11 @@ import pytest
 from mgpu_doctor.checks import CHECKS
 from mgpu_doctor.cli import main
 from mgpu_doctor.diagnose import judge_snapshot
+from mgpu_doctor.environment.keras_view import KerasFamily
 from mgpu_doctor.environment.matrix_view import environment_from_resolved
-from mgpu_doctor.environment.resolve import (
-    BuildKind,
-    KerasFamily,
-    Origin,
-    reading,
-    resolve,
-    resolved,
-    same_release,
-)
+from mgpu_doctor.environment.readings import Origin, reading, resolved, same_release
+from mgpu_doctor.environment.resolve import resolve
+from mgpu_doctor.environment.tensorflow_build import BuildKind
 from mgpu_doctor.matrix.compat_tables import bundled_cuda_driver_table, bundled_tensorflow_table
 from mgpu_doctor.model.findings import Severity
 from mgpu_doctor.model.snapshot import LibraryCopy, LibraryFacts, load_snapshot

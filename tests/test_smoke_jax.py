@@ -62,7 +62,7 @@ def test_keras_2_cannot_run_on_jax(scenario):
 
 def test_sync_batchnorm_is_not_planned_on_jax(scenario, monkeypatch):
     seen = []
-    monkeypatch.setattr("mgpu_doctor.smoke.section.run_suite",
+    monkeypatch.setattr("mgpu_doctor.smoke.progress.run_suite",
                         lambda specs, **kw: seen.extend(specs) or type("R", (), {"runs": [], "interrupted": False})())
     snap = replace(scenario("no-driver-no-tensorflow"), packages=ON_JAX)
     run_jax_section(snap, SmokeOptions(layers=("batchnorm",), backend="jax"), Interpreter(sys.executable),

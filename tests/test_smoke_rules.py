@@ -331,7 +331,7 @@ def test_oom_run_blames_memory_not_the_layer_and_a_retried_run_says_how_the_firs
 
 
 def test_an_oom_run_is_not_looked_up_as_a_layer_issue(scenario):
-    from mgpu_doctor.smoke.section import judged_outcomes
+    from mgpu_doctor.smoke.judged import judged_outcomes
 
     [outcome] = judged_outcomes([run(status="oom", signal="SIGKILL")], scenario("mixed-models"))
     assert [f.code for f in outcome.findings] == ["smoke.dense.out-of-memory"]
@@ -340,7 +340,7 @@ def test_an_oom_run_is_not_looked_up_as_a_layer_issue(scenario):
 def test_a_run_the_diagnosed_tensorflow_cannot_do_is_skipped_with_its_reason(scenario):
     """A skipped run (the child's "skipped" with a reason) is a skipped check: no error, no
     known-issue lookup, no "not in the matrix"; its N-device twin is not compared with it."""
-    from mgpu_doctor.smoke.section import judged_outcomes
+    from mgpu_doctor.smoke.judged import judged_outcomes
 
     why = "MultiHeadAttention needs TensorFlow 2.4 (this is TensorFlow 2.3.4)"
     skipped = run_from_child(spec(layer="attention", devices=1), {"status": "skipped", "skip_reason": why})

@@ -13,7 +13,7 @@ from mgpu_doctor.checks import CHECKS
 from mgpu_doctor.checks.tensorflow_requires import applicable_pins, same_line_allowed
 from mgpu_doctor.cli import main
 from mgpu_doctor.diagnose import judge_snapshot
-from mgpu_doctor.environment.resolve import Origin, reading, resolved
+from mgpu_doctor.environment.readings import Origin, reading, resolved
 from mgpu_doctor.matrix.compat_tables import bundled_tensorflow_requires_table
 from mgpu_doctor.model.versions import parse_pin, requirement_name
 from tests.scenarios import healthy_8gpu_nvlink

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.facts_access import need_machine
-from mgpu_doctor.environment.resolve import KerasFamily, Origin, ResolvedEnvironment, ResolvedVersion
+from mgpu_doctor.environment.keras_view import KerasFamily
+from mgpu_doctor.environment.readings import Origin, ResolvedVersion
+from mgpu_doctor.environment.resolve import ResolvedEnvironment
 from mgpu_doctor.model.findings import Finding, Severity
 
 SHADOW_HINT = ("check PYTHONPATH, the user site-packages (~/.local/lib/python*/site-packages) and "

@@ -13,6 +13,7 @@ from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.collective_access import need_collective
 from mgpu_doctor.checks.facts_access import need, need_env, need_machine
 from mgpu_doctor.environment.resolve import ResolvedEnvironment
+from mgpu_doctor.environment.tf_config import read_tf_config
 from mgpu_doctor.model.findings import Finding, Severity
 from mgpu_doctor.process.grpc_proxy import (
     CHANNEL_OPTIONS,
@@ -26,11 +27,9 @@ from mgpu_doctor.process.grpc_proxy import (
     Route,
     eras_for,
     grpc_proxy,
-    host_of,
     proxy_variable,
     route,
 )
-from mgpu_doctor.process.inputs import parse_json
 
 PROXY_HANG_THREAD = "https://github.com/tensorflow/tensorflow/issues/24887"
 KNOWN_ISSUE = "tf-24887-collective-grpc-https-proxy-hang"
@@ -77,17 +76,12 @@ def _cluster_hosts(tf_config: str | None) -> list[str]:
     if not tf_config:
         raise CheckSkipped("TF_CONFIG is not set: no TensorFlow cluster here (one machine's "
                            "MirroredStrategy opens no gRPC connection)")
-    try:
-        cluster = parse_json(tf_config, "TF_CONFIG").get("cluster")
-    except (ValueError, AttributeError):  # InputError and JSONDecodeError are ValueErrors
-        raise CheckSkipped("TF_CONFIG cannot be read (the multi-worker smoke says why)") from None
-    if not isinstance(cluster, dict):
+    reading = read_tf_config(tf_config)
+    if reading.state != "ok":
+        raise CheckSkipped("TF_CONFIG cannot be read (the multi-worker smoke says why)")
+    if reading.cluster is None:
         raise CheckSkipped("TF_CONFIG has no cluster")
-    hosts: list[str] = []
-    for addresses in cluster.values():
-        for address in addresses if isinstance(addresses, list) else []:
-            if isinstance(address, str) and (host := host_of(address)) not in hosts:
-                hosts.append(host)
+    hosts = reading.hosts()
     if not hosts:
         raise CheckSkipped("TF_CONFIG's cluster names no address")
     return hosts

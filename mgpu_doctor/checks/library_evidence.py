@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from mgpu_doctor.environment.libraries_in_use import LibraryInUse
 from mgpu_doctor.environment.library_copies import best_version
-from mgpu_doctor.environment.resolve import LibraryInUse, ResolvedVersion
+from mgpu_doctor.environment.readings import ResolvedVersion
 from mgpu_doctor.model.snapshot import LibraryCopy
 
 

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.facts_access import need_packages
-from mgpu_doctor.environment.resolve import (
-    KERAS3_FIRST_TF,
-    KERAS_PACKAGE_FIRST_TF,
-    ResolvedEnvironment,
-    ResolvedVersion,
-)
+from mgpu_doctor.environment.keras_view import KERAS3_FIRST_TF, KERAS_PACKAGE_FIRST_TF
+from mgpu_doctor.environment.readings import ResolvedVersion
+from mgpu_doctor.environment.resolve import ResolvedEnvironment
 from mgpu_doctor.matrix.compat_tables import bundled_tensorflow_table
 from mgpu_doctor.model.distributions import TF_DISTRIBUTIONS
 from mgpu_doctor.model.findings import Finding, Severity

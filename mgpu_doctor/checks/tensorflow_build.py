@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mgpu_doctor.checks.base import CheckSkipped
-from mgpu_doctor.environment.resolve import ResolvedEnvironment, ResolvedVersion
+from mgpu_doctor.environment.readings import ResolvedVersion
+from mgpu_doctor.environment.resolve import ResolvedEnvironment
 
 TF_SOURCE_DOC = "https://www.tensorflow.org/install/source#gpu"
 TF_PIP_DOC = "https://www.tensorflow.org/install/pip"

@@ -13,7 +13,8 @@ from collections import defaultdict
 from packaging.version import Version
 
 from mgpu_doctor.checks.base import CheckSkipped
-from mgpu_doctor.environment.resolve import ResolvedEnvironment, ResolvedVersion
+from mgpu_doctor.environment.readings import ResolvedVersion
+from mgpu_doctor.environment.resolve import ResolvedEnvironment
 from mgpu_doctor.model.findings import Finding, Severity
 from mgpu_doctor.model.versions import Pin, Tri, parse_pin, version_in
 

@@ -42,6 +42,7 @@ import _smoke_leak  # noqa: E402
 import _smoke_nonfinite  # noqa: E402
 import _smoke_scenarios  # noqa: E402
 import _smoke_split  # noqa: E402
+import _smoke_user_model  # noqa: E402
 from _fork_runs import LEAK_BYTES, leaked, parse_fault, rss_mb, serve, strike  # noqa: E402
 
 CHECKPOINT_SCENARIOS = {"checkpoint": _smoke_checkpoint.run_checkpoint, "resume": _smoke_checkpoint.run_resume}
@@ -87,7 +88,8 @@ def train(tf, spec, result):
     result["framework"] = api.framework
     if skip_unsupported(api, spec, result):
         return
-    way = _smoke_scenarios.way_of_training(tf, api, spec)
+    way = (_smoke_user_model.UserModel(tf, api, spec) if spec.get("user_model")
+           else _smoke_scenarios.way_of_training(tf, api, spec))
     devices = int(spec["devices"])
     names = configure_devices(api, spec) if spec.get("configure_devices", True) else (
         ["/%s:%d" % ("gpu" if spec["device_kind"] == "gpu" else "cpu", i) for i in range(devices)])

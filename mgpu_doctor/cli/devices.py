@@ -7,13 +7,9 @@ import json
 from typing import Any
 
 from mgpu_doctor.cli.output import out
-from mgpu_doctor.environment.devices import device_rows
+from mgpu_doctor.gathering import device_table
 from mgpu_doctor.model.serde import to_jsonable
-from mgpu_doctor.model.snapshot import KIND, SCHEMA_VERSION, Snapshot
-from mgpu_doctor.model.unavailable import Unavailable, skipped
-from mgpu_doctor.probes.envvars import gather_env
-from mgpu_doctor.probes.host import gather_host
-from mgpu_doctor.probes.nvml import gather_nvml
+from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.renderers.common import DEVICE_HEADERS, device_cells, printable
 from mgpu_doctor.renderers.tables import table
 
@@ -25,11 +21,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
-    nvml = gather_nvml(nvml_module)
-    nothing = skipped("not gathered by `devices`")
-    snap = Snapshot(SCHEMA_VERSION, KIND, "", "", gather_host(), nothing, nothing, gather_env(),
-                    nvml, nothing)
-    rows = device_rows(snap)
+    found = device_table(nvml_module)
+    nvml, rows = found.nvml, found.rows
     if args.format == "json":
         data = {"nvml": to_jsonable(nvml), "devices": to_jsonable(rows)}
         out(json.dumps(data, indent=2) + "\n")

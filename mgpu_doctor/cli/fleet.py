@@ -6,13 +6,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from mgpu_doctor import __version__
 from mgpu_doctor.cli.common import emit
 from mgpu_doctor.cli.errors import UsageError
 from mgpu_doctor.cli.options import add_output_options, add_redact_option, output_options, path_text
-from mgpu_doctor.fleet.checks import fleet_report
-from mgpu_doctor.fleet.compare import build_fleet
-from mgpu_doctor.fleet.facts import COMPARED_FACTS
+from mgpu_doctor.diagnose import fleet
 from mgpu_doctor.model.redact import Identity, mask_snapshot, redact_snapshot
 from mgpu_doctor.model.snapshot import Snapshot, SnapshotLoadError, load_snapshot
 
@@ -49,5 +46,4 @@ def load_all(paths: list[str], redact: bool = True) -> list[tuple[str, Snapshot]
 
 
 def run(args: argparse.Namespace) -> int:
-    fleet = build_fleet(load_all(args.snapshots, args.redact), COMPARED_FACTS)
-    return emit(fleet_report(fleet, tool_version=__version__), output_options(args))
+    return emit(fleet(load_all(args.snapshots, args.redact)), output_options(args))

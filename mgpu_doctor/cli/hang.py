@@ -6,7 +6,6 @@ import argparse
 import math
 from typing import Any
 
-from mgpu_doctor import __version__
 from mgpu_doctor.cli.common import emit, progress_on_stderr
 from mgpu_doctor.cli.errors import UsageError
 from mgpu_doctor.cli.options import (
@@ -66,18 +65,11 @@ def hang_request(args: argparse.Namespace, pids: list[int] | None = None) -> Any
 
 
 def run(args: argparse.Namespace) -> int:
-    from mgpu_doctor.hang.section import hang_check, read_hang
-    from mgpu_doctor.model.redact import Identity, Redactor
-    from mgpu_doctor.model.report import new_report
+    from mgpu_doctor.diagnose import hang
 
     request = hang_request(args)
     dirs = matrix_dirs(args)
     output = output_options(args)
     with progress_on_stderr() as progress:
-        progress("reading the stacks of the running job", slow=True)
-        reading = read_hang(request)
-    report = new_report("hang", "this machine", [hang_check(reading, dirs)], tool_version=__version__,
-                        hang=reading)
-    if args.redact:  # host and user names, the home directory; credentials are masked when read
-        report = Redactor(Identity.current(), []).tree(report)
+        report = hang(request, dirs, redact=args.redact, progress=progress)
     return emit(report, output)

@@ -7,8 +7,6 @@ import os
 from dataclasses import replace
 from typing import Any
 
-from mgpu_doctor import __version__
-from mgpu_doctor.checks import CHECKS, run_check
 from mgpu_doctor.cli.common import emit, progress_on_stderr
 from mgpu_doctor.cli.options import (
     add_level_option,
@@ -28,17 +26,10 @@ from mgpu_doctor.cli.options import (
     training_profile,
 )
 from mgpu_doctor.cli.output import OutputUnwritable
-from mgpu_doctor.environment.resolve import resolve
-from mgpu_doctor.model.findings import CheckOutcome, CheckStatus
-from mgpu_doctor.model.redact import Identity, redact_report
-from mgpu_doctor.model.report import new_report
-from mgpu_doctor.model.unavailable import interpreter_broken
-from mgpu_doctor.multiworker.model import KERAS_CHOICES
+from mgpu_doctor.model.multiworker import KERAS_CHOICES
 from mgpu_doctor.process import interrupts
 from mgpu_doctor.process.interpreter import Interpreter
 from mgpu_doctor.smoke.plan import SMOKE_LEVELS
-from mgpu_doctor.smoke.section import ResultsFile, gather_for_smoke, open_results, run_smoke_section
-from mgpu_doctor.training.apply import with_training
 
 
 def add_multiworker_options(p: argparse.ArgumentParser) -> None:
@@ -78,7 +69,8 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
     # Imported here: `check` shares this module and need not pay for the multi-worker code.
-    from mgpu_doctor.cli.smoke_workers import plan_from, run_multiworker
+    from mgpu_doctor.cli.smoke_workers import plan_from
+    from mgpu_doctor.smoke_pipeline import SmokeCommand, run_smoke
 
     request = smoke_request(args, level_from(args))
     if request.options.user_model and args.layers is None:  # the stock layers only where --layers names them
@@ -88,55 +80,16 @@ def run(args: argparse.Namespace, nvml_module: Any = None) -> int:
     multiworker = plan_from(args, os.environ, request.options.level)
     interpreter = interpreter_from(args) or Interpreter.current()
     output = output_options(args)
-    dirs = matrix_dirs(args)
+    command = SmokeCommand(request, training, interpreter, matrix_dirs(args), multiworker,
+                           model=model_request(args), nvml_module=nvml_module)
     with progress_on_stderr() as progress:
-        snapshot = gather_for_smoke(interpreter, nvml_module, progress,
-                                    request.options if multiworker is None else None)
-    if interpreter_broken(snapshot.python):  # nothing can train under it: say why, run nothing
-        interpreter_check = next(c for c in CHECKS if c.name == "interpreter")
-        skipped = CheckOutcome("smoke", "Smoke trainings", CheckStatus.SKIPPED,
-                               skip_reason="the diagnosed Python does not work")
-        outcomes = [run_check(interpreter_check, resolve(snapshot)), skipped]
-        report = new_report("smoke", "this machine", outcomes, tool_version=__version__, snapshot=snapshot,
-                            level=request.options.level)
-        return emit(report, output)
-    model = model_request(args)
-    model_outcomes = []
-    observation = None
-    if model is not None and multiworker is None:
-        from mgpu_doctor.probes.user_model import observe_model
-        from mgpu_doctor.training.observed import model_outcome, with_observed
-
-        observation = observe_model(model, interpreter)
-        model_outcomes.append(model_outcome(observation))
-        training = with_observed(training, observation)
-    if not request.options.usage:  # the declared or observed usage adds its usage scenarios
-        request = replace(request, options=replace(request.options, usage=training.facts().usage))
-    results_file = open_results(request.results_path, snapshot, request.redact)
-    try:
-        if multiworker is not None:
-            code = run_multiworker(multiworker, interpreter, snapshot, results_file, dirs, output,
-                                   request.stall_timeout_s, redact=request.redact,
-                                   level=request.options.level)
-            return results_written(results_file, code)
-        section = run_smoke_section(snapshot, request.options, interpreter,
-                                    stall_timeout_s=request.stall_timeout_s, results_file=results_file,
-                                    matrix_dirs=dirs, resolved=with_training(resolve(snapshot), training),
-                                    observation=observation)
-    finally:
-        if results_file is not None:
-            results_file.close()
-    report = new_report("smoke", "this machine", model_outcomes + section.outcomes, tool_version=__version__,
-                        snapshot=snapshot, notes=section.notes, smoke_runs=section.runs,
-                        level=request.options.level, training=training)
-    if request.redact:
-        report = redact_report(report, snapshot, Identity.current())
-    return results_written(results_file, emit(report, output, section.interrupted))
+        done = run_smoke(command, progress)
+    return results_written(done.results_failure, emit(done.report, output, done.interrupted))
 
 
-def results_written(results_file: ResultsFile | None, code: int) -> int:
-    """``code``, unless the ``--results`` file stopped taking lines: then exit 2 as for an ``-o`` or
-    ``--junit`` file that cannot be written (after the report, which holds every run)."""
-    if results_file is None or not results_file.failure or interrupts.received() is not None:
+def results_written(failure: str, code: int) -> int:
+    """``code``, unless the ``--results`` file stopped taking lines (``failure`` says why): then exit 2
+    as for an ``-o`` or ``--junit`` file that cannot be written (after the report, which holds every run)."""
+    if not failure or interrupts.received() is not None:
         return code
-    raise OutputUnwritable(f"{results_file.failure} (the runs went on: their results are in the report)")
+    raise OutputUnwritable(f"{failure} (the runs went on: their results are in the report)")

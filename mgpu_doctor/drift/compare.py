@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from mgpu_doctor.drift.model import Drift, DriftRow
-from mgpu_doctor.environment.resolve import ResolvedEnvironment, ResolvedVersion
+from mgpu_doctor.environment.readings import ResolvedVersion
+from mgpu_doctor.environment.resolve import ResolvedEnvironment
 from mgpu_doctor.fleet.compare import Fact, FactFamily, build_fleet, describe
+from mgpu_doctor.model.drift import Drift, DriftRow
 from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Severity
 from mgpu_doctor.model.smoke_runs import SmokeRun
 from mgpu_doctor.model.snapshot import GpuFacts, Snapshot

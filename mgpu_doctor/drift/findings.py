@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mgpu_doctor.drift.model import Drift, DriftRow
+from mgpu_doctor.model.drift import Drift, DriftRow
 from mgpu_doctor.model.findings import CheckOutcome, Finding, Severity, status_for
 
 NAME = "drift"

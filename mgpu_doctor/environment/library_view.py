@@ -1,11 +1,8 @@
-"""What `mgpu-doctor libs` shows, computed into the report: per CUDA library what TensorFlow was
-built for, the copy in use and how it was chosen, what the driver supports, and every copy found
-in the loader's order with the one the loader takes and why."""
+"""What `mgpu-doctor libs` shows, computed into the report (the data: ``model/libraries.py``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
+from mgpu_doctor.environment.libraries_in_use import LibraryInUse
 from mgpu_doctor.environment.library_copies import (
     MAIN_LIBRARIES,
     TOOLS,
@@ -14,65 +11,11 @@ from mgpu_doctor.environment.library_copies import (
     soname_major,
     winner,
 )
-from mgpu_doctor.environment.resolve import LibraryInUse, ResolvedEnvironment
+from mgpu_doctor.environment.resolve import ResolvedEnvironment
 from mgpu_doctor.matrix.compat_tables import CudaDriverTable
-from mgpu_doctor.model.snapshot import CudaToolkit, LibraryCopy, LibraryFacts, SearchDir
+from mgpu_doctor.model.libraries import CopyView, DriverView, LibrariesView, LibraryRow
+from mgpu_doctor.model.snapshot import LibraryCopy, LibraryFacts
 from mgpu_doctor.model.unavailable import Unavailable
-
-
-@dataclass(frozen=True)
-class CopyView:
-    """One file of a library, as `libs` lists it."""
-
-    path: str
-    soname: str
-    real_path: str
-    found_by: str
-    on_search_path: bool
-    version: str
-    version_source: str
-    in_use: bool
-    wins: bool  # the loader's first pick for this soname on the search path
-    why: str
-    wheel: str = ""
-    load_error: str = ""
-
-
-@dataclass(frozen=True)
-class LibraryRow:
-    """One library (or tool): built for, in use, driver support, and every copy."""
-
-    name: str
-    built_for: str  # "CUDA 12.5", "cuDNN 9.3", "" when it does not apply
-    soname: str  # what TensorFlow opens ("libcudnn.so.9"), "" when unknown
-    in_use: str  # the path, "" when none
-    in_use_version: str
-    version_source: str
-    found_how: str
-    driver_supports: str
-    copies: list[CopyView] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class DriverView:
-    driver: str  # "" when NVML did not answer (see note)
-    cuda: str  # the newest CUDA the driver supports (NVML)
-    full_support_up_to: str  # the newest CUDA whose toolkit driver is at most this driver
-    note: str = ""
-
-
-@dataclass(frozen=True)
-class LibrariesView:
-    built_cuda: str  # "" when unknown (see built_unknown)
-    built_cudnn: str
-    built_source: str
-    built_unknown: str  # why the build is not known
-    driver: DriverView
-    rows: list[LibraryRow]
-    toolkits: list[CudaToolkit]
-    search_dirs: list[SearchDir]
-    versions_loaded: bool
-    probe_seconds: float
 
 
 def library_view(env: ResolvedEnvironment, table: CudaDriverTable) -> LibrariesView | Unavailable:

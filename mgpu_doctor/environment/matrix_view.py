@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from mgpu_doctor.environment.resolve import KerasFamily, Origin, ResolvedEnvironment
+from mgpu_doctor.environment.keras_view import KerasFamily
+from mgpu_doctor.environment.readings import Origin
+from mgpu_doctor.environment.resolve import ResolvedEnvironment
 from mgpu_doctor.matrix.environment import Environment
 
 

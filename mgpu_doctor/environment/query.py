@@ -14,15 +14,9 @@ NVIDIA's build).
 from __future__ import annotations
 
 from mgpu_doctor.environment.implied import ImageFacts, NotAnImage, image_facts
-from mgpu_doctor.environment.resolve import (
-    BUILD_TERMS,
-    NVIDIA_DISTRIBUTION,
-    BuildKind,
-    MachineFacts,
-    ResolvedEnvironment,
-    UsageFacts,
-    resolve_terms,
-)
+from mgpu_doctor.environment.machine import MachineFacts
+from mgpu_doctor.environment.resolve import ResolvedEnvironment, UsageFacts, resolve_terms
+from mgpu_doctor.environment.tensorflow_build import BUILD_TERMS, NVIDIA_DISTRIBUTION, BuildKind
 from mgpu_doctor.matrix.environment import BadEnvironment, Environment, parse_query
 from mgpu_doctor.matrix.vocabulary import USAGES
 from mgpu_doctor.model.distributions import TF_DISTRIBUTIONS

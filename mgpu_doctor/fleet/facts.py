@@ -12,13 +12,14 @@ import os
 from collections.abc import Callable
 from typing import TypeVar
 
-from mgpu_doctor.environment.resolve import ResolvedEnvironment, ResolvedVersion
+from mgpu_doctor.environment.readings import ResolvedVersion
+from mgpu_doctor.environment.resolve import ResolvedEnvironment
+from mgpu_doctor.environment.tf_config import read_tf_config
 from mgpu_doctor.fleet.collective import COLLECTIVE_FACTS
 from mgpu_doctor.fleet.compare import Fact, FactFamily, Value
 from mgpu_doctor.model.redact import host_hash
 from mgpu_doctor.model.snapshot import NvmlFacts, Snapshot, TensorFlowFacts
 from mgpu_doctor.model.unavailable import Unavailable
-from mgpu_doctor.process.inputs import InputError, parse_json
 
 # Environment variables that differ between the nodes of one job by design (ranks, node ids,
 # the GPUs Slurm assigned, the doctor's own plumbing). TF_CONFIG differs in its task by
@@ -144,17 +145,11 @@ def _env(snapshot: Snapshot) -> dict[str, str]:
 
 
 def tf_config_of(snapshot: Snapshot) -> dict[str, object] | None | str:
-    """TF_CONFIG as a dict, None when not set, or the parse error as text."""
-    text = snapshot.env.get("TF_CONFIG")
-    if text is None:
+    """TF_CONFIG as a dict, None when not set, or why it cannot be read as text."""
+    reading = read_tf_config(snapshot.env.get("TF_CONFIG"))
+    if reading.state == "unset":
         return None
-    try:
-        data = parse_json(text, "TF_CONFIG")
-    except json.JSONDecodeError as exc:
-        return f"not valid JSON ({exc.msg})"
-    except InputError as exc:
-        return str(exc).removeprefix("TF_CONFIG: ")
-    return data if isinstance(data, dict) else "not a JSON object"
+    return reading.data if reading.state == "ok" else reading.problem
 
 
 def _tf_config_cluster(snapshot: Snapshot) -> str:

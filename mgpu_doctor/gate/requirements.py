@@ -18,7 +18,8 @@ from packaging.specifiers import SpecifierSet
 
 from mgpu_doctor.checks.base import Check
 from mgpu_doctor.checks.facts_access import need_machine
-from mgpu_doctor.environment.resolve import Origin, ResolvedEnvironment
+from mgpu_doctor.environment.readings import Origin
+from mgpu_doctor.environment.resolve import ResolvedEnvironment
 from mgpu_doctor.environment.visibility import visible_gpus
 from mgpu_doctor.model.findings import Finding, Section, Severity
 from mgpu_doctor.model.unavailable import Unavailable

@@ -1,4 +1,5 @@
 """The data every layer passes on: snapshot, findings, report, smoke run records, versions, redaction.
 
-May import: errors, process. (The report names sections computed above it only for type checking.)
+May import: errors, process. (The sections a report holds are defined here; the packages above
+compute and judge them.)
 """

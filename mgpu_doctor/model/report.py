@@ -17,22 +17,23 @@ from mgpu_doctor.model.snapshot import Snapshot
 from mgpu_doctor.model.training import TrainingProfile
 
 if TYPE_CHECKING:
-    from mgpu_doctor.drift.model import Drift
-    from mgpu_doctor.environment.library_view import LibrariesView
-    from mgpu_doctor.fleet.compare import Fleet
-    from mgpu_doctor.multiworker.model import MultiWorkerRun
+    from mgpu_doctor.model.drift import Drift
+    from mgpu_doctor.model.fleet import Fleet
+    from mgpu_doctor.model.libraries import LibrariesView
+    from mgpu_doctor.model.multiworker import MultiWorkerRun
 
-# Sections only `fleet`, `libs` and a multi-worker smoke fill: their types are imported when a
-# report is decoded (serde finds them through __getattr__), not on every run (`check --quick`).
-LAZY_TYPES = {"Fleet": "mgpu_doctor.fleet.compare", "LibrariesView": "mgpu_doctor.environment.library_view",
-              "Drift": "mgpu_doctor.drift.model",
-              "MultiWorkerRun": "mgpu_doctor.multiworker.model"}
+# Sections only `fleet`, `libs`, `check --baseline` and a multi-worker smoke fill: their types
+# (modules of this package) are imported when a report is decoded (serde finds them through
+# __getattr__), not on every run (`check --quick`).
+LAZY_TYPES = {"Fleet": "mgpu_doctor.model.fleet", "LibrariesView": "mgpu_doctor.model.libraries",
+              "Drift": "mgpu_doctor.model.drift", "MultiWorkerRun": "mgpu_doctor.model.multiworker"}
 
 
 def __getattr__(name: str) -> Any:
     if name in LAZY_TYPES:
         return getattr(importlib.import_module(LAZY_TYPES[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 REPORT_SCHEMA_VERSION = 1
 REPORT_KIND = "mgpu-doctor-report"

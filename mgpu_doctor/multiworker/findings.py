@@ -9,14 +9,14 @@ from dataclasses import replace
 from mgpu_doctor.matrix.known_issues import KnownIssue, known_issue_line
 from mgpu_doctor.matrix.signatures import normalised, pieces_in
 from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Severity, status_for
-from mgpu_doctor.multiworker.launcher import MultiWorkerResult
-from mgpu_doctor.multiworker.model import (
+from mgpu_doctor.model.multiworker import (
     RESUME_FAILED,
     MultiWorkerResume,
     MultiWorkerRun,
     WorkerOutcome,
     worst_status,
 )
+from mgpu_doctor.multiworker.launcher import MultiWorkerResult
 from mgpu_doctor.multiworker.resume import KILL_EPOCH, KILL_TASK, ResumeJobs
 from mgpu_doctor.smoke.checkpoint import BACKUP_GUIDE, RELOAD_TOLERANCE
 

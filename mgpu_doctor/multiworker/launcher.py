@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
-from mgpu_doctor.multiworker.model import WorkerOutcome
+from mgpu_doctor.model.multiworker import WorkerOutcome
 from mgpu_doctor.multiworker.tf_config import TfConfig, check_addresses, local_cluster
 from mgpu_doctor.process.childproc import ChildOutcome
 from mgpu_doctor.process.interpreter import Interpreter

@@ -14,9 +14,9 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
+from mgpu_doctor.model.multiworker import MultiWorkerRun
 from mgpu_doctor.multiworker.findings import multiworker_run, resume_run, training_failed
 from mgpu_doctor.multiworker.launcher import TIMEOUT_S, run_local_workers, run_workers
-from mgpu_doctor.multiworker.model import MultiWorkerRun
 from mgpu_doctor.multiworker.resume import run_local_resume
 from mgpu_doctor.multiworker.tf_config import TfConfig
 from mgpu_doctor.process.grpc_proxy import proxy_note

@@ -1,7 +1,9 @@
 """TF_CONFIG, checked before any worker starts: a one-line error instead of a hang.
 
-:func:`parse_tf_config` is pure (the shape of the document); :func:`check_addresses` asks the
-operating system (names resolve, this task's address is on this machine and its port free).
+:func:`parse_tf_config` is pure (the shape of the document: read by the lenient reader,
+:func:`mgpu_doctor.environment.tf_config.read_tf_config`, and refused here where it cannot work);
+:func:`check_addresses` asks the operating system (names resolve, this task's address is on this
+machine and its port free).
 Addresses of the other tasks cannot be probed before those workers listen, so a peer that
 never comes up is caught by the launcher's stall detection, not here.
 """
@@ -14,7 +16,8 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mgpu_doctor.process.inputs import InputError, parse_json, shorten
+from mgpu_doctor.environment.tf_config import read_tf_config
+from mgpu_doctor.process.inputs import shorten
 from mgpu_doctor.process.masking import mask_credentials
 
 # The task types TFConfigClusterResolver / MultiWorkerMirroredStrategy know.
@@ -48,15 +51,15 @@ def parse_tf_config(text: str, source: str = "TF_CONFIG") -> TfConfig:
     """Check the document itself: JSON, cluster, task, addresses, no duplicates."""
     if not text.strip():
         raise TfConfigError(f"{source} is empty")
-    try:
-        data = parse_json(text, source)
-    except InputError as exc:
-        raise TfConfigError(str(exc)) from None
-    except json.JSONDecodeError as exc:
-        raise TfConfigError(f"{source} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
-                            f"{exc.msg})") from None
-    if not isinstance(data, dict):
+    reading = read_tf_config(text, source)
+    if reading.state == "over-limit":
+        raise TfConfigError(f"{source}: {reading.error}")
+    if reading.state == "not-json":
+        raise TfConfigError(f"{source} is not valid JSON (line {reading.line}, column {reading.column}: "
+                            f"{reading.error})")
+    if reading.state != "ok":
         raise TfConfigError(f"{source} must be a JSON object with 'cluster' and 'task'")
+    data = reading.data
     cluster = data.get("cluster")
     if not isinstance(cluster, dict) or not cluster:
         raise TfConfigError(f"{source} has no 'cluster' (a map of task type to 'host:port' lists)")

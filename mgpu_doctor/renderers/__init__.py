@@ -1,6 +1,6 @@
 """Reporters turn the one Report object into text. Only `human` knows about glyphs and colour.
 
-May import: errors, model, fleet (a fleet's rows).
+May import: errors, model.
 """
 
 from __future__ import annotations

@@ -146,7 +146,7 @@ def fleet_difference_rows(report: Report, max_nodes: int | None = None) -> list[
     fact's label only on its first line."""
     if report.fleet is None:
         return []
-    from mgpu_doctor.fleet.compare import describe, list_nodes  # a fleet's report only
+    from mgpu_doctor.model.fleet import describe, list_nodes  # a fleet's report only
 
     rows = []
     for row in report.fleet.differences:

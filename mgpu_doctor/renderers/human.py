@@ -28,7 +28,7 @@ from mgpu_doctor.renderers.common import (
 from mgpu_doctor.renderers.tables import table
 
 if TYPE_CHECKING:
-    from mgpu_doctor.environment.library_view import LibrariesView
+    from mgpu_doctor.model.libraries import LibrariesView
 
 GLYPHS = {
     CheckStatus.PASSED: ("✓", "+"), CheckStatus.INFO: ("i", "i"),

@@ -16,14 +16,16 @@ from pathlib import Path
 from typing import TextIO
 
 from mgpu_doctor.errors import BadInput
+from mgpu_doctor.model.findings import CheckOutcome, CheckStatus
 from mgpu_doctor.model.smoke_runs import SmokeSpec
 from mgpu_doctor.model.snapshot import Snapshot
 from mgpu_doctor.model.unavailable import Unavailable, interpreter_broken
 from mgpu_doctor.probes.jax_view import gather_jax, jax_installed
 from mgpu_doctor.process.interpreter import Interpreter
-from mgpu_doctor.smoke import section
+from mgpu_doctor.smoke.judged import SmokeSection, with_matrix_verdicts
 from mgpu_doctor.smoke.layers import SMOKE_LAYERS
 from mgpu_doctor.smoke.plan import PlanError, SmokeOptions, batch_splits, plan_runs
+from mgpu_doctor.smoke.progress import ResultsFile, level_note, run_with_progress
 from mgpu_doctor.smoke.rules import batch_split_outcomes, smoke_outcomes
 from mgpu_doctor.smoke.runner import JAX_WORKER_SCRIPT
 
@@ -58,31 +60,31 @@ def run_jax_section(
     interpreter: Interpreter,
     *,
     stall_timeout_s: float,
-    results_file: section.ResultsFile | None = None,
+    results_file: ResultsFile | None = None,
     stream: TextIO | None = None,
     matrix_dirs: tuple[Path, ...] = (),
     environ: Mapping[str, str] | None = None,
-) -> section.SmokeSection:
+) -> SmokeSection:
     """Plan and run the smoke suite on Keras 3's JAX backend; never raises on Ctrl-C."""
     environ = os.environ if environ is None else environ
     if interpreter_broken(snapshot.python):
-        return section.SmokeSection(
+        return SmokeSection(
             outcomes=[_skipped("the diagnosed Python does not work (`interpreter` check)")])
     if jax_installed(snapshot.packages) is False:
-        return section.SmokeSection(outcomes=[_skipped(f"--backend jax: JAX is not installed for "
+        return SmokeSection(outcomes=[_skipped(f"--backend jax: JAX is not installed for "
                                                        f"{interpreter.executable}")])
     packages = snapshot.packages
     keras = None if isinstance(packages, Unavailable) else packages.versions.get("keras")
     if not isinstance(packages, Unavailable) and (keras is None or not keras.split(".")[0].isdecimal()
                                                    or int(keras.split(".")[0]) < 3):
-        return section.SmokeSection(outcomes=[_skipped("--backend jax needs Keras 3, installed: "
+        return SmokeSection(outcomes=[_skipped("--backend jax needs Keras 3, installed: "
                                                        f"{keras or 'none'}")])
     nvml = snapshot.nvml
     if isinstance(snapshot.jax, Unavailable) and not isinstance(nvml, Unavailable) and nvml.gpus:
         snapshot = replace(snapshot, jax=gather_jax(interpreter, packages))
     if isinstance(snapshot.jax, Unavailable) and snapshot.jax.reason == "failed":
         why = snapshot.jax.detail.splitlines()[0] if snapshot.jax.detail else snapshot.jax.cause
-        return section.SmokeSection(outcomes=[_skipped(f"JAX does not import: {why}")], snapshot=snapshot)
+        return SmokeSection(outcomes=[_skipped(f"JAX does not import: {why}")], snapshot=snapshot)
     options = replace(options, scenarios=tuple(s for s in options.scenarios if s in SCENARIOS))
     try:
         specs = [replace(s, index=i) for i, s in enumerate(
@@ -90,7 +92,7 @@ def run_jax_section(
         splits = batch_splits(options, jax_gpus(snapshot))
     except PlanError as exc:
         raise BadInput(str(exc)) from None
-    runs, interrupted = section.run_with_progress(specs, interpreter, stall_timeout_s, stream, results_file,
+    runs, interrupted = run_with_progress(specs, interpreter, stall_timeout_s, stream, results_file,
                                      env=worker_env(specs, environ), worker=JAX_WORKER_SCRIPT)
     notes = [f"Smoke trainings on Keras 3's JAX backend (keras.distribution.DataParallel), "
              f"{len(specs)} run(s); no resume test (BackupAndRestore) and no synchronized "
@@ -99,13 +101,13 @@ def run_jax_section(
         notes.append(f"Simulated on {specs[0].virtual_devices} JAX host devices "
                      "(--xla_force_host_platform_device_count; fewer than 2 GPUs seen by JAX): correctness "
                      "results hold, speed figures say nothing about GPUs.")
-    notes.append(section.level_note(options.plan_level, len(specs)))
+    notes.append(level_note(options.plan_level, len(specs)))
     if interrupted:
         notes.append(f"Interrupted: {len(runs)} of {len(specs)} smoke runs finished.")
     on_jax = replace(snapshot, env={**snapshot.env, "KERAS_BACKEND": "jax"})  # what the matrix matches
-    outcomes = section.with_matrix_verdicts(smoke_outcomes(runs, stall_timeout_s), runs, on_jax, matrix_dirs,
+    outcomes = with_matrix_verdicts(smoke_outcomes(runs, stall_timeout_s), runs, on_jax, matrix_dirs,
                                             strategy=STRATEGY) + batch_split_outcomes(splits)
-    return section.SmokeSection(outcomes=outcomes, runs=runs, notes=notes, interrupted=interrupted,
+    return SmokeSection(outcomes=outcomes, runs=runs, notes=notes, interrupted=interrupted,
                                 snapshot=snapshot)
 
 
@@ -115,5 +117,5 @@ def _sync_variant(spec: SmokeSpec) -> bool:
     return SMOKE_LAYERS[spec.layer].batch_statistics and spec.variant == "sync"
 
 
-def _skipped(reason: str) -> section.CheckOutcome:
-    return section.CheckOutcome("smoke", "Smoke trainings", section.CheckStatus.SKIPPED, skip_reason=reason)
+def _skipped(reason: str) -> CheckOutcome:
+    return CheckOutcome("smoke", "Smoke trainings", CheckStatus.SKIPPED, skip_reason=reason)

@@ -1,16 +1,16 @@
 """What a multi-worker smoke training did (`MultiWorkerRun`, with one `WorkerOutcome` per worker).
 
-Plain data with a JSON round trip (serde), kept in ``Report.multiworker_runs``. A multi-worker
-run is not a `SmokeRun`: it has K processes, each with its own status, and the weights are
-compared between processes rather than between the replicas of one process.
+Plain data with a JSON round trip (serde), kept in ``Report.multiworker_runs``; the launcher and
+the findings are in ``multiworker/``. A multi-worker run is not a `SmokeRun`: it has K processes,
+each with its own status, and the weights are compared between processes rather than between the
+replicas of one process.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mgpu_doctor.model.smoke_runs import variant_name
-from mgpu_doctor.smoke.checkpoint import RELOAD_TOLERANCE, SCENARIO_USAGE
+from mgpu_doctor.model.smoke_runs import RELOAD_TOLERANCE, SCENARIO_USAGE, variant_name
 
 # The single-host smoke statuses, plus "stopped": killed by the launcher after another worker failed.
 WORKER_STATUSES = ("ok", "hang", "crash", "error", "nan", "diverged", "stopped")

@@ -1,4 +1,4 @@
-"""The drift section of a report: one row per change since the baseline."""
+"""The drift section of a report: one row per change since the baseline (computed by ``drift/``)."""
 
 from __future__ import annotations
 
