@@ -14,7 +14,7 @@ from mgpu_doctor.model.findings import CheckStatus, Severity
 from mgpu_doctor.model.snapshot import GpuProcess, JaxDevice, JaxFacts, Snapshot, load_snapshot
 from mgpu_doctor.model.unavailable import absent, failed, skipped
 from tests.checking import judge
-from tests.scenarios import packages, with_env
+from tests.scenarios import packages, path_of, with_env
 
 BY_NAME = {c.name: c for c in CHECKS}
 A100 = "NVIDIA A100-SXM4-80GB"
@@ -52,8 +52,12 @@ def test_healthy_jax_passes_every_jax_check(healthy):
     assert outcome(with_env(healthy, KERAS_BACKEND="jax"), "keras-backend-jax").findings[0].severity is Severity.OK
 
 
-def test_old_snapshot_without_jax_loads_and_skips(scenario):
-    snap = scenario("healthy-8gpu-nvlink")  # written before the JAX fact existed
+def test_old_snapshot_without_jax_loads_and_skips(tmp_path):
+    data = json.loads(path_of("healthy-8gpu-nvlink").read_text())
+    del data["jax"]  # as a snapshot written before the JAX fact existed
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(data))
+    snap = load_snapshot(old)
     assert snap.jax.reason == "skipped" and snap.jax.cause == "old-snapshot"
     assert outcome(snap, "jax-gpus").status is CheckStatus.SKIPPED
 

@@ -74,9 +74,12 @@ def reads_in_process(interpreter: Interpreter) -> bool:
                or getattr(flags, "safe_path", False))
     if interpreter.executable != sys.executable or changed or not sys.path:
         return False
-    first = os.path.realpath(sys.path[0] or os.curdir)
-    started = {os.path.realpath(os.curdir)} | ({os.path.dirname(os.path.realpath(sys.argv[0]))}
-                                               if sys.argv and sys.argv[0] not in ("", "-c") else set())
+    try:
+        first = os.path.realpath(sys.path[0] or os.curdir)
+        started = {os.path.realpath(os.curdir)} | ({os.path.dirname(os.path.realpath(sys.argv[0]))}
+                                                   if sys.argv and sys.argv[0] not in ("", "-c") else set())
+    except OSError:  # the working directory was deleted: the child says what that Python sees
+        return False
     return first in started
 
 
