@@ -318,6 +318,8 @@ NOT_FOR_THE_QUICK_CHECK = (
     "mgpu_doctor.training.observed", "mgpu_doctor.training.launches",
     # types only a report from a file, a paste or `hang` holds (decoding imports them)
     "mgpu_doctor.model.hang", "mgpu_doctor.model.pasted",
+    # the readers of a given text's lines (a paste, --log)
+    "mgpu_doctor.matrix.evidence_findings", "mgpu_doctor.matrix.signatures", "mgpu_doctor.matrix.mechanisms",
 )
 # Needed only to draw the GPU table or to judge the [and-cuda] wheels, which need a GPU.
 ONLY_WITH_A_GPU = ("tabulate", "importlib.metadata", "packaging.requirements")
@@ -341,17 +343,19 @@ def test_the_quick_check_imports_nothing_it_does_not_use(tmp_path):
 
 
 def test_the_quick_check_compiles_no_pattern_it_does_not_use(tmp_path):
-    """The patterns that only a text, an image, a TensorFlow log or a JSON file is read with are
-    compiled on first use (functools.cache), not by every run's imports."""
+    """The patterns that only a text, an image, a TensorFlow log, a JSON file or the matrix's own
+    files are read with are compiled on first use (functools.cache), not by every run's imports."""
     code = ("import io, json, sys, contextlib\n"
             "from mgpu_doctor.cli import main\n"
             "with contextlib.redirect_stdout(io.StringIO()): main(['check', '--quick'])\n"
             "from mgpu_doctor.environment import implied\n"
+            "from mgpu_doctor.matrix import known_issues\n"
             "from mgpu_doctor.model import evidence\n"
             "from mgpu_doctor.probes import tensorflow\n"
             "from mgpu_doctor.process import inputs\n"
             "lazy = [evidence._words, evidence.frame_line, evidence._exception, evidence._library_path,\n"
-            "        implied._tf_image, implied._ngc_image, tensorflow.notable_log, inputs._json_tokens]\n"
+            "        implied._tf_image, implied._ngc_image, tensorflow.notable_log, inputs._json_tokens,\n"
+            "        known_issues.frame_form, known_issues._status_prefix]\n"
             "print(json.dumps([f.__qualname__ for f in lazy if f.cache_info().currsize]))\n")
     env = {**os.environ, "MGPU_DOCTOR_CACHE_DIR": str(tmp_path / "cache")}
     for _ in range(2):  # the second run: the first builds the matrix index, which reads the signatures
