@@ -45,7 +45,6 @@ from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Section
 from mgpu_doctor.model.redact import Identity, mask_snapshot, redact_report
 from mgpu_doctor.model.report import Report, new_report
 from mgpu_doctor.model.serde import SchemaError, from_jsonable
-from mgpu_doctor.model.smoke_runs import SmokeRun, runs_from_report
 from mgpu_doctor.model.snapshot import NotJsonText, Snapshot, SnapshotLoadError, load_document, meant_as_json
 from mgpu_doctor.model.training import TrainingProfile
 from mgpu_doctor.model.unavailable import Unavailable
@@ -59,6 +58,7 @@ if TYPE_CHECKING:
     from mgpu_doctor.hang.section import HangRequest
     from mgpu_doctor.model.hang import HangReading
     from mgpu_doctor.model.libraries import LibrariesView
+    from mgpu_doctor.model.smoke_runs import SmokeRun
     from mgpu_doctor.model.user_model import ModelObservation, ModelRequest
     from mgpu_doctor.smoke.judged import SmokeSection
     from mgpu_doctor.smoke.request import SmokeRequest
@@ -263,6 +263,8 @@ def with_team_matrix(checks: tuple[EnvCheck, ...], matrix_dirs: tuple[Path, ...]
 
 def obtain_facts(options: DiagnoseOptions, progress: Progress | None = None) -> Facts:
     if options.from_file is not None:
+        from mgpu_doctor.model.smoke_runs import runs_from_report  # lazy: only a file has smoke runs
+
         try:
             document = load_document(options.from_file)
             runs = runs_from_report(document.report_data, str(options.from_file))

@@ -316,6 +316,10 @@ NOT_FOR_THE_QUICK_CHECK = (
     # the readers of the user's code and model (--code, --model, a paste)
     "mgpu_doctor.training.code", "mgpu_doctor.training.code_rules", "mgpu_doctor.probes.user_model",
     "mgpu_doctor.training.observed", "mgpu_doctor.training.launches",
+    # types only a report from a file, a paste or `hang` holds (decoding imports them)
+    "mgpu_doctor.model.hang", "mgpu_doctor.model.pasted",
+    # the readers of a given text's lines (a paste, --log)
+    "mgpu_doctor.matrix.evidence_findings", "mgpu_doctor.matrix.signatures", "mgpu_doctor.matrix.mechanisms",
 )
 # Needed only to draw the GPU table or to judge the [and-cuda] wheels, which need a GPU.
 ONLY_WITH_A_GPU = ("tabulate", "importlib.metadata", "packaging.requirements")
@@ -336,3 +340,26 @@ def test_the_quick_check_imports_nothing_it_does_not_use(tmp_path):
     assert "mgpu_doctor.checks.known_issues" in modules  # it did run the checks
     unwanted = NOT_FOR_THE_QUICK_CHECK + (() if "GPUs (NVML index" in done.stdout else ONLY_WITH_A_GPU)
     assert not [m for m in modules if m in unwanted or m.split(".")[0] in ("tensorflow", "keras")]
+
+
+def test_the_quick_check_compiles_no_pattern_it_does_not_use(tmp_path):
+    """The patterns that only a text, an image, a TensorFlow log, a JSON file or the matrix's own
+    files are read with are compiled on first use (functools.cache), not by every run's imports."""
+    code = ("import io, json, sys, contextlib\n"
+            "from mgpu_doctor.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()): main(['check', '--quick'])\n"
+            "from mgpu_doctor.environment import implied\n"
+            "from mgpu_doctor.matrix import known_issues\n"
+            "from mgpu_doctor.model import evidence\n"
+            "from mgpu_doctor.probes import tensorflow\n"
+            "from mgpu_doctor.process import inputs\n"
+            "lazy = [evidence._words, evidence.frame_line, evidence._exception, evidence._library_path,\n"
+            "        implied._tf_image, implied._ngc_image, tensorflow.notable_log, inputs._json_tokens,\n"
+            "        known_issues.frame_form, known_issues._status_prefix]\n"
+            "print(json.dumps([f.__qualname__ for f in lazy if f.cache_info().currsize]))\n")
+    env = {**os.environ, "MGPU_DOCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    for _ in range(2):  # the second run: the first builds the matrix index, which reads the signatures
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                              timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == []

@@ -4,21 +4,28 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.environment.matrix_view import environment_from_resolved
 from mgpu_doctor.environment.resolve import ResolvedEnvironment
 from mgpu_doctor.matrix.environment import Environment
-from mgpu_doctor.matrix.evidence_findings import UNKNOWN_ERROR, GivenText, evidence_findings
 from mgpu_doctor.matrix.index import MatrixIndex, load_index
 from mgpu_doctor.matrix.known_issue_findings import known_issue_findings
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
 from mgpu_doctor.model.findings import Finding, Severity
 from mgpu_doctor.model.snapshot import Snapshot
 
+if TYPE_CHECKING:
+    from mgpu_doctor.matrix.evidence_findings import GivenText
+
+# Lazy: `evidence_findings` (and the signatures and mechanisms it reads) is imported only where a
+# text was given (a paste, `--log`); a check of this machine's versions never needs it.
+
 NAME = "known-issues"
 TITLE = "Known multi-GPU issues for these versions"
-CODES = ("known-issue.ID", "matrix.no-known-issue", "matrix.problems", "matrix.needs-version", UNKNOWN_ERROR)
+CODES = ("known-issue.ID", "matrix.no-known-issue", "matrix.problems", "matrix.needs-version",
+         "matrix.unknown-error")  # evidence_findings.UNKNOWN_ERROR
 
 
 def matrix_findings(matrix: MatrixIndex) -> list[Finding]:
@@ -45,7 +52,10 @@ def make_check_function(
         env = environment_from_resolved(resolved)
         findings = matrix_findings(matrix)
         texts = given_texts(resolved.snapshot)
-        shown = evidence_findings(matrix.matrix().issues, env, texts) if texts else []
+        shown = []
+        if texts:
+            from mgpu_doctor.matrix.evidence_findings import evidence_findings
+            shown = evidence_findings(matrix.matrix().issues, env, texts)
         if resolved.snapshot is not None and "tensorflow" not in env.versions and "keras" not in env.versions:
             why = env.missing.get("tensorflow", "not known")
             if findings or shown:
@@ -63,10 +73,13 @@ def given_texts(snapshot: Snapshot | None) -> list[GivenText]:
     """The texts whose lines may show the failure: a pasted text, the logs given with `--log`."""
     if snapshot is None:
         return []
-    texts = [GivenText(f"the log {log.origin}", log.lines) for log in snapshot.logs if log.lines]
+    named = [(f"the log {log.origin}", log.lines) for log in snapshot.logs if log.lines]
     if snapshot.pasted is not None and snapshot.pasted.evidence:
-        texts.insert(0, GivenText("the pasted text", snapshot.pasted.evidence))
-    return texts
+        named.insert(0, ("the pasted text", snapshot.pasted.evidence))
+    if not named:
+        return []
+    from mgpu_doctor.matrix.evidence_findings import GivenText
+    return [GivenText(origin, lines) for origin, lines in named]
 
 
 def findings_for(matrix: MatrixIndex, env: Environment) -> list[Finding]:

@@ -6,16 +6,30 @@ so a finding can say "implied by keras==3.5.0"."""
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
 from mgpu_doctor.matrix.implied_tables import bundled_keras_tensorflow_table, bundled_ngc_table
 from mgpu_doctor.model.versions import parse_version
 
-_TF_IMAGE = re.compile(r"(?:docker\.io/)?tensorflow/tensorflow:(?P<tag>[\w][\w.-]{0,127})")
-_NGC_IMAGE = re.compile(r"nvcr\.io/nvidia/tensorflow:(?P<release>\d\d\.\d\d)"
-                        r"(?:-(?P<flavour>tf1|tf2))?-py\d(?:[\w.-]{0,64})")
-_TAG_VERSION = re.compile(r"(?P<v>\d{1,2}\.\d{1,3}(?:\.\d{1,3})?(?:rc\d{1,2})?)(?:$|-)")
+# The image patterns are compiled on first use: only `--image` reads them, `check --quick` never.
+
+
+@functools.cache
+def _tf_image() -> re.Pattern[str]:
+    return re.compile(r"(?:docker\.io/)?tensorflow/tensorflow:(?P<tag>[\w][\w.-]{0,127})")
+
+
+@functools.cache
+def _ngc_image() -> re.Pattern[str]:
+    return re.compile(r"nvcr\.io/nvidia/tensorflow:(?P<release>\d\d\.\d\d)"
+                      r"(?:-(?P<flavour>tf1|tf2))?-py\d(?:[\w.-]{0,64})")
+
+
+@functools.cache
+def _tag_version() -> re.Pattern[str]:
+    return re.compile(r"(?P<v>\d{1,2}\.\d{1,3}(?:\.\d{1,3})?(?:rc\d{1,2})?)(?:$|-)")
 
 
 @dataclass(frozen=True)
@@ -64,15 +78,15 @@ def image_facts(reference: str) -> ImageFacts:
     comes from the tested builds); ``nvcr.io/nvidia/tensorflow:23.03-tf2-py3`` -> NVIDIA's build with
     what the release notes of 23.03 state for it. Raises :class:`NotAnImage` for anything else."""
     text = reference.strip()
-    tf = _TF_IMAGE.fullmatch(text)
+    tf = _tf_image().fullmatch(text)
     if tf is not None:
-        version = _TAG_VERSION.match(tf.group("tag"))
+        version = _tag_version().match(tf.group("tag"))
         if version is None or parse_version(version.group("v")) is None:
             return ImageFacts(text, "tensorflow",
                               unknown=f"the tag {tf.group('tag')!r} names no TensorFlow release")
         return ImageFacts(text, "tensorflow", {"tensorflow": version.group("v")},
                           {"tensorflow": f"{text}, its tag"})
-    ngc = _NGC_IMAGE.fullmatch(text)
+    ngc = _ngc_image().fullmatch(text)
     if ngc is None:
         raise NotAnImage(f"{text!r}: an image is tensorflow/tensorflow:TAG or "
                          "nvcr.io/nvidia/tensorflow:YY.MM-tf2-py3")

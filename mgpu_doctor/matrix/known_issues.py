@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -43,8 +44,6 @@ SIGNATURE_KEYS = ("text", "frames", "source", "identifies")
 WILDCARD = "\u2026"
 SIGNATURE_MIN_LITERAL = 20  # literal characters: shorter pieces match too many lines
 SIGNATURE_MAX_CHARS = 240
-# A frame of a stack signature: a function, then its file in parentheses (a wildcard may stand anywhere).
-FRAME_FORM = re.compile(r"[^()\s][^()]*? \([^()]*\.(?:py|so)[^()]*\)")
 SOURCE_KEYS = ("url", "kind", "title", "verified", "ref", "note")
 # Where a release fixes the bug an entry reports: an upper bound on these reads as "fixed in".
 FIXED_BY_RELEASE = ("tensorflow", "keras", "tf-keras", "nccl")
@@ -54,16 +53,35 @@ FIX_SOURCE_KINDS = ("release-note", "pull-request", "commit")
 NONE_POSTED = "None posted"
 NONE_CONFIRMED = "None confirmed"  # the sources suggest something that nobody confirmed
 GENERIC_ADVICE = "Generic advice:"
-_RELEASE_NUMBER = re.compile(r"\d+\.\d+(?:\.\d+)?")
-# TensorFlow's status codes as its C++ code prints them before a message ("INVALID_ARGUMENT: ...").
-_STATUS_PREFIX = re.compile(r"(?:invalid_argument|failed_precondition|internal|unavailable|resource_exhausted"
-                            r"|unknown|aborted|out_of_range|unimplemented|not_found|cancelled|deadline_exceeded"
-                            r"|permission_denied|already_exists|data_loss|unauthenticated): ")
 # The keys of `matrix query` and of an entry's examples.
 ENV_KEYS = VERSION_KEYS + ("gpus", "workers", "layers", "usage", "strategy", "scenario",
                            "compute_capability", "gpu_name", "platform", "cpu_vendor", "interconnect",
                            "backend")
 KNOWN_ISSUES_DIR = "known-issues"
+
+
+# The patterns that read an entry's text are compiled on first use: the quick check loads the
+# entries from the matrix index, already read, and never needs them (1.4 ms of every run).
+
+
+@functools.cache
+def frame_form() -> re.Pattern[str]:
+    """A frame of a stack signature: a function, then its file in parentheses (a wildcard may
+    stand anywhere)."""
+    return re.compile(r"[^()\s][^()]*? \([^()]*\.(?:py|so)[^()]*\)")
+
+
+@functools.cache
+def _release_number() -> re.Pattern[str]:
+    return re.compile(r"\d+\.\d+(?:\.\d+)?")
+
+
+@functools.cache
+def _status_prefix() -> re.Pattern[str]:
+    """TensorFlow's status codes as its C++ code prints them before a message ("INVALID_ARGUMENT: ...")."""
+    return re.compile(r"(?:invalid_argument|failed_precondition|internal|unavailable|resource_exhausted"
+                      r"|unknown|aborted|out_of_range|unimplemented|not_found|cancelled|deadline_exceeded"
+                      r"|permission_denied|already_exists|data_loss|unauthenticated): ")
 
 
 @dataclass(frozen=True)
@@ -131,7 +149,7 @@ class Signature:
         as its C++ log prints it) the pieces without it: Python shows the same error as
         ``InvalidArgumentError: ...`` or on a line of its own."""
         pieces = self.pieces
-        status = _STATUS_PREFIX.match(pieces[0]) if pieces else None
+        status = _status_prefix().match(pieces[0]) if pieces else None
         if status is None or status.end() >= len(pieces[0]):
             return (pieces,)
         return (pieces, (pieces[0][status.end():], *pieces[1:]))
@@ -329,7 +347,7 @@ def _as_sources_say(affects: dict[str, str], fixed_in: str, workaround: str, sou
                     "the release that fixed it in fixed_in, or bound by the last reported version (<=X.Y.Z, "
                     "or <X.Y.dev0 for a series as written)")
     if fixed_in.strip():
-        named = set(_RELEASE_NUMBER.findall(fixed_in))
+        named = set(_release_number().findall(fixed_in))
         if not any(s.kind in FIX_SOURCE_KINDS for s in sources) and \
                 not any(n in s.note for s in sources for n in named):
             bad("fixed_in", f"no source says so: cite a {', '.join(FIX_SOURCE_KINDS)}, or a source whose "
@@ -569,7 +587,7 @@ def _frame_signature(raw: Any, text: Any, where: str, bad: Any) -> tuple[str, ..
         return ()
     frames = tuple(" ".join(f.split()) for f in raw)
     for i, frame in enumerate(frames):
-        if not FRAME_FORM.fullmatch(frame):
+        if not frame_form().fullmatch(frame):
             bad(f"{where}[{i}]", f"{frame!r} is not `function (file…)`: the function, then its file in "
                 "parentheses (`OrderedEnqueuer.get (keras/src/trainers/data_adapters/…)`)")
             return ()

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mgpu_doctor.matrix.known_issues import WILDCARD, KnownIssue, Signature
 from mgpu_doctor.model.evidence import EvidenceLine
-from mgpu_doctor.model.hang import Frame, ThreadStack
+
+if TYPE_CHECKING:  # annotations only: a hang's stacks are read by `hang`, never by the quick check
+    from mgpu_doctor.model.hang import Frame, ThreadStack
 
 
 @dataclass(frozen=True)

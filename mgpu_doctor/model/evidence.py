@@ -7,6 +7,7 @@ a line this keeps (`matrix validate` holds that), so nothing matchable is droppe
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -25,22 +26,51 @@ EVIDENCE_WORDS = (
     "insufficient", "not_initialized", "not supported", "non supported", "socket closed", "reset by peer",
     "dlopen", "perreplica", "replica context",
 )
-# Searched in the lowered line: an IGNORECASE alternation of these words is 13 times slower, and
-# every line of a paste or a log goes through it.
-_WORDS = re.compile("|".join(re.escape(w) for w in EVIDENCE_WORDS))
-# A traceback's frame line: where the user's code stands in it.
-FRAME = re.compile(r'^\s*File "(?P<file>[^"]{1,400})", line (?P<line>\d{1,9})(?:, in (?P<func>\S{1,200}))?')
-# The line a failure ends on: an exception (with its module path or not), a fatal check of
-# TensorFlow's C++ code, a crash the shell reports.
-_EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]{0,200}\.)?[A-Z]\w{0,80}"
-                        r"(?:Error|Exception|Exit|Interrupt|Failure)(?::|$)")
-# An exception quoted inside a sentence ('it shows "ValueError: Flattening a PerReplica ..."').
-_QUOTED_EXCEPTION = re.compile(r"[\s\"'`(]((?:[A-Za-z_][\w.]{0,200}\.)?[A-Z]\w{0,80}(?:Error|Exception)): \S")
-_CRASH = re.compile(r"\bCheck failed:|^Segmentation fault|\(core dumped\)|^Aborted\b|^Killed$"
-                    r"|^Fatal Python error")
-# A frame in an installed package or the standard library is not the user's code.
-_LIBRARY_PATH = re.compile(r"site-packages|dist-packages|/lib/python\d|^<frozen |\\lib\\|/usr/lib/"
-                           r"|mgpu_doctor[/\\]child_scripts")
+# The patterns below are compiled on first use (functools.cache), not at import: every run imports
+# this module, only a run given a text (a paste, a log) reads lines with them (7 ms of `check --quick`).
+
+
+@functools.cache
+def _words() -> re.Pattern[str]:
+    # Searched in the lowered line: an IGNORECASE alternation of these words is 13 times slower,
+    # and every line of a paste or a log goes through it.
+    return re.compile("|".join(re.escape(w) for w in EVIDENCE_WORDS))
+
+
+@functools.cache
+def frame_line() -> re.Pattern[str]:
+    """A traceback's frame line: where the user's code stands in it."""
+    return re.compile(r'^\s*File "(?P<file>[^"]{1,400})", line (?P<line>\d{1,9})'
+                      r'(?:, in (?P<func>\S{1,200}))?')
+
+
+@functools.cache
+def _exception() -> re.Pattern[str]:
+    # The line a failure ends on: an exception (with its module path or not), a fatal check of
+    # TensorFlow's C++ code, a crash the shell reports.
+    return re.compile(r"^(?:[A-Za-z_][\w.]{0,200}\.)?[A-Z]\w{0,80}"
+                      r"(?:Error|Exception|Exit|Interrupt|Failure)(?::|$)")
+
+
+@functools.cache
+def _quoted_exception() -> re.Pattern[str]:
+    # An exception quoted inside a sentence ('it shows "ValueError: Flattening a PerReplica ..."').
+    return re.compile(r"[\s\"'`(]((?:[A-Za-z_][\w.]{0,200}\.)?[A-Z]\w{0,80}(?:Error|Exception)): \S")
+
+
+@functools.cache
+def _crash() -> re.Pattern[str]:
+    return re.compile(r"\bCheck failed:|^Segmentation fault|\(core dumped\)|^Aborted\b|^Killed$"
+                      r"|^Fatal Python error")
+
+
+@functools.cache
+def _library_path() -> re.Pattern[str]:
+    # A frame in an installed package or the standard library is not the user's code.
+    return re.compile(r"site-packages|dist-packages|/lib/python\d|^<frozen |\\lib\\|/usr/lib/"
+                      r"|mgpu_doctor[/\\]child_scripts")
+
+
 LINE_CHARS = 300  # a kept line is cut to this many characters (after masking secrets)
 MAX_LINES = 400  # distinct lines kept from one text: the first and the last half of that
 
@@ -68,7 +98,7 @@ class EvidenceText:
 def keeps(text: str) -> bool:
     """Whether a line may show a failure: it names one of :data:`EVIDENCE_WORDS`, or is a frame
     of a traceback."""
-    return _WORDS.search(text.lower()) is not None or FRAME.match(text) is not None
+    return _words().search(text.lower()) is not None or frame_line().match(text) is not None
 
 
 def evidence_lines(lines: list[str], first_line: int = 1, keep_all: bool = False) -> list[EvidenceLine]:
@@ -118,7 +148,7 @@ class Failure:
         """"train.py, line 41, in <module>"; "" when the traceback shows none of the user's code."""
         if self.user_frame is None:
             return ""
-        match = FRAME.match(self.user_frame.text)
+        match = frame_line().match(self.user_frame.text)
         if match is None:
             return ""
         where = f"{match.group('file')}, line {match.group('line')}"
@@ -131,17 +161,17 @@ def failures(lines: list[EvidenceLine]) -> list[Failure]:
     out = []
     frame: EvidenceLine | None = None
     for line in lines:
-        match = FRAME.match(line.text)
+        match = frame_line().match(line.text)
         if match is not None:
-            if not _LIBRARY_PATH.search(match.group("file")):
+            if not _library_path().search(match.group("file")):
                 frame = line
             continue
-        if _EXCEPTION.match(line.text):
+        if _exception().match(line.text):
             out.append(Failure(line, frame))
             frame = None
-        elif (quoted := _QUOTED_EXCEPTION.search(line.text)) is not None:
+        elif (quoted := _quoted_exception().search(line.text)) is not None:
             out.append(Failure(EvidenceLine(line.line, line.text[quoted.start(1):], line.repeated), frame))
             frame = None
-        elif _CRASH.search(line.text):
+        elif _crash().search(line.text):
             out.append(Failure(line, None, crash=True))
     return out

@@ -10,23 +10,24 @@ from typing import TYPE_CHECKING, Any
 
 from mgpu_doctor.model.device_row import DeviceRow
 from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Severity
-from mgpu_doctor.model.hang import HangReading
 from mgpu_doctor.model.serde import to_jsonable
-from mgpu_doctor.model.smoke_runs import SmokeRun
 from mgpu_doctor.model.snapshot import Snapshot
 from mgpu_doctor.model.training import TrainingProfile
 
 if TYPE_CHECKING:
     from mgpu_doctor.model.drift import Drift
     from mgpu_doctor.model.fleet import Fleet
+    from mgpu_doctor.model.hang import HangReading
     from mgpu_doctor.model.libraries import LibrariesView
     from mgpu_doctor.model.multiworker import MultiWorkerRun
+    from mgpu_doctor.model.smoke_runs import SmokeRun
 
-# Sections only `fleet`, `libs`, `check --baseline` and a multi-worker smoke fill: their types
-# (modules of this package) are imported when a report is decoded (serde finds them through
-# __getattr__), not on every run (`check --quick`).
+# Sections only `fleet`, `libs`, `check --baseline`, a smoke, a multi-worker smoke and `hang` fill:
+# their types (modules of this package) are imported when a report is decoded (serde finds them
+# through __getattr__), not on every run (`check --quick`).
 LAZY_TYPES = {"Fleet": "mgpu_doctor.model.fleet", "LibrariesView": "mgpu_doctor.model.libraries",
-              "Drift": "mgpu_doctor.model.drift", "MultiWorkerRun": "mgpu_doctor.model.multiworker"}
+              "Drift": "mgpu_doctor.model.drift", "MultiWorkerRun": "mgpu_doctor.model.multiworker",
+              "SmokeRun": "mgpu_doctor.model.smoke_runs", "HangReading": "mgpu_doctor.model.hang"}
 
 
 def __getattr__(name: str) -> Any:

@@ -7,10 +7,11 @@ A fact that could not be gathered is an :class:`~mgpu_doctor.model.unavailable.U
 from __future__ import annotations
 
 import enum
+import importlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mgpu_doctor.model.collective_facts import CollectiveFacts, not_in_snapshot
 from mgpu_doctor.model.evidence import EvidenceText
@@ -20,10 +21,22 @@ from mgpu_doctor.model.markdown_json_block import (
     looks_like_markdown_report,
     normalise,
 )
-from mgpu_doctor.model.pasted import PastedFacts
 from mgpu_doctor.model.serde import SchemaError, from_jsonable, to_jsonable
 from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.process.inputs import MAX_GPUS, InputError, check_fact_sizes, parse_json, read_text
+
+if TYPE_CHECKING:
+    from mgpu_doctor.model.pasted import PastedFacts
+
+# Only a pasted text (`check --from ISSUE.txt`) fills `pasted`: its type is imported when a
+# snapshot is decoded (serde finds it through __getattr__), not on every run (`check --quick`).
+LAZY_TYPES = {"PastedFacts": "mgpu_doctor.model.pasted"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in LAZY_TYPES:
+        return getattr(importlib.import_module(LAZY_TYPES[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 SCHEMA_VERSION = 1
 KIND = "mgpu-doctor-snapshot"

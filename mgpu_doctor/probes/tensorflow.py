@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import replace
 from typing import Any
@@ -79,18 +80,21 @@ def tensorflow_facts_from_outcome(outcome: ChildOutcome) -> TensorFlowFacts | Un
     return replace(facts, warnings=facts.warnings + said) if said else facts
 
 
-# TensorFlow's C++ log lines that explain why GPUs are missing.
-NOTABLE_LOG = re.compile(
-    r"Cannot dlopen some GPU libraries|Could not load dynamic library|failed call to cuInit|"
-    r"Could not find cuda drivers|Skipping registering GPU devices|"
-    r"CUDA driver version is insufficient|Ignoring visible gpu device"
-)
+# Compiled on first use: only a TensorFlow probe's log is read with it, never by `check --quick`.
+@functools.cache
+def notable_log() -> re.Pattern[str]:
+    """TensorFlow's C++ log lines that explain why GPUs are missing."""
+    return re.compile(
+        r"Cannot dlopen some GPU libraries|Could not load dynamic library|failed call to cuInit|"
+        r"Could not find cuda drivers|Skipping registering GPU devices|"
+        r"CUDA driver version is insufficient|Ignoring visible gpu device"
+    )
 
 
 def notable_log_lines(stderr: str) -> list[str]:
     lines = []
     for line in stderr.splitlines():
-        if NOTABLE_LOG.search(line):
+        if notable_log().search(line):
             text = re.sub(r"^[IWEF]\d{4} [\d:. ]+\d+ \S+\] ", "", line.strip())
             if text not in lines:
                 lines.append(text)

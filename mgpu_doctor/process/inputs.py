@@ -23,6 +23,7 @@ The messages name the source and what is wrong with it; callers prefix nothing.
 from __future__ import annotations
 
 import codecs
+import functools
 import json
 import os
 import re
@@ -45,10 +46,23 @@ _BOMS = (
 )
 _BINARY_MAGIC = {b"\x7fELF": "an ELF executable or library", b"PK\x03\x04": "a zip archive",
                  b"\x1f\x8b": "a gzip archive", b"%PDF": "a PDF document"}
-# A string token of JSON, or one bracket: what the depth scan needs to see.
-_JSON_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-_SURROGATE = re.compile("[\ud800-\udfff]")
+# The JSON patterns are compiled on first use: `check --quick` reads no JSON file with them.
+
+
+@functools.cache
+def _json_tokens() -> re.Pattern[str]:
+    """A string token of JSON, or one bracket: what the depth scan needs to see."""
+    return re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+
+
+@functools.cache
+def _surrogate_escape() -> re.Pattern[str]:
+    return re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+@functools.cache
+def _surrogate() -> re.Pattern[str]:
+    return re.compile("[\ud800-\udfff]")
 
 
 class InputError(ValueError):
@@ -162,7 +176,7 @@ def parse_json(text: str, source: str) -> Any:
         data = json.loads(text, parse_int=lambda digits: _int(digits, source))
     except RecursionError:  # the depth scan should have caught it; never a traceback
         raise InputError(f"{source}: JSON nested too deeply to read") from None
-    if _SURROGATE_ESCAPE.search(text):
+    if _surrogate_escape().search(text):
         data = _without_surrogates(data)  # depth is bounded above: the recursion is safe
     return data
 
@@ -176,7 +190,7 @@ def _int(digits: str, source: str) -> int:
 
 def _check_depth(text: str, source: str) -> None:
     depth = 0
-    for match in _JSON_TOKENS.finditer(text):
+    for match in _json_tokens().finditer(text):
         token = match.group()
         if token in "[{":
             depth += 1
@@ -192,7 +206,7 @@ def _without_surrogates(data: Any) -> Any:
     """Lone surrogates (a non-UTF-8 file name or environment value, escaped by ``json.dumps``)
     replaced by U+FFFD: still readable, and printable."""
     if isinstance(data, str):
-        return _SURROGATE.sub("\ufffd", data)
+        return _surrogate().sub("\ufffd", data)
     if isinstance(data, dict):
         return {_without_surrogates(k): _without_surrogates(v) for k, v in data.items()}
     if isinstance(data, list):
