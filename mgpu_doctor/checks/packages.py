@@ -77,7 +77,7 @@ def check_keras(env: ResolvedEnvironment) -> list[Finding]:
     tf = env.tensorflow
     if tf.version is None:
         raise CheckSkipped("no TensorFlow distribution installed" if tf.absent
-                           else f"TensorFlow version not known ({tf.describe()})")
+                           else f"TensorFlow version not known ({tf.why_unknown()})")
     tf_version = tf.version
     legacy = env.legacy_keras is True
     keras, tf_keras = env.keras, env.tf_keras
@@ -166,7 +166,7 @@ def check_python_for_tensorflow(env: ResolvedEnvironment) -> list[Finding]:
         raise CheckSkipped("no TensorFlow version known")
     if python.version is None:
         raise CheckSkipped("no Python version named" if env.snapshot is None
-                           else f"Python version not known ({python.describe()})")
+                           else f"Python version not known ({python.why_unknown()})")
     build = bundled_tensorflow_table().build_for(tf.text)
     if build is None:
         raise CheckSkipped(f"no tested-build row for TensorFlow {tf.text}")

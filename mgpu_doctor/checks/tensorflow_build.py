@@ -28,7 +28,7 @@ def built_for(env: ResolvedEnvironment) -> BuiltFor:
         raise CheckSkipped(f"TensorFlow {env.tensorflow.text} is a CPU-only build")
     if not env.built_cuda.known:
         if not env.tensorflow.known:
-            raise CheckSkipped(f"TensorFlow's build is unknown ({env.tensorflow.describe()})")
+            raise CheckSkipped(f"TensorFlow's build is unknown ({env.tensorflow.why_unknown()})")
         missing = env.built_cuda.missing
         raise CheckSkipped(missing.detail if missing is not None else "TensorFlow's build is unknown")
     cuda, cudnn = env.built_cuda, env.built_cudnn

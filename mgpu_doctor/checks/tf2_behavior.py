@@ -26,7 +26,7 @@ def check_tf2_behavior(env: ResolvedEnvironment) -> list[Finding]:
     version = env.tensorflow.version
     if version is None:
         missing = env.tensorflow.missing
-        raise CheckSkipped(f"no TensorFlow version known ({env.tensorflow.describe()})",
+        raise CheckSkipped(f"no TensorFlow version known ({env.tensorflow.why_unknown()})",
                            fact_failed=missing is not None and missing.reason == "failed")
     if version.major >= 2:
         raise CheckSkipped(f"TensorFlow {env.tensorflow.text} always runs in its TF2 mode")

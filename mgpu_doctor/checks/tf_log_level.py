@@ -20,7 +20,7 @@ CODES = ("tensorflow.log-level-ok", "tensorflow.log-level-hides-loading-errors")
 def check_tensorflow_log_level(env: ResolvedEnvironment) -> list[Finding]:
     snapshot = need_machine(env)
     if not env.tensorflow.known:  # no TensorFlow (or no working Python) here: nothing logs
-        raise CheckSkipped(f"no TensorFlow here ({env.tensorflow.describe()})")
+        raise CheckSkipped(f"no TensorFlow here ({env.tensorflow.why_unknown()})")
     need_env(snapshot, VARIABLE)
     value = snapshot.env.get(VARIABLE)
     if value is None:

@@ -99,6 +99,13 @@ class ResolvedVersion:
             return f"{self.range} ({self.range_origin})"
         return str(self.missing) if self.missing is not None else "not known"
 
+    def why_unknown(self) -> str:
+        """What :meth:`describe` says, inside a sentence that already says it is unknown: the
+        missing value's detail without its reason ("skipped: ...")."""
+        if self.chosen is None and not self.range and self.missing is not None and self.missing.detail:
+            return self.missing.detail
+        return self.describe()
+
     def disagreeing(self) -> tuple[Reading, ...]:
         """Other sources that name a different release (12.5 and 12.5.82 agree; 12.5 and 12.4 do not)."""
         if self.chosen is None or self.chosen.version is None:
