@@ -3,14 +3,13 @@ not to be confused with `mgpu-doctor report`, the bug report (`renderers/bug_rep
 
 from __future__ import annotations
 
-import importlib
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mgpu_doctor.model.device_row import DeviceRow
 from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Severity
-from mgpu_doctor.model.serde import to_jsonable
+from mgpu_doctor.model.serde import lazy_types, to_jsonable
 from mgpu_doctor.model.snapshot import Snapshot
 from mgpu_doctor.model.training import TrainingProfile
 
@@ -30,10 +29,7 @@ LAZY_TYPES = {"Fleet": "mgpu_doctor.model.fleet", "LibrariesView": "mgpu_doctor.
               "SmokeRun": "mgpu_doctor.model.smoke_runs", "HangReading": "mgpu_doctor.model.hang"}
 
 
-def __getattr__(name: str) -> Any:
-    if name in LAZY_TYPES:
-        return getattr(importlib.import_module(LAZY_TYPES[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_types(LAZY_TYPES)
 
 
 REPORT_SCHEMA_VERSION = 1

@@ -28,6 +28,19 @@ class SchemaError(ValueError):
         self.message = message
 
 
+
+def lazy_types(types_by_module: dict[str, str]) -> typing.Callable[[str], Any]:
+    """A module's ``__getattr__`` (PEP 562) that imports each named type from its module on first
+    use: a type only decoding needs is not imported on every run, and decoding still finds it."""
+    import importlib
+
+    def module_getattr(name: str) -> Any:
+        if name in types_by_module:
+            return getattr(importlib.import_module(types_by_module[name]), name)
+        raise AttributeError(name)
+
+    return module_getattr
+
 def to_jsonable(value: Any) -> Any:
     """Dataclasses, enums, tuples and dicts to plain JSON types."""
     if isinstance(value, Unavailable):

@@ -7,7 +7,6 @@ A fact that could not be gathered is an :class:`~mgpu_doctor.model.unavailable.U
 from __future__ import annotations
 
 import enum
-import importlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +20,7 @@ from mgpu_doctor.model.markdown_json_block import (
     looks_like_markdown_report,
     normalise,
 )
-from mgpu_doctor.model.serde import SchemaError, from_jsonable, to_jsonable
+from mgpu_doctor.model.serde import SchemaError, from_jsonable, lazy_types, to_jsonable
 from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.process.inputs import MAX_GPUS, InputError, check_fact_sizes, parse_json, read_text
 
@@ -33,10 +32,7 @@ if TYPE_CHECKING:
 LAZY_TYPES = {"PastedFacts": "mgpu_doctor.model.pasted"}
 
 
-def __getattr__(name: str) -> Any:
-    if name in LAZY_TYPES:
-        return getattr(importlib.import_module(LAZY_TYPES[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_types(LAZY_TYPES)
 
 SCHEMA_VERSION = 1
 KIND = "mgpu-doctor-snapshot"
