@@ -29,7 +29,7 @@ LAZY_TYPES = {"Fleet": "mgpu_doctor.model.fleet", "LibrariesView": "mgpu_doctor.
               "SmokeRun": "mgpu_doctor.model.smoke_runs", "HangReading": "mgpu_doctor.model.hang"}
 
 
-__getattr__ = lazy_types(LAZY_TYPES)
+__getattr__ = lazy_types(__name__, LAZY_TYPES)
 
 
 REPORT_SCHEMA_VERSION = 1

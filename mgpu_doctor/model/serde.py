@@ -29,7 +29,7 @@ class SchemaError(ValueError):
 
 
 
-def lazy_types(types_by_module: dict[str, str]) -> typing.Callable[[str], Any]:
+def lazy_types(module: str, types_by_module: dict[str, str]) -> typing.Callable[[str], Any]:
     """A module's ``__getattr__`` (PEP 562) that imports each named type from its module on first
     use: a type only decoding needs is not imported on every run, and decoding still finds it."""
     import importlib
@@ -37,7 +37,7 @@ def lazy_types(types_by_module: dict[str, str]) -> typing.Callable[[str], Any]:
     def module_getattr(name: str) -> Any:
         if name in types_by_module:
             return getattr(importlib.import_module(types_by_module[name]), name)
-        raise AttributeError(name)
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
 
     return module_getattr
 

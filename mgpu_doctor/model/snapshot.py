@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 LAZY_TYPES = {"PastedFacts": "mgpu_doctor.model.pasted"}
 
 
-__getattr__ = lazy_types(LAZY_TYPES)
+__getattr__ = lazy_types(__name__, LAZY_TYPES)
 
 SCHEMA_VERSION = 1
 KIND = "mgpu-doctor-snapshot"
