@@ -45,6 +45,7 @@ from tests.user_model_runs import (
     TRACED,
     USER_MODELS,
     check_expected_difference,
+    check_loss_nan_located,
     explained,
     traced_in,
     trained_runs,
@@ -456,14 +457,7 @@ def test_a_custom_loss_s_nan_is_located_in_the_loss_with_the_replica_and_its_bat
     """The step replayed layer by layer from the weights before it: eagerly on each replica (2.15),
     through Keras' session on each replica's share of the batch (1.15's graph mode)."""
     env = env_named(name)
-    [multi], found = explained("log_loss", 2, str(ready(env).python), child_env(env), skip_single=True)
-    origin = multi.nonfinite_origin
-    assert multi.status == "nan" and origin is not None, multi
-    assert (origin.kind, origin.name, origin.replica, origin.how) == ("loss", "poisson_log", 0, "replayed"), origin
-    assert (origin.epoch, origin.step, origin.batch_shapes) == (1, 1, [[32, 6], [32, 6]])
-    nan = found["smoke.model.nan"]
-    assert "NaN in the loss poisson_log on replica 0 in step 1 of epoch 1" in nan.title, nan.title
-    assert "replica 0 of 2, whose batch there was (32, 6)" in "\n".join(nan.evidence)
+    check_loss_nan_located(str(ready(env).python), child_env(env))
 
 
 @pytest.mark.parametrize("name", NAMES)

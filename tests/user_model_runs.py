@@ -80,3 +80,17 @@ def check_expected_difference(python: str, env: dict[str, str]) -> None:
     mismatch = found["smoke.model.loss-mismatch"]
     assert mismatch.severity.value == "warning" and multi.loss_vs_single > 0.1
     assert any(line.startswith("expected difference: 0.00%, no layer") for line in mismatch.evidence), mismatch
+
+
+def check_loss_nan_located(python: str, env: dict[str, str]):
+    """A custom loss's NaN (replica_effects.log_loss on 2 devices) is located in the loss, with its
+    replica, step and batch; returns the findings by code for what else a caller checks."""
+    [multi], found = explained("log_loss", 2, python, env, skip_single=True)
+    origin = multi.nonfinite_origin
+    assert multi.status == "nan" and origin is not None, multi
+    assert (origin.kind, origin.name, origin.replica, origin.how) == ("loss", "poisson_log", 0, "replayed"), origin
+    assert (origin.epoch, origin.step, origin.batch_shapes) == (1, 1, [[32, 6], [32, 6]])
+    nan = found["smoke.model.nan"]
+    assert "NaN in the loss poisson_log on replica 0 in step 1 of epoch 1" in nan.title, nan.title
+    assert "replica 0 of 2, whose batch there was (32, 6)" in "\n".join(nan.evidence)
+    return found
