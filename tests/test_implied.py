@@ -192,3 +192,13 @@ def test_a_broken_implied_table_is_bad_input_up_front(monkeypatch):
     monkeypatch.setattr(tables, "bundled_ngc_table", broken)
     with pytest.raises(BadInput, match="release\\[0\\]\\.cuda"):
         query(["keras==3.5.0"])
+
+
+def test_a_check_skipped_for_an_unknown_tensorflow_says_why_once(capsys):
+    from mgpu_doctor.cli import main
+
+    main(["matrix", "query", "image=nvcr.io/nvidia/tensorflow:23.03-tf2-py3"])
+    flat = " ".join(capsys.readouterr().out.split())
+    assert ("(skipped: TensorFlow version not known (tensorflow not named in the query; the TensorFlow of "
+            "NVIDIA's 23.03 tf2 is not in the NGC table))") in flat
+    assert "(skipped: TensorFlow version not known (skipped:" not in flat
