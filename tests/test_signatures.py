@@ -401,3 +401,7 @@ def test_a_traceback_alone_names_the_keras3_multi_worker_entry_of_the_bundled_ma
     assert named["severity"] == "warning"
     assert "the pasted text, line 9: ValueError: Attempt to convert a value (PerReplica:{" in named["evidence"]
     assert "tf-keras" in named["fix"]
+    # the line's source is the project's own reproduction: named by its title, not README.md's section
+    [printed] = [e for e in named["evidence"] if e.startswith("the line it prints")]
+    assert printed.startswith("the line it prints (from mgpu-doctor's reproduction with TensorFlow 2.21.0")
+    assert "README.md" not in printed

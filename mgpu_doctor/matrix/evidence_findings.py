@@ -73,6 +73,15 @@ def failures_and_mechanisms(lines: Sequence[EvidenceLine]) -> list[Failure]:
     return sorted(found, key=lambda f: f.line.line)
 
 
+def _source_name(issue: KnownIssue, source: str) -> str:
+    """A signature's source as a reader knows it: a thread by its address, a write-up (no address)
+    by its title, not by the file and section that hold it."""
+    for s in issue.sources:
+        if not s.url and s.ref == source and s.title:
+            return s.title
+    return source
+
+
 def signature_finding(hit: SignatureHit, env: Environment) -> Finding | None:
     """A known issue a line names. A line many causes print names the entry only where nothing
     known contradicts it, and then as one possible cause."""
@@ -81,7 +90,7 @@ def signature_finding(hit: SignatureHit, env: Environment) -> Finding | None:
     if not signature.identifies and a.verdict is Verdict.NO_MATCH:
         return None
     evidence = [f"{hit.where}: {hit.line.text}",
-                f"the line it prints (from {signature.source}): {signature.text}"]
+                f"the line it prints (from {_source_name(issue, signature.source)}): {signature.text}"]
     if a.verdict is Verdict.MATCHES:
         evidence += [f"matches: {line}" for line in a.agrees]
         evidence += [f"applies {line}" for line in a.usage_unknown]
