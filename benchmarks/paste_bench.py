@@ -4,8 +4,8 @@ Runs `python -m mgpu_doctor check --from FILE --format json` on every paste list
 benchmarks/pastes/pastes.toml and compares what the report says it read with the facts written down by hand
 for that paste (tensorflow, keras, python, cuda, cudnn, driver, gpu, os, nccl, horovod).
 
-    python benchmarks/paste_bench.py          # misreads per paste, then the figures per split (dev, heldout, any
-                                              # later held-out set) and all
+    python benchmarks/paste_bench.py          # misreads per paste, then the figures per split (dev,
+                                              # heldout, any later held-out set) and all
     python benchmarks/paste_bench.py --json   # the same figures as JSON (and the rows)
 
 What the report "read", per kind (the facts it presents as the paste's own; a set-up it keeps apart as
