@@ -4,7 +4,8 @@ Runs `python -m mgpu_doctor check --from FILE --format json` on every paste list
 benchmarks/pastes/pastes.toml and compares what the report says it read with the facts written down by hand
 for that paste (tensorflow, keras, python, cuda, cudnn, driver, gpu, os, nccl, horovod).
 
-    python benchmarks/paste_bench.py          # misreads per paste, then the figures for dev, heldout and all
+    python benchmarks/paste_bench.py          # misreads per paste, then the figures per split (dev,
+                                              # heldout, any later held-out set) and all
     python benchmarks/paste_bench.py --json   # the same figures as JSON (and the rows)
 
 What the report "read", per kind (the facts it presents as the paste's own; a set-up it keeps apart as
@@ -345,19 +346,18 @@ def main(argv: list[str] | None = None) -> int:
         if notes:
             print(f"{r['file']} [{r['split']}]: " + "; ".join(notes))
     print()
-    print(f"{'kind':<11} {'split':<8} {'precision':>9} {'(right/read)':>13} {'recall':>7} "
+    print(f"{'kind':<11} {'split':<9} {'precision':>9} {'(right/read)':>13} {'recall':>7} "
           f"{'(found/expected)':>17}")
     for kind in (*KINDS, "versions"):
-        for split in ("dev", "heldout", "all"):
-            f = splits[split][kind]
-            print(f"{kind:<11} {split:<8} {_ratio(f['precision']):>9} {f['right']:>6}/{f['read']:<6} "
+        for split, by_kind in splits.items():
+            f = by_kind[kind]
+            print(f"{kind:<11} {split:<9} {_ratio(f['precision']):>9} {f['right']:>6}/{f['read']:<6} "
                   f"{_ratio(f['recall']):>7} {f['found']:>8}/{f['expected']:<8}")
     print()
     for key, label in (("pastes", "pastes"), ("rejected_not_a_paste", "rejected (exit 2, not a paste)"),
                        ("rejected_with_version", "  of those, the paste states a version"),
                        ("timeouts_or_errors", "timeouts or unreadable output")):
-        print(f"{label:<40} dev {splits['dev'][key]:>4}  heldout {splits['heldout'][key]:>4}  "
-              f"all {splits['all'][key]:>4}")
+        print(f"{label:<40} " + "  ".join(f"{split} {figs[key]:>4}" for split, figs in splits.items()))
     return 0
 
 

@@ -53,7 +53,8 @@ class PastedImage:
     """A container image the paste names (``docker run``, ``FROM``, a tag typed in a template).
 
     ``kind``: ``tensorflow`` (Docker Hub's tensorflow/tensorflow, whose tag names the TensorFlow
-    release), ``ngc`` (NVIDIA's nvcr.io images, whose tag is NVIDIA's release, not TensorFlow's).
+    release), ``ngc`` (NVIDIA's nvcr.io images, whose tag is NVIDIA's release, not TensorFlow's),
+    ``horovod`` (horovod/horovod, whose tag names Horovod's, TensorFlow's and Python's versions).
     """
 
     line: int

@@ -78,15 +78,25 @@ def find_driver_lines(lines: list[str]) -> list[Found]:
 _TF_IMAGE = re.compile(r"(?<![\w.-])(?:docker\.io/)?tensorflow/tensorflow:(?P<tag>[\w][\w.-]{0,127})")
 _NGC_IMAGE = re.compile(r"(?<![\w.-])nvcr\.io/nvidia/(?P<name>[\w.-]{1,64}):(?P<tag>[\w][\w.-]{0,127})")
 _TAG_VERSION = re.compile(r"(?P<v>\d{1,2}\.\d{1,3}(?:\.\d{1,3})?(?:rc\d{1,2})?)(?![\w.]{0,3}\d)")
+# Horovod's images (horovod/horovod, horovod/horovod-ray ...) are tagged with what they hold, a tag people
+# also quote alone: "0.16.4-tf1.14.0-torch1.1.0-mxnet1.4.1-py3.6" is Horovod 0.16.4, TensorFlow 1.14.0,
+# Python 3.6.
+_HOROVOD_TAG = re.compile(
+    r"(?<![\w.-])(?P<image>horovod/horovod[\w-]{0,20}:)?(?P<horovod>\d{1,2}\.\d{1,3}\.\d{1,3})"
+    r"-tf(?P<tensorflow>\d{1,2}\.\d{1,3}\.\d{1,3}(?:rc\d{1,2})?)(?:-(?:torch|pytorch|mxnet)[\w.]{1,20}){0,3}"
+    r"-py(?P<python>\d\.\d{1,2})(?![\w.])")
 
 
 def find_images(lines: list[str]) -> list[Found]:
     """The images named: a tensorflow/tensorflow tag names its TensorFlow release ("2.18.0-gpu-jupyter"
     -> 2.18.0; "latest-gpu" names none); an NGC tag is NVIDIA's release ("23.03-tf2-py3"), whose
-    TensorFlow is in NVIDIA's release notes, not in the tag: recorded as the image only."""
+    TensorFlow is in NVIDIA's release notes, not in the tag: recorded as the image only; a Horovod tag
+    names Horovod's, TensorFlow's and Python's versions."""
     out = Found("Container image", 0, 0, RANK_PACKAGES)
     for i, line in enumerate(lines):
         text = line[:MAX_SCANNED]
+        if "-tf" in text and "-py" in text:
+            _horovod_images(out, i, text)
         if "tensorflow/tensorflow:" not in text and "nvcr.io/nvidia/" not in text:
             continue
         for match in _TF_IMAGE.finditer(text):
@@ -111,6 +121,20 @@ def find_images(lines: list[str]) -> list[Found]:
     out.used = sorted(set(out.used))
     out.first, out.last = out.used[0], out.used[-1]
     return [out]
+
+
+def _horovod_images(out: Found, i: int, text: str) -> None:
+    for match in _HOROVOD_TAG.finditer(text):
+        tag = match.group(0).split(":", 1)[-1]
+        image = match.group(0) if match.group("image") else f"horovod/horovod:{tag}"
+        out.images.append(PastedImage(i + 1, image, "horovod", match.group("tensorflow")))
+        for key in ("horovod", "tensorflow", "python"):
+            if key not in out.versions:
+                out.versions[key] = match.group(key)
+                out.version_lines[key] = i
+        out.facts.append(f"Horovod image tag {tag} (line {i + 1}): Horovod {match.group('horovod')}, "
+                         f"TensorFlow {match.group('tensorflow')}, Python {match.group('python')}")
+        out.used.append(i)
 
 
 # --- horovodrun / mpirun -----------------------------------------------------------------------

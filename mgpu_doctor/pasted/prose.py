@@ -13,15 +13,27 @@ import re
 
 from mgpu_doctor.pasted.text import MAX_SCANNED, RANK_PROSE, Found
 
+_NAME = (r"(?P<name>tensorflow[-_]gpu|tensorflow|tf[-_]nightly(?:[-_]gpu)?|tf|keras|python"
+         r"|cuda[ _-]?toolkit|cuda|cudnn|nccl|horovod|open ?mpi|nvidia[ -]drivers?|drivers?)")
+_V = r"\d{1,4}(?:\.\d{1,6}){0,3}(?:-?rc\d{1,3}|[.-]?dev\d{0,10}|\.post\d{1,4})?"
 # What a name in a sentence states. A name glued to a package's ("tf.keras", "nccl-tests",
 # "tensorflow/tensorflow:…", "tensorflow-estimator") is not that package's version.
 _MENTION = re.compile(
-    r"(?i)(?<![\w/.\\-])(?P<name>tensorflow[-_]gpu|tensorflow|tf[-_]nightly(?:[-_]gpu)?|tf|keras|python"
-    r"|cuda[ _-]?toolkit|cuda"
-    r"|cudnn|nccl|horovod|open ?mpi|nvidia[ -]drivers?|drivers?)"
+    rf"(?i)(?<![\w/.\\-]){_NAME}"
     r"(?P<key>\s{0,3}(?:version|ver\.?)(?![a-z]))?"
-    r"(?P<sep>\s{0,3}(?:==?|:|\bis\b|-)?\s{0,3})"
-    r"v?(?P<v>\d{1,4}(?:\.\d{1,6}){0,3}(?:-?rc\d{1,3}|[.-]?dev\d{0,10}|\.post\d{1,4})?)(?![\w.]{0,40}\d)")
+    # a value may stand in a code span: "Nvidia-driver `430.40`"
+    r"(?P<sep>\s{0,3}(?:==?|:|\bis\b|-)?\s{0,3}[`'\"*]{0,2})"
+    rf"v?(?P<v>{_V})(?![\w.]{{0,40}}\d)")
+# A change the text says it made: "upgraded the host nvidia driver to 375.39", "updated the gpu driver from
+# 375.26 to 375.39": the version it went to is the one there now, the one it came from is old.
+_CHANGED_TO = re.compile(
+    rf"(?i)(?<![\w/.\\-]){_NAME}(?P<key>\s{{0,3}}(?:version|ver\.?)(?![a-z]))?"
+    rf"(?P<sep>\s{{1,3}}(?:from\s{{1,3}}[`'\"]?v?(?P<old>{_V})[`'\"]?\s{{1,3}})?to\s{{1,3}}[`'\"]?)"
+    rf"v?(?P<v>{_V})(?![\w.]{{0,40}}\d)")
+# ... said as done: "going to try to downgrade the drivers to 550" names a version not there yet.
+_CHANGED = re.compile(r"(?i)\b(?:upgraded|updated|downgraded|switched|changed|moved)\b")
+# An apt package of a CUDA release: "cuda-toolkit-11-2", "cuda-11-8" (its minor after a dash).
+_APT_MINOR = re.compile(r"-(?P<minor>\d{1,2})(?![\w.])")
 _NAMES = {"tensorflow": "tensorflow", "tensorflow-gpu": "tensorflow", "tensorflow_gpu": "tensorflow",
           "tf-nightly": "tensorflow", "tf-nightly-gpu": "tensorflow", "tf": "tensorflow", "keras": "keras",
           "python": "python",
@@ -81,6 +93,7 @@ KIND = "Versions in prose"
 OLD_SETUP = "a set-up the text calls old or working"
 WANTED = "a version the text names as required, supported or an example"
 NOT_INSTALLED = "a version the text could not install or removed"
+CHANGED_FROM = "the version the text says it changed from"
 
 
 def find_prose(lines: list[str], covered: set[int], old: dict[int, int] | None = None) -> list[Found]:
@@ -98,6 +111,8 @@ def find_prose(lines: list[str], covered: set[int], old: dict[int, int] | None =
         pairs = list(_pairs(text))
         for match in _mention_matches(text, pairs):
             what, version = _mention(match, text) if isinstance(match, re.Match) else match[2:]
+            if what and isinstance(match, re.Match) and match.re is _CHANGED_TO and match.group("old"):
+                out.previous.append(f"{what} {match.group('old')} (line {i + 1}: {CHANGED_FROM})")
             start, end = (match.start(), match.end()) if isinstance(match, re.Match) else match[:2]
             if not what:
                 if isinstance(match, re.Match) and match.group("name").lower() in (
@@ -152,6 +167,11 @@ def _mention_matches(text: str, pairs: list[tuple[int, int, str, str, str, str]]
         out += [(start, end, what, version) for what, version in ((what_a, version_a), (what_b, version_b))
                 if "." in version or what in _MAJOR_ALONE]
     out += [m for m in _MENTION.finditer(text) if not any(p[0] <= m.start() < p[1] for p in pairs)]
+    for m in _CHANGED_TO.finditer(text):
+        sentence_start, _ = _span(text, m.start(), m.end(), _SENTENCE_END)
+        if _CHANGED.search(text, sentence_start, m.start()) and not any(
+                p[0] <= m.start() < p[1] for p in pairs):
+            out.append(m)
     return sorted(out, key=lambda m: m.start() if isinstance(m, re.Match) else m[0])
 
 
@@ -261,6 +281,9 @@ def _mention(match: re.Match[str], text: str) -> tuple[str, str]:
     name = re.sub(r"\s+", " ", match.group("name").lower())
     what = _NAMES.get(name, "") or _NAMES.get(name.replace("_", "-"), "")  # tf_nightly_gpu, pip's spelling
     version = match.group("v")
+    apt = _APT_MINOR.match(text, match.end())
+    if what == "cuda" and apt and "." not in version and match.group("sep").strip() == "-":
+        version = f"{version}.{apt.group('minor')}"  # "cuda-toolkit-11-2": CUDA 11.2
     after_key = match.end("key") if match.group("key") else match.end("name")
     if _RANGE_AFTER.match(text, match.end("name")) or _RANGE_AFTER.match(text, after_key):
         return "", ""

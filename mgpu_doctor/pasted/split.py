@@ -7,6 +7,7 @@ fact no part states is unavailable "not in the pasted text".
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -27,6 +28,7 @@ from mgpu_doctor.model.snapshot import (
 from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.pasted.build_info import find_build_info
 from mgpu_doctor.pasted.commands import find_driver_lines, find_images, find_launches, find_nvcc
+from mgpu_doctor.pasted.interpreter import find_printed_versions
 from mgpu_doctor.pasted.nvidia_smi import NOT_PASTED, bus_key, find_query, find_table, find_xml, not_pasted
 from mgpu_doctor.pasted.packages import INTERESTING, find_packages
 from mgpu_doctor.pasted.prose import OLD_SETUP, find_prose, previous_lines
@@ -34,6 +36,7 @@ from mgpu_doctor.pasted.system_info import find_system_info
 from mgpu_doctor.pasted.text import (
     MAX_SCANNED,
     RANK_LOG,
+    RANK_PACKAGES,
     RANK_PROSE,
     RANK_TEMPLATE,
     Found,
@@ -49,7 +52,7 @@ T = TypeVar("T")
 
 READERS: tuple[Callable[[list[str]], list[Found]], ...] = (
     find_system_info, find_xml, find_query, find_table, find_packages, find_build_info, find_collect_env,
-    find_tf_env, find_log, find_nvcc, find_driver_lines, find_images, find_launches,
+    find_tf_env, find_log, find_nvcc, find_driver_lines, find_images, find_launches, find_printed_versions,
 )
 # How a table of GPUs is preferred: the fullest output first.
 _SMI_ORDER = ("nvidia-smi -q -x", "nvidia-smi -q", "nvidia-smi")
@@ -152,6 +155,7 @@ def snapshot_from_paste(text: str, source: str, now: _dt.datetime | None = None,
                 f.version_lines["cuda"] = f.version_lines["cuda_directory"]
         if stating:
             best = max(stating, key=lambda f: f.rank)  # max keeps the first of equal ranks
+            stating = _typed_below_printed(key, stating, best)
             versions[key] = PastedVersion(
                 best.versions[key], _stated_where(best, key, where),
                 _listed([f"{f.versions[key]} ({_stated_where(f, key, where)})"
@@ -194,6 +198,29 @@ def snapshot_from_paste(text: str, source: str, now: _dt.datetime | None = None,
         python=python, packages=packages, env={}, nvml=nvml, tensorflow=tensorflow,
         libraries=not_pasted(), collective=not_pasted(), pasted=pasted,
     )
+
+
+def _typed_below_printed(key: str, stating: list[Found], best: Found) -> list[Found]:
+    """Where a tool printed the version (a package list, the interpreter, nvidia-smi, a log), another release
+    typed in a sentence is what the writer believed or tried, not what ran: kept as a fact of its part,
+    not as another version of the paste (the same release said shorter stays one of its others)."""
+    if best.rank < RANK_PACKAGES:
+        return stating
+    kept = []
+    for f in stating:
+        if f.rank == RANK_PROSE and not _same_release(f.versions[key], best.versions[key]):
+            line = f.version_lines.get(key, f.first) + 1
+            f.facts.append(f"{key} {f.versions[key]} (line {line}): typed in a sentence; not taken, "
+                           f"{best.kind} shows {best.versions[key]}")
+            continue
+        kept.append(f)
+    return kept
+
+
+def _same_release(typed: str, printed: str) -> bool:
+    """"455.23" typed is "455.23.05" printed, said shorter; "3.02" is not "3.0.5"."""
+    typed_parts, printed_parts = re.split(r"[.+-]", typed), re.split(r"[.+-]", printed)
+    return printed_parts[:len(typed_parts)] == typed_parts
 
 
 def _listed(items: list[T]) -> list[T]:

@@ -42,6 +42,8 @@ _NEVER_A_KEY = re.compile(r"^\s*(?:$|\d+(?!\.\s)|[|+=<\[]|[IWEF]\d{4})")
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+\S")
 MAX_BLOCK_LINES = 400
 _VERSION_KEYS = ("tensorflow", "keras", "python", "cuda", "cudnn", "nccl", "driver", "horovod", "mpi")
+# A requirement typed as the answer (">=2.2", "> =2.2", "<3.11") says what would do, not what is installed.
+_REQUIREMENT = re.compile(r"^\s*(?:[<>~!]\s?=?|=(?!=))\s?v?\d")
 
 
 @functools.lru_cache(maxsize=4096)  # a long paste repeats the same few keys
@@ -173,7 +175,9 @@ def _read_block(lines: list[str], start: int) -> tuple[Found | None, int]:
         out.facts.append(f"{what}: {value}")
         for key in {"cuda/cudnn": ("cuda", "cudnn"), "framework-version": ("tensorflow",)}.get(what, (what,)):
             out.version_lines[key] = at
-        if what in _VERSION_KEYS:
+        if what in _VERSION_KEYS + ("cuda/cudnn", "framework-version") and _REQUIREMENT.match(value):
+            out.facts[-1] += " (a requirement, not an installed version)"
+        elif what in _VERSION_KEYS:
             version = first_version(value)
             if version and (what != "python" or "." in version):  # "Python 3" says too little
                 out.versions[what] = cudnn_from_number(version) if what == "cudnn" else version
@@ -230,10 +234,20 @@ def split_cuda_cudnn(value: str) -> tuple[str, str]:
         return first_version(value), ""
     pieces = re.split(r"\s*[/,;|]\s*|\s+and\s+|\s+", value.strip(), maxsplit=1)
     cuda = first_version(pieces[0]) if pieces and stated(pieces[0]) else ""
-    cudnn = first_version(pieces[1]) if len(pieces) > 1 and stated(pieces[1]) else ""
+    cudnn = _cudnn_of(pieces[1]) if len(pieces) > 1 and stated(pieces[1]) else ""
     if cuda and not cudnn:
         return one_of_cuda_cudnn(cuda)
     return cuda, cudnn
+
+
+def _cudnn_of(piece: str) -> str:
+    """The cuDNN half of a "CUDA/cuDNN" value. cuDNN has no major 10 or above: "11.2(8.1 I think)" repeats
+    the CUDA version and gives cuDNN's in its parenthesis; a CUDNN_VERSION number ("7603") is cuDNN's."""
+    dotted = re.findall(r"(?<![\w.])\d{1,2}(?:\.\d{1,6}){1,3}(?![\w.])", piece)
+    for version in [first_version(piece)] + dotted:
+        if version and (int(version.split(".")[0]) < 10 or len(version) in (4, 5) and version.isdecimal()):
+            return version
+    return ""
 
 
 def one_of_cuda_cudnn(version: str) -> tuple[str, str]:

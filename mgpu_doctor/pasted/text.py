@@ -54,7 +54,7 @@ def _unquoted(line: str) -> str:
     start = 0
     while True:
         at = _BLANKS.match(line, start).end()  # type: ignore[union-attr]
-        if not line.startswith(">", at) or line.startswith(">>>", at):
+        if not line.startswith(">", at) or line.startswith(">>>", at) or _COMPARISON.match(line, at):
             return line[start:] if start else line
         start = at + 1
         if line.startswith(" ", start):
@@ -62,6 +62,7 @@ def _unquoted(line: str) -> str:
 
 
 _BLANKS = re.compile(r"\s*")
+_COMPARISON = re.compile(r">\s?=\s?v?\d")  # "> =2.2" typed as a version's answer: ">=", not a quote
 _NAME_GLUED = re.compile(r"(?i)(?<![\w.-])(?:tf|tensorflow(?:-gpu)?|cuda|cudnn|python|keras)(?=\d)"
                          # a distribution's name joined to its version: "tf-nightly-gpu-2.5.0.dev20201201"
                          r"|(?<![\w.-])(?:tf[-_]nightly|tensorflow)(?:[-_](?:gpu|cpu))?[-_](?=\d)")
