@@ -70,7 +70,8 @@ USAGES: dict[str, str] = {
                           "distribute_datasets_from_function)",
     "datasets_from_function": "distribute a tf.data pipeline with an input function per worker "
                               "(strategy.distribute_datasets_from_function, "
-                              "experimental_distribute_datasets_from_function): one way to distribute_dataset",
+                              "experimental_distribute_datasets_from_function): one way to "
+                              "distribute_dataset",
     "python_generator": "feed training from a Python generator or keras.utils.Sequence",
     "run_eagerly": "run the model eagerly (run_eagerly=True, run_functions_eagerly)",
     "sparse_input": "feed sparse or ragged tensors",

@@ -245,8 +245,8 @@ class _Reader(ast.NodeVisitor):
     def read(self, tree: ast.AST) -> list[CodeFact]:
         self.functions = {n.name for n in ast.walk(tree)
                           if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-        self.assigned = {n.targets[0].id: n.value for n in ast.walk(tree)
-                         if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)}
+        self.assigned = {n.targets[0].id: n.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                         and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)}
         self.model_classes = _model_classes(tree)
         self.visit(tree)
         self._combined()
@@ -290,8 +290,9 @@ class _Reader(ast.NodeVisitor):
             self._model_subclass(node)
         if any(_dotted(base).split(".")[-1] == "PyDataset" for base in node.bases):
             for item in node.body:
+                returns = [r for r in ast.walk(item) if isinstance(r, ast.Return)]
                 if isinstance(item, ast.FunctionDef) and item.name == "num_batches" and any(
-                        isinstance(r, ast.Return) and (r.value is None or _none(r.value)) for r in ast.walk(item)):
+                        r.value is None or _none(r.value) for r in returns):
                     self.add("usage", "infinite_pydataset", item, f"{node.name}.num_batches returns None")
         self.generic_visit(node)
 
@@ -299,9 +300,10 @@ class _Reader(ast.NodeVisitor):
         """A keras.Model subclass: weights added on the model itself, models built inside it."""
         for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
             func = call.func
-            if isinstance(func, ast.Attribute) and func.attr == "add_weight" and _dotted(func.value) == "self":
+            last = _dotted(func).split(".")[-1]
+            if last == "add_weight" and isinstance(func, ast.Attribute) and _dotted(func.value) == "self":
                 self.add("usage", "model_add_weight", call, f"self.add_weight() in {node.name}(Model)")
-            elif self._is_model(call) and _dotted(func).split(".")[-1] != "Model":  # keras.Model(...) to summarise
+            elif self._is_model(call) and last != "Model":  # keras.Model(...) there prints a summary
                 self.add("usage", "nested_model", call, f"{_dotted(func)}() inside {node.name}(Model)")
 
     def _is_model(self, node: ast.AST | None, depth: int = 0) -> bool:
@@ -464,7 +466,7 @@ class _Reader(ast.NodeVisitor):
         sparse = "sparsecategoricalcrossentropy" in named.lower().replace("_", "")
         if sparse and any(_string(m) in ("accuracy", "acc") for m in ast.walk(metrics)):
             self.add("usage", "accuracy_string_sparse_loss", node,
-                     f"{dotted}(loss={named}, metrics=['accuracy'])")
+                     f"{dotted}(loss={named.split('.')[-1]}, metrics=['accuracy'])")
 
     def _combined(self) -> None:
         """Words that need two things in the same code."""
@@ -489,7 +491,7 @@ class _Reader(ast.NodeVisitor):
         nccl = [v for k, v in self.calls.items() if k.startswith("str:") and ("NVLS" in k)]
         if nccl and any(k.startswith("str:") and "NCCL_ALGO" in k for k in self.calls):
             at(nccl[0], "usage", "nccl_algo_nvls", "NCCL_ALGO set to NVLS")
-        multi_worker = any(k in self.calls for k in ("MultiWorkerMirroredStrategy", "CollectiveAllReduceStrategy"))
+        multi_worker = {"MultiWorkerMirroredStrategy", "CollectiveAllReduceStrategy"} & set(self.calls)
         if "one TFRecord file" in self.calls and multi_worker and "auto_shard_policy" not in self.calls:
             at(self.calls["one TFRecord file"], "usage", "fewer_files_than_workers",
                "one TFRecord file under MultiWorkerMirroredStrategy, auto_shard_policy left AUTO")

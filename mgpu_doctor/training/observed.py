@@ -31,7 +31,8 @@ LAYER_WORDS: dict[str, str] = {
     "LSTM": "lstm", "LSTMCell": "lstm", "CuDNNLSTM": "lstm", "ConvLSTM1D": "lstm", "ConvLSTM2D": "lstm",
     "ConvLSTM3D": "lstm",
     "GRU": "gru", "GRUCell": "gru", "CuDNNGRU": "gru",
-    "CudnnLSTM": "cudnn_rnn", "CudnnGRU": "cudnn_rnn", "CudnnRNNTanh": "cudnn_rnn", "CudnnRNNRelu": "cudnn_rnn",
+    "CudnnLSTM": "cudnn_rnn", "CudnnGRU": "cudnn_rnn", "CudnnRNNTanh": "cudnn_rnn",
+    "CudnnRNNRelu": "cudnn_rnn",
     "SimpleRNN": "simple_rnn", "SimpleRNNCell": "simple_rnn",
     "Bidirectional": "bidirectional", "TimeDistributed": "time_distributed",
     "BatchNormalization": "batchnorm", "SyncBatchNormalization": "sync_batchnorm",
@@ -106,7 +107,7 @@ def usage_words(facts: dict, data: dict) -> tuple[tuple[str, ...], tuple[str, ..
         "custom_metric": any(m.get("custom") for m in metrics),
         "named_outputs": bool(facts.get("loss_dict") or facts.get("metrics_dict") or data.get("dict_labels")),
         "shared_submodel": bool(facts.get("shared")),
-        "nested_model": any(isinstance(layer, dict) and layer.get("model") for layer in facts.get("layers") or []),
+        "nested_model": any(isinstance(x, dict) and x.get("model") for x in facts.get("layers") or []),
         "string_input": any(i.get("dtype") == "string" for i in inputs) or bool(data.get("string")),
         "sparse_input": any(i.get("sparse") or i.get("ragged") for i in inputs) or bool(data.get("sparse")),
     }
