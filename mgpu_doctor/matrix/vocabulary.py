@@ -19,8 +19,8 @@ LAYERS: dict[str, str] = {
     "lstm": "LSTM",
     "gru": "GRU",
     "simple_rnn": "SimpleRNN",
-    "cudnn_rnn": "cuDNN's own recurrent layers, which always run its fused kernel (tf.contrib.cudnn_rnn "
-                 "CudnnLSTM / CudnnGRU, Keras CuDNNLSTM / CuDNNGRU)",
+    # cuDNN's fused RNN kernel and nothing else; Keras's CuDNNLSTM is `lstm` too
+    "cudnn_rnn": "tf.contrib.cudnn_rnn CudnnLSTM / CudnnGRU or Keras CuDNNLSTM / CuDNNGRU",
     "bidirectional": "Bidirectional",
     "time_distributed": "TimeDistributed",
     "batchnorm": "BatchNormalization",
@@ -68,10 +68,10 @@ USAGES: dict[str, str] = {
     "private_threadpool": "give tf.data a private thread pool (threading.private_threadpool_size)",
     "distribute_dataset": "distribute a tf.data pipeline yourself (experimental_distribute_dataset, "
                           "distribute_datasets_from_function)",
-    "datasets_from_function": "distribute a tf.data pipeline with an input function per worker "
+    # one way to distribute_dataset, which code showing it shows too
+    "datasets_from_function": "distribute a tf.data pipeline from an input function "
                               "(strategy.distribute_datasets_from_function, "
-                              "experimental_distribute_datasets_from_function): one way to "
-                              "distribute_dataset",
+                              "experimental_distribute_datasets_from_function)",
     "python_generator": "feed training from a Python generator or keras.utils.Sequence",
     "run_eagerly": "run the model eagerly (run_eagerly=True, run_functions_eagerly)",
     "sparse_input": "feed sparse or ragged tensors",
