@@ -324,6 +324,8 @@ NOT_FOR_THE_QUICK_CHECK = (
     "mgpu_doctor.smoke.plan", "mgpu_doctor.model.smoke_runs", "mgpu_doctor.smoke.usage",
     "mgpu_doctor.smoke.checkpoint",
     "socket",  # the host name is the kernel's nodename (platform.node)
+    "mgpu_doctor.gate.acks",  # read only where an acknowledgements file is
+    "mgpu_doctor.training.code_roots",  # only --model looks for the code's roots
 )
 # Needed only to draw the GPU table or to judge the [and-cuda] wheels, which need a GPU.
 ONLY_WITH_A_GPU = ("tabulate", "importlib.metadata", "packaging.requirements")

@@ -15,7 +15,7 @@ from typing import TextIO
 from mgpu_doctor.checks import UnknownCheckError, select_checks
 from mgpu_doctor.cli.errors import UsageError
 from mgpu_doctor.diagnose import DiagnoseOptions
-from mgpu_doctor.gate.acks import DEFAULT_FILE
+from mgpu_doctor.gate import DEFAULT_FILE
 from mgpu_doctor.gate.requirements import (
     Requirements,
     RequirementSyntaxError,
@@ -38,7 +38,6 @@ from mgpu_doctor.renderers import OutputFormat, RenderOptions
 from mgpu_doctor.smoke.layers import layer_names
 from mgpu_doctor.smoke.levels import DEFAULT_LEVEL, LEVELS, SMOKE_LEVELS
 from mgpu_doctor.smoke.request import DEFAULT_STALL_TIMEOUT_S, SmokeRequest, smoke_backend
-from mgpu_doctor.training.code_roots import code_roots
 from mgpu_doctor.training.declared import (
     PYPROJECT,
     PYPROJECT_TABLE,
@@ -192,6 +191,8 @@ def model_request(args: argparse.Namespace) -> ModelRequest | None:
         data_ref = check_reference("--data", data) if data is not None else ""
     except BadModelReference as exc:
         raise UsageError(str(exc)) from None
+    from mgpu_doctor.training.code_roots import code_roots  # only --model looks for the code's roots
+
     given = [(Path(p).expanduser().absolute(), "--model-path") for p in paths]
     cwd = working_directory()
     found = [(r.path, r.source) for r in code_roots(cwd)] if cwd is not None else []
