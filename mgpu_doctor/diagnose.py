@@ -8,10 +8,11 @@ Everything that can be wrong with the options or the bundled data fails here, be
 probing, as :class:`~mgpu_doctor.errors.BadInput` (exit 2). No argparse below the CLI: the CLI
 turns its namespace into a :class:`DiagnoseOptions`.
 
-Imported where they are used, so that `check --quick` does not pay for them: the reading of the
-user's code (``training.code``, with ``--code`` or a paste), the model's observation
-(``probes.user_model``, ``training.observed``: ``--model``), a paste's launch lines
-(``training.launches``), and the smoke, hang, drift and paste packages.
+Imported where they are used, so that `check --quick` does not pay for them: the acknowledgements
+file's reader (``gate.acks``: only where there is such a file), the reading of the user's code
+(``training.code``, with ``--code`` or a paste), the model's observation (``probes.user_model``,
+``training.observed``: ``--model``), a paste's launch lines (``training.launches``), and the
+smoke, hang, drift and paste packages.
 """
 
 from __future__ import annotations
@@ -27,14 +28,7 @@ from mgpu_doctor.checks.base import mostly_skipped
 from mgpu_doctor.environment.devices import device_rows
 from mgpu_doctor.environment.resolve import ResolvedEnvironment, resolve
 from mgpu_doctor.errors import BadInput
-from mgpu_doctor.gate.acks import (
-    DEFAULT_FILE,
-    AckFileError,
-    apply_acks,
-    load_ack_file,
-    renamed_notes,
-    unused_entries,
-)
+from mgpu_doctor.gate import DEFAULT_FILE
 from mgpu_doctor.gate.requirements import REQUIREMENT_CHECKS, Requirements, layer_outcomes, requirement_checks
 from mgpu_doctor.matrix.compat_tables import CompatTableError, bundled_cuda_driver_table, load_bundled_tables
 from mgpu_doctor.matrix.environment import BadEnvironment
@@ -426,6 +420,8 @@ def acknowledge(report: Report, options: DiagnoseOptions) -> Report:
     path = options.ack_file or Path(DEFAULT_FILE)
     if options.ack_file is None and not path.is_file():
         return report
+    from mgpu_doctor.gate.acks import AckFileError, apply_acks, load_ack_file, renamed_notes, unused_entries
+
     try:
         entries = load_ack_file(path)
     except AckFileError as exc:
