@@ -263,7 +263,7 @@ def obtain_facts(options: DiagnoseOptions, progress: Progress | None = None) -> 
             document = load_document(options.from_file)
             runs = runs_from_report(document.report_data, str(options.from_file))
         except NotJsonText as exc:
-            return pasted_facts(options.from_file, exc)
+            return pasted_facts(options.from_file, exc, options.matrix_dirs)
         except (SnapshotLoadError, ValueError) as exc:
             raise BadInput(str(exc)) from None
         # Written elsewhere, perhaps by another tool: its credentials are masked, --no-redact or not.
@@ -297,8 +297,9 @@ def model_section(options: DiagnoseOptions, progress: Progress | None = None
     return replace(model_outcome(observation), section=Section.TENSORFLOW), observation
 
 
-def pasted_facts(path: Path, not_json: NotJsonText) -> Facts:
-    """A file that is not JSON: read it as a paste (an issue body), or say it is neither."""
+def pasted_facts(path: Path, not_json: NotJsonText, matrix_dirs: tuple[Path, ...] = ()) -> Facts:
+    """A file that is not JSON: read it as a paste (an issue body), or say it is neither. A paste
+    whose only readable line is one a known issue prints (a warning, not a failure) is a paste."""
     from mgpu_doctor.pasted.split import (
         MAX_PASTE_CHARS,
         MAX_PASTE_LINES,
@@ -320,16 +321,29 @@ def pasted_facts(path: Path, not_json: NotJsonText) -> Facts:
 
     code = paste_reading(not_json.text, "the pasted text")
     try:
-        snapshot = snapshot_from_paste(not_json.text, str(path), has_code=bool(code and code.facts))
+        snapshot = snapshot_from_paste(not_json.text, str(path), read_elsewhere=bool(code and code.facts))
     except NothingRecognised:
-        raise BadInput(f"{path}: not valid JSON (a snapshot or report; a Markdown report from `mgpu-doctor "
-                       "report` works too), and not a paste with anything mgpu-doctor reads (System "
-                       "information, nvidia-smi, pip list, build info, TensorFlow log lines, an error, "
-                       "training code)") from None
+        if not _names_a_known_issue(not_json.text, matrix_dirs):
+            raise BadInput(f"{path}: not valid JSON (a snapshot or report; a Markdown report from "
+                           "`mgpu-doctor report` works too), and not a paste with anything mgpu-doctor reads "
+                           "(System information, nvidia-smi, pip list, build info, TensorFlow log lines, an "
+                           "error, training code, a line a known issue prints)") from None
+        snapshot = snapshot_from_paste(not_json.text, str(path), read_elsewhere=True)
     except PasteRefused as exc:
         raise BadInput(f"{path}: {exc}") from None
     # Written elsewhere, by someone else: its credentials are masked, --no-redact or not.
     return Facts(mask_snapshot(snapshot), f"pasted text {path}", code=code)
+
+
+def _names_a_known_issue(text: str, matrix_dirs: tuple[Path, ...]) -> bool:
+    """Whether a line of ``text`` is one a known issue's signature names (the matrix's own lines)."""
+    from mgpu_doctor.matrix.index import load_index
+    from mgpu_doctor.matrix.paths import bundled_matrix_dir
+    from mgpu_doctor.matrix.signatures import signature_hits
+
+    lines = evidence_lines(text.splitlines())
+    return bool(lines and signature_hits(load_index(bundled_matrix_dir(), matrix_dirs).matrix().issues,
+                                         lines, "the pasted text"))
 
 
 # Checks a replay cannot run again: the user's model was built by its own child on the recording
