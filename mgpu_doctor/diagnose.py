@@ -8,10 +8,11 @@ Everything that can be wrong with the options or the bundled data fails here, be
 probing, as :class:`~mgpu_doctor.errors.BadInput` (exit 2). No argparse below the CLI: the CLI
 turns its namespace into a :class:`DiagnoseOptions`.
 
-Imported where they are used, so that `check --quick` does not pay for them: the reading of the
-user's code (``training.code``, with ``--code`` or a paste), the model's observation
-(``probes.user_model``, ``training.observed``: ``--model``), a paste's launch lines
-(``training.launches``), and the smoke, hang, drift and paste packages.
+Imported where they are used, so that `check --quick` does not pay for them: the acknowledgements
+file's reader (``gate.acks``: only where there is such a file), the reading of the user's code
+(``training.code``, with ``--code`` or a paste), the model's observation (``probes.user_model``,
+``training.observed``: ``--model``), a paste's launch lines (``training.launches``), and the
+smoke, hang, drift and paste packages.
 """
 
 from __future__ import annotations
@@ -27,14 +28,7 @@ from mgpu_doctor.checks.base import mostly_skipped
 from mgpu_doctor.environment.devices import device_rows
 from mgpu_doctor.environment.resolve import ResolvedEnvironment, resolve
 from mgpu_doctor.errors import BadInput
-from mgpu_doctor.gate.acks import (
-    DEFAULT_FILE,
-    AckFileError,
-    apply_acks,
-    load_ack_file,
-    renamed_notes,
-    unused_entries,
-)
+from mgpu_doctor.gate import DEFAULT_FILE
 from mgpu_doctor.gate.requirements import REQUIREMENT_CHECKS, Requirements, layer_outcomes, requirement_checks
 from mgpu_doctor.matrix.compat_tables import CompatTableError, bundled_cuda_driver_table, load_bundled_tables
 from mgpu_doctor.matrix.environment import BadEnvironment
@@ -269,7 +263,7 @@ def obtain_facts(options: DiagnoseOptions, progress: Progress | None = None) -> 
             document = load_document(options.from_file)
             runs = runs_from_report(document.report_data, str(options.from_file))
         except NotJsonText as exc:
-            return pasted_facts(options.from_file, exc)
+            return pasted_facts(options.from_file, exc, options.matrix_dirs)
         except (SnapshotLoadError, ValueError) as exc:
             raise BadInput(str(exc)) from None
         # Written elsewhere, perhaps by another tool: its credentials are masked, --no-redact or not.
@@ -303,8 +297,9 @@ def model_section(options: DiagnoseOptions, progress: Progress | None = None
     return replace(model_outcome(observation), section=Section.TENSORFLOW), observation
 
 
-def pasted_facts(path: Path, not_json: NotJsonText) -> Facts:
-    """A file that is not JSON: read it as a paste (an issue body), or say it is neither."""
+def pasted_facts(path: Path, not_json: NotJsonText, matrix_dirs: tuple[Path, ...] = ()) -> Facts:
+    """A file that is not JSON: read it as a paste (an issue body), or say it is neither. A paste
+    whose only readable line is one a known issue prints (a warning, not a failure) is a paste."""
     from mgpu_doctor.pasted.split import (
         MAX_PASTE_CHARS,
         MAX_PASTE_LINES,
@@ -326,16 +321,29 @@ def pasted_facts(path: Path, not_json: NotJsonText) -> Facts:
 
     code = paste_reading(not_json.text, "the pasted text")
     try:
-        snapshot = snapshot_from_paste(not_json.text, str(path), has_code=bool(code and code.facts))
+        snapshot = snapshot_from_paste(not_json.text, str(path), read_elsewhere=bool(code and code.facts))
     except NothingRecognised:
-        raise BadInput(f"{path}: not valid JSON (a snapshot or report; a Markdown report from `mgpu-doctor "
-                       "report` works too), and not a paste with anything mgpu-doctor reads (System "
-                       "information, nvidia-smi, pip list, build info, TensorFlow log lines, an error, "
-                       "training code)") from None
+        if not _names_a_known_issue(not_json.text, matrix_dirs):
+            raise BadInput(f"{path}: not valid JSON (a snapshot or report; a Markdown report from "
+                           "`mgpu-doctor report` works too), and not a paste with anything mgpu-doctor reads "
+                           "(System information, nvidia-smi, pip list, build info, TensorFlow log lines, an "
+                           "error, training code, a line a known issue prints)") from None
+        snapshot = snapshot_from_paste(not_json.text, str(path), read_elsewhere=True)
     except PasteRefused as exc:
         raise BadInput(f"{path}: {exc}") from None
     # Written elsewhere, by someone else: its credentials are masked, --no-redact or not.
     return Facts(mask_snapshot(snapshot), f"pasted text {path}", code=code)
+
+
+def _names_a_known_issue(text: str, matrix_dirs: tuple[Path, ...]) -> bool:
+    """Whether a line of ``text`` is one a known issue's signature names (the matrix's own lines)."""
+    from mgpu_doctor.matrix.index import load_index
+    from mgpu_doctor.matrix.paths import bundled_matrix_dir
+    from mgpu_doctor.matrix.signatures import signature_hits
+
+    lines = evidence_lines(text.splitlines())
+    return bool(lines and signature_hits(load_index(bundled_matrix_dir(), matrix_dirs).matrix().issues,
+                                         lines, "the pasted text"))
 
 
 # Checks a replay cannot run again: the user's model was built by its own child on the recording
@@ -426,6 +434,8 @@ def acknowledge(report: Report, options: DiagnoseOptions) -> Report:
     path = options.ack_file or Path(DEFAULT_FILE)
     if options.ack_file is None and not path.is_file():
         return report
+    from mgpu_doctor.gate.acks import AckFileError, apply_acks, load_ack_file, renamed_notes, unused_entries
+
     try:
         entries = load_ack_file(path)
     except AckFileError as exc:

@@ -320,6 +320,12 @@ NOT_FOR_THE_QUICK_CHECK = (
     "mgpu_doctor.model.hang", "mgpu_doctor.model.pasted",
     # the readers of a given text's lines (a paste, --log)
     "mgpu_doctor.matrix.evidence_findings", "mgpu_doctor.matrix.signatures", "mgpu_doctor.matrix.mechanisms",
+    # the smoke plan and its data types: the quick check trains nothing (the levels' table is apart)
+    "mgpu_doctor.smoke.plan", "mgpu_doctor.model.smoke_runs", "mgpu_doctor.smoke.usage",
+    "mgpu_doctor.smoke.checkpoint",
+    "socket",  # the host name is the kernel's nodename (platform.node)
+    "mgpu_doctor.gate.acks",  # read only where an acknowledgements file is
+    "mgpu_doctor.training.code_roots",  # only --model looks for the code's roots
 )
 # Needed only to draw the GPU table or to judge the [and-cuda] wheels, which need a GPU.
 ONLY_WITH_A_GPU = ("tabulate", "importlib.metadata", "packaging.requirements")

@@ -431,8 +431,9 @@ def test_every_thread_the_smoke_engine_cites_is_a_matrix_entry() -> None:
 
 
 def test_cannot_tell_is_shown_only_when_a_version_it_names_agrees(capsys) -> None:
-    """An NCCL entry is noise on a query that names no NCCL; an RTX 4090 entry of TensorFlow 2.15 is
-    worth a line on a 2.15 query that names no GPU (the version agrees, the GPU is not known)."""
+    """An NCCL entry is noise on a query that names no NCCL; an entry of TensorFlow 2.15 on one GPU
+    architecture is worth a line on a 2.15 query that names no GPU (the version agrees, the GPU is not
+    known)."""
     main(["matrix", "query", "tensorflow==2.15.0", "gpus=2", "strategy=mirrored", "--format", "json"])
     found = {f["code"]: f for c in json.loads(capsys.readouterr().out)["checks"] for f in c["findings"]}
     assert found["known-issue.tf-62915-mirrored-nan-rtx4090"]["severity"] == "info"

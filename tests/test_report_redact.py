@@ -177,7 +177,7 @@ def planted(monkeypatch, tmp_path):
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("USER", "zorblaxuser")
     monkeypatch.setenv("LOGNAME", "zorblaxuser")
-    monkeypatch.setattr("socket.gethostname", lambda: "secret-host-zx81")
+    monkeypatch.setattr("platform.node", lambda: "secret-host-zx81")
     monkeypatch.setenv("TF_HUB_TOKEN", "ghp_SECRET0123456789abcdefABCDEF01")
     monkeypatch.setenv("NCCL_PROXY", "http://zorblaxuser:hunter2@proxy.secret-host-zx81:3128")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "AWSSECRETVALUE")

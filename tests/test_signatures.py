@@ -405,3 +405,27 @@ def test_a_traceback_alone_names_the_keras3_multi_worker_entry_of_the_bundled_ma
     [printed] = [e for e in named["evidence"] if e.startswith("the line it prints")]
     assert printed.startswith("the line it prints (from mgpu-doctor's reproduction with TensorFlow 2.21.0")
     assert "README.md" not in printed
+
+
+# tensorflow/tensorflow#41827: the warning every MirroredStrategy input pipeline of 2.3 logged
+DEPRECATION = ("WARNING:tensorflow:From /usr/local/lib/python3.6/dist-packages/tensorflow/python/data/ops/"
+               "multi_device_iterator_ops.py:601: get_next_as_optional (from "
+               "tensorflow.python.data.ops.iterator_ops) is deprecated and will be removed in a future version.\n"
+               "Instructions for updating:\nUse tf.data.Iterator.get_next_as_optional() instead.\n")
+
+
+def test_a_paste_whose_only_readable_line_is_one_a_known_issue_prints_is_read(tmp_path: Path, capsys) -> None:
+    """A warning is no failure line, but a known issue's signature names it: a paste, not bad input."""
+    paste = tmp_path / "issue.md"
+    paste.write_text(DEPRECATION)
+    found = findings_of(capsys, "--from", str(paste))
+    [named] = [f for f in found if f["code"] == "known-issue.tf-41827-mirrored-mixed-precision-slower-tf23"]
+    assert named["severity"] == "info" and "A possible cause of the pasted text, line 1" in named["title"]
+
+
+def test_a_paste_of_a_warning_no_known_issue_prints_is_still_bad_input(tmp_path: Path, capsys) -> None:
+    paste = tmp_path / "issue.md"
+    paste.write_text(DEPRECATION.replace("get_next_as_optional", "make_one_shot_iterator"))
+    assert main(["check", "--from", str(paste)]) == 2
+    err = capsys.readouterr().err
+    assert "not a paste with anything mgpu-doctor reads" in err and "a line a known issue prints" in err

@@ -15,7 +15,7 @@ from typing import TextIO
 from mgpu_doctor.checks import UnknownCheckError, select_checks
 from mgpu_doctor.cli.errors import UsageError
 from mgpu_doctor.diagnose import DiagnoseOptions
-from mgpu_doctor.gate.acks import DEFAULT_FILE
+from mgpu_doctor.gate import DEFAULT_FILE
 from mgpu_doctor.gate.requirements import (
     Requirements,
     RequirementSyntaxError,
@@ -36,21 +36,8 @@ from mgpu_doctor.model.user_model import (
 from mgpu_doctor.process.interpreter import Interpreter
 from mgpu_doctor.renderers import OutputFormat, RenderOptions
 from mgpu_doctor.smoke.layers import layer_names
-from mgpu_doctor.smoke.plan import (
-    DEFAULT_LEVEL,
-    LEVELS,
-    MAX_BATCH_SIZE,
-    MAX_DEVICES,
-    MAX_MODEL_SIZE,
-    SMOKE_LEVELS,
-    PlanError,
-    SmokeOptions,
-    check_virtual_devices,
-    parse_counts,
-)
-from mgpu_doctor.smoke.plan import parse_layers as parse_smoke_layers
+from mgpu_doctor.smoke.levels import DEFAULT_LEVEL, LEVELS, SMOKE_LEVELS
 from mgpu_doctor.smoke.request import DEFAULT_STALL_TIMEOUT_S, SmokeRequest, smoke_backend
-from mgpu_doctor.training.code_roots import code_roots
 from mgpu_doctor.training.declared import (
     PYPROJECT,
     PYPROJECT_TABLE,
@@ -97,14 +84,22 @@ def add_matrix_option(parser: argparse.ArgumentParser) -> None:
                         "*.toml or DIR/*.toml) on top of the bundled ones; repeatable")
 
 
+# The smoke options' defaults: where no smoke runs (--quick, --from, --no-smoke), only the options
+# given with another value are checked (smoke_options_given).
+SMOKE_DEFAULTS: dict[str, object] = {
+    "layers": None, "gpus": None, "virtual_devices": 2, "stall_timeout": DEFAULT_STALL_TIMEOUT_S,
+    "batch_sizes": None, "model_sizes": None, "leak_probe": None, "results": None,
+}
+
+
 def add_smoke_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     p.add_argument("--layers", metavar="A,B",
                    help=f"layer types to train (default: {','.join(layer_names())})")
     p.add_argument("--gpus", metavar="1,2,4",
                    help="device counts to compare (default: 1 and every visible GPU)")
-    p.add_argument("--virtual-devices", type=int, default=2, metavar="N",
+    p.add_argument("--virtual-devices", type=int, default=SMOKE_DEFAULTS["virtual_devices"], metavar="N",
                    help="with fewer than 2 GPUs: split the CPU into N logical devices (default: 2)")
-    p.add_argument("--stall-timeout", type=float, default=DEFAULT_STALL_TIMEOUT_S, metavar="S",
+    p.add_argument("--stall-timeout", type=float, default=SMOKE_DEFAULTS["stall_timeout"], metavar="S",
                    help=f"declare a hang after S seconds without a finished step "
                         f"(default: {DEFAULT_STALL_TIMEOUT_S:g})")
     p.add_argument("--batch-sizes", metavar="64,256",
@@ -196,6 +191,8 @@ def model_request(args: argparse.Namespace) -> ModelRequest | None:
         data_ref = check_reference("--data", data) if data is not None else ""
     except BadModelReference as exc:
         raise UsageError(str(exc)) from None
+    from mgpu_doctor.training.code_roots import code_roots  # only --model looks for the code's roots
+
     given = [(Path(p).expanduser().absolute(), "--model-path") for p in paths]
     cwd = working_directory()
     found = [(r.path, r.source) for r in code_roots(cwd)] if cwd is not None else []
@@ -329,8 +326,25 @@ def matrix_dirs(args: argparse.Namespace) -> tuple[Path, ...]:
     return tuple(dirs)
 
 
+def smoke_options_given(args: argparse.Namespace) -> bool:
+    """Whether the command line gives a smoke option a value other than its default."""
+    return any(getattr(args, name, default) != default for name, default in SMOKE_DEFAULTS.items())
+
+
 def smoke_request(args: argparse.Namespace, level: str = DEFAULT_LEVEL) -> SmokeRequest:
     """The smoke options, every one checked before anything is gathered (bad values: exit 2)."""
+    # Imported here: the quick check, which trains nothing, builds no plan (smoke_options_given).
+    from mgpu_doctor.smoke.plan import (
+        MAX_BATCH_SIZE,
+        MAX_DEVICES,
+        MAX_MODEL_SIZE,
+        PlanError,
+        SmokeOptions,
+        check_virtual_devices,
+        parse_counts,
+    )
+    from mgpu_doctor.smoke.plan import parse_layers as parse_smoke_layers
+
     stall = args.stall_timeout
     if not (math.isfinite(stall) and 0 < stall <= MAX_STALL_TIMEOUT_S):
         raise UsageError(f"--stall-timeout must be a number of seconds above 0 and at most "
@@ -395,8 +409,9 @@ def diagnose_options(args: argparse.Namespace, command: str) -> DiagnoseOptions:
     requirements = requirements_from(args)
     level = level_from(args)
     quick = level == "quick"
-    smoke = smoke_request(args, level)  # checked even where no smoke runs: a bad value is a mistake anyway
     with_smoke = not (quick or args.from_file or args.no_smoke)
+    # Checked even where no smoke runs when given: a bad value is a mistake anyway.
+    smoke = smoke_request(args, level) if with_smoke or smoke_options_given(args) else None
     return DiagnoseOptions(
         command=command, checks=checks, quick=quick, level=level,
         from_file=Path(args.from_file) if args.from_file else None,

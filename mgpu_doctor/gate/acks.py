@@ -25,7 +25,6 @@ from mgpu_doctor.model.codes import canonical
 from mgpu_doctor.model.findings import Acknowledgement, CheckOutcome, Finding
 from mgpu_doctor.process.inputs import InputError
 
-DEFAULT_FILE = ".mgpu-doctor.toml"
 TABLE = "acknowledge"
 TRAINING_TABLE = "training"  # the training profile (mgpu_doctor.training.declared) shares the file
 ENTRY_KEYS = ("code", "known_issue", "reason", "expires")

@@ -21,8 +21,8 @@ import functools
 import getpass
 import hashlib
 import os
+import platform
 import re
-import socket
 import typing
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -57,7 +57,7 @@ class Identity:
             user = getpass.getuser()
         except Exception:  # no passwd entry in some containers
             user = ""
-        return cls((socket.gethostname(),), user, os.path.expanduser("~").rstrip("/"))
+        return cls((platform.node(),), user, os.path.expanduser("~").rstrip("/"))
 
 
 def host_hash(name: str) -> str:

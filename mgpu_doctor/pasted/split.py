@@ -132,12 +132,13 @@ def _set_apart_old_setups(lines: list[str], found: list[Found], old: dict[int, i
 
 
 def snapshot_from_paste(text: str, source: str, now: _dt.datetime | None = None,
-                        has_code: bool = False) -> Snapshot:
+                        read_elsewhere: bool = False) -> Snapshot:
     """The snapshot a paste describes. Raises :class:`NothingRecognised` when it holds no part,
-    no failure line and (``has_code``: what its code blocks show, read by the caller) no code."""
+    no failure line and nothing the caller reads in it (``read_elsewhere``: its code blocks' facts,
+    a line a known issue prints)."""
     lines, found = split_paste(text)
     evidence = evidence_lines(lines)
-    if not found and not failures(evidence) and not has_code:
+    if not found and not failures(evidence) and not read_elsewhere:
         raise NothingRecognised(source)
     where = {id(f): _where(f) for f in found}
     versions: dict[str, PastedVersion] = {}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import platform
-import socket
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from mgpu_doctor.model.unavailable import Unavailable, absent, failed
 def gather_host(root: Path = Path("/"), environ: Mapping[str, str] | None = None) -> HostFacts:
     env = os.environ if environ is None else environ
     return HostFacts(
-        hostname=socket.gethostname(),
+        hostname=platform.node(),  # what gethostname() says, without importing socket
         os_name=platform.system(),
         os_release=_os_release(root / "etc/os-release"),
         kernel=platform.release(),

@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mgpu_doctor.model.user_model import ModelObservation
-from mgpu_doctor.smoke.plan import SmokeOptions
+if TYPE_CHECKING:  # annotations only: the quick check builds no SmokeOptions (see cli/options.py)
+    from mgpu_doctor.model.user_model import ModelObservation
+    from mgpu_doctor.smoke.plan import SmokeOptions
 
 DEFAULT_STALL_TIMEOUT_S = 120.0  # a first step on a GPU can compile kernels for a minute
 
