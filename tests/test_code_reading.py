@@ -71,6 +71,14 @@ USAGE_SNIPPETS: dict[str, str] = {
     "frozen_nested_model": "base = tf.keras.applications.VGG16(include_top=False)\nbase.trainable = False",
     "mask_rcnn_parallel_model": "import mrcnn.model\nclass C(Config):\n    GPU_COUNT = 2",
     "autotune_map_batch_one": "ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE).batch(1)",
+    "datasets_from_function": "dist = strategy.distribute_datasets_from_function(dataset_fn)",
+    "accuracy_string_sparse_loss": "model.compile('adam', loss=tf.keras.losses.SparseCategoricalCrossentropy("
+                                   "from_logits=True),\n              metrics=['accuracy'])",
+    "model_add_weight": "class Scaled(tf.keras.Model):\n    def build(self, shape):\n"
+                        "        self.scale = self.add_weight(shape=(1,), name='scale')",
+    "infinite_pydataset": "class Stream(keras.utils.PyDataset):\n    @property\n    def num_batches(self):\n"
+                          "        return None",
+    "top_k_metric": "model.compile('adam', 'mse', metrics=[keras.metrics.SparseTopKCategoricalAccuracy(k=5)])",
 }
 # Words code shows when present only (set in the shell as often), shown by a line all the same.
 PRESENT_ONLY_SNIPPETS: dict[str, str] = {
@@ -83,6 +91,10 @@ PRESENT_ONLY_SNIPPETS: dict[str, str] = {
     "permuted_visible_devices": "os.environ['CUDA_VISIBLE_DEVICES'] = '1,2,3,0'",
     "retracing": "for shape in shapes:\n    f = tf.function(step)",
     "sparse_gradients": "e = tf.keras.layers.Embedding(1000, 64)",
+    "nested_model": "base = tf.keras.applications.ResNet50(include_top=False)\ninputs = tf.keras.Input((224, 224, 3))\n"
+                    "x = base(inputs, training=False)",
+    "fewer_files_than_workers": "s = tf.distribute.MultiWorkerMirroredStrategy()\n"
+                                "ds = tf.data.TFRecordDataset('train.tfrecord')",
 }
 
 
@@ -121,13 +133,61 @@ def test_a_loop_holds_only_what_runs_in_it() -> None:
                                        "        tf.random.normal([2])")
 
 
+# What the narrower words leave out: the same call, argument or class without the trigger.
+WITHOUT_THE_TRIGGER: list[tuple[str, str]] = [
+    ("datasets_from_function", "dist = strategy.experimental_distribute_dataset(ds)"),
+    ("accuracy_string_sparse_loss", "model.compile('adam', 'categorical_crossentropy', metrics=['accuracy'])"),
+    ("accuracy_string_sparse_loss", "model.compile('adam', 'sparse_categorical_crossentropy', "
+                                    "metrics=['sparse_categorical_accuracy'])"),
+    ("model_add_weight", "class Scale(tf.keras.layers.Layer):\n    def build(self, shape):\n"
+                         "        self.scale = self.add_weight(shape=(1,), name='scale')"),
+    ("infinite_pydataset", "class Batches(keras.utils.PyDataset):\n    def __len__(self):\n        return 10"),
+    ("top_k_metric", "model.compile('adam', 'mse', metrics=['accuracy'])"),
+    # a model called on data in a loop is inference, not a model nested in another
+    ("nested_model", "model = tf.keras.Sequential([tf.keras.layers.Dense(2)])\nfor x in ds:\n"
+                     "    y = model(x, training=False)"),
+    # keras.Model(...) inside a subclass to print a summary nests nothing
+    ("nested_model", "class Net(tf.keras.Model):\n    def graph(self, x):\n"
+                     "        return tf.keras.Model(inputs=[x], outputs=self.call(x))"),
+    ("fewer_files_than_workers", "s = tf.distribute.MultiWorkerMirroredStrategy()\n"
+                                 "ds = tf.data.TFRecordDataset(tf.io.gfile.glob('train-*.tfrecord'))"),
+    ("fewer_files_than_workers", "s = tf.distribute.MultiWorkerMirroredStrategy()\n"
+                                 "ds = tf.data.TFRecordDataset('train.tfrecord')\noptions = tf.data.Options()\n"
+                                 "options.experimental_distribute.auto_shard_policy = AutoShardPolicy.DATA"),
+]
+
+
+@pytest.mark.parametrize(("word", "source"), WITHOUT_THE_TRIGGER)
+def test_a_narrow_word_is_not_read_without_its_trigger(word: str, source: str) -> None:
+    assert word not in words("import tensorflow as tf\n" + source)
+
+
+def test_the_narrow_words_are_read_where_the_trigger_is_built_otherwise() -> None:
+    # the loss and metrics through names, positionally
+    assert "accuracy_string_sparse_loss" in words("loss_fn = 'sparse_categorical_crossentropy'\n"
+                                                  "model.compile('adam', loss_fn, ['acc'])")
+    # a Model subclass built inside another, and a model in a Sequential list
+    assert "nested_model" in words("class Block(tf.keras.Model):\n    pass\n"
+                                   "class ResNet(tf.keras.Model):\n    def __init__(self):\n        self.b = Block()")
+    assert "nested_model" in words("m = tf.keras.Sequential([tf.keras.applications.MobileNetV2(), Dense(10)])")
+    assert "model_add_weight" in words("class Base(tf.keras.Model):\n    pass\nclass Mine(Base):\n"
+                                       "    def __init__(self):\n        self.w = self.add_weight(shape=(2,))")
+    assert "top_k_metric" in words("model.compile('adam', 'cce', metrics=['sparse_top_k_categorical_accuracy'])")
+
+
+def test_cudnn_s_own_recurrent_layers_are_cudnn_rnn_and_keras_s_are_their_cell_too() -> None:
+    assert words("lstm = tf.contrib.cudnn_rnn.CudnnLSTM(1, 128)", "layers") == {"cudnn_rnn"}
+    assert words("x = tf.compat.v1.keras.layers.CuDNNGRU(32)(x)", "layers") == {"gru", "cudnn_rnn"}
+    assert words("cell = tf.contrib.rnn.LSTMCell(128)", "layers") == {"lstm"}
+
+
 @pytest.mark.parametrize(("script", "expected"), [
     ("tf1_session.py", {"strategy": {"multi_gpu_model"}, "layers": {"lstm", "batchnorm", "dense"},
                         "usage": {"tf1_session", "fit_in_loop", "gpus_inferred", "legacy_optimizer",
                                   "h5_weights", "validation_data", "memory_growth"}}),
     ("tf2_mirrored_predict_loop.py", {"strategy": {"mirrored"}, "layers": {"conv2d", "pooling", "dropout", "dense"},
                                       "usage": {"predict_in_loop", "predict_evaluate", "jit_compile",
-                                                "checkpoint", "dataset_shuffle"}}),
+                                                "checkpoint", "dataset_shuffle", "accuracy_string_sparse_loss"}}),
     ("keras3_custom_train_step.py", {"strategy": {"multi_worker_mirrored"},
                                      "layers": {"embedding", "gru", "dense"},
                                      "usage": {"custom_training_loop", "custom_loss", "mixed_precision",

@@ -70,6 +70,15 @@ def test_layer_classes_map_to_the_matrix_words_nested_custom_and_synchronized_in
     assert layer_words(facts) == ("bidirectional", "lstm", "sync_batchnorm", "custom_layer", "dense", "pooling")
 
 
+def test_a_sub_model_is_a_nested_model_and_keras_cudnn_lstm_a_cudnn_rnn():
+    nested = {"layers": [{"class": "Dense", "builtin": True}, {"class": "Functional", "builtin": True, "model": True}]}
+    flat = {"layers": [{"class": "Dense", "builtin": True}, {"class": "CuDNNLSTM", "builtin": True}]}
+    assert "nested_model" in usage_words(nested, {})[0]
+    usage, decided = usage_words(flat, {})
+    assert "nested_model" in set(decided) - set(usage)  # the layers were read: none is a model
+    assert layer_words(flat) == ("dense", "lstm", "cudnn_rnn")
+
+
 def test_usage_words_and_what_the_observation_decides():
     facts = {"policies": ["float32"], "jit_compile": True, "run_eagerly": False,
              "optimizer": {"class": "Adam", "loss_scale": False, "legacy": True}, "metrics": [],

@@ -19,6 +19,8 @@ LAYERS: dict[str, str] = {
     "lstm": "LSTM",
     "gru": "GRU",
     "simple_rnn": "SimpleRNN",
+    # cuDNN's fused RNN kernel and nothing else; Keras's CuDNNLSTM is `lstm` too
+    "cudnn_rnn": "tf.contrib.cudnn_rnn CudnnLSTM / CudnnGRU or Keras CuDNNLSTM / CuDNNGRU",
     "bidirectional": "Bidirectional",
     "time_distributed": "TimeDistributed",
     "batchnorm": "BatchNormalization",
@@ -66,6 +68,10 @@ USAGES: dict[str, str] = {
     "private_threadpool": "give tf.data a private thread pool (threading.private_threadpool_size)",
     "distribute_dataset": "distribute a tf.data pipeline yourself (experimental_distribute_dataset, "
                           "distribute_datasets_from_function)",
+    # one way to distribute_dataset, which code showing it shows too
+    "datasets_from_function": "distribute a tf.data pipeline from an input function "
+                              "(strategy.distribute_datasets_from_function, "
+                              "experimental_distribute_datasets_from_function)",
     "python_generator": "feed training from a Python generator or keras.utils.Sequence",
     "run_eagerly": "run the model eagerly (run_eagerly=True, run_functions_eagerly)",
     "sparse_input": "feed sparse or ragged tensors",
@@ -159,6 +165,19 @@ USAGES: dict[str, str] = {
     "nccl_algo_nvls": "force NCCL's NVLink SHARP algorithm (NCCL_ALGO=NVLS)",
     "mask_rcnn_parallel_model": "train Matterport's Mask_RCNN on several GPUs (GPU_COUNT > 1 wraps the "
                                 "model in its own mrcnn ParallelModel, a Model subclass)",
+    "accuracy_string_sparse_loss": "compile with metrics=['accuracy'] (the string, which Keras resolves by "
+                                   "the loss) and a sparse categorical cross-entropy loss (integer labels)",
+    "model_add_weight": "create weights with self.add_weight directly in a keras.Model subclass, not in one "
+                        "of its layers",
+    "nested_model": "nest a model inside another model (a keras.Model or Model subclass used as a block or "
+                    "layer of a bigger one)",
+    "fewer_files_than_workers": "read the training data from fewer files than there are workers under "
+                                "tf.data's default (AUTO) auto-shard policy, which shards by file (a "
+                                "dataset in one TFRecord file)",
+    "infinite_pydataset": "feed fit from an infinite PyDataset (its num_batches returns None) with "
+                          "steps_per_epoch",
+    "top_k_metric": "track a top-k accuracy metric (TopKCategoricalAccuracy, SparseTopKCategoricalAccuracy, "
+                    "'top_k_categorical_accuracy')",
     "autotune_map_batch_one": "map a tf.data pipeline with num_parallel_calls=AUTOTUNE and batch it one "
                               "example at a time (batch(1))",
 }

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from mgpu_doctor.matrix import vocabulary as vocab
-from mgpu_doctor.training.observed import LAYER_WORDS
+from mgpu_doctor.training.observed import ALSO_LAYER_WORDS, LAYER_WORDS
 
 # Usage words that code cannot show, or shows only when present (set from the shell or the
 # launcher as often as from Python): absent from the code, they stay unknown.
@@ -24,6 +24,8 @@ NOT_DECIDED = frozenset({
     "shared_submodel", "strategy_created_late", "retracing", "sparse_gradients", "permuted_visible_devices",
     "memory_growth", "cuda_malloc_async", "op_determinism", "cudnn_autotune_off", "nccl_algo_nvls",
     "jit_compile",  # TF_XLA_FLAGS=--tf_xla_auto_jit=2 in the shell
+    "nested_model",  # a library's model (KerasCV, KerasHub backbones) nests sub-models the code never shows
+    "fewer_files_than_workers",  # how many files the data is in is the data's, not the code's
 })
 DECIDED = tuple(w for w in vocab.USAGES if w not in NOT_DECIDED)
 
@@ -69,7 +71,11 @@ USAGE_CALLS = {
     "SensitivityAtSpecificity": "precision_recall_metrics",
     "SpecificityAtSensitivity": "precision_recall_metrics",
     "PrecisionAtRecall": "precision_recall_metrics", "RecallAtPrecision": "precision_recall_metrics",
+    "TopKCategoricalAccuracy": "top_k_metric", "SparseTopKCategoricalAccuracy": "top_k_metric",
+    "top_k_categorical_accuracy": "top_k_metric", "sparse_top_k_categorical_accuracy": "top_k_metric",
 }
+# The calls of distribute_dataset that are also datasets_from_function (a narrower word).
+FROM_FUNCTION_CALLS = ("distribute_datasets_from_function", "experimental_distribute_datasets_from_function")
 # A keyword argument -> the usage word it shows when its value is true (or, for ``workers``, above 1).
 USAGE_KEYWORDS = {
     "jit_compile": "jit_compile", "experimental_compile": "jit_compile", "run_eagerly": "run_eagerly",
@@ -91,6 +97,7 @@ USAGE_STRINGS = {
     "TF_FORCE_GPU_ALLOW_GROWTH": "memory_growth", "cuda_malloc_async": "cuda_malloc_async",
     "TF_DETERMINISTIC_OPS": "op_determinism", "TF_CUDNN_USE_AUTOTUNE": "cudnn_autotune_off",
     "tf_xla_auto_jit": "jit_compile",
+    "top_k_categorical_accuracy": "top_k_metric",  # metrics=['top_k_categorical_accuracy'], also sparse_
 }
 BASE_CLASSES = {"Layer": ("layers", "custom_layer"), "Metric": ("usage", "custom_metric"),
                 "Loss": ("usage", "custom_loss"), "Sequence": ("usage", "python_generator"),
@@ -201,8 +208,12 @@ def _call_words(last: str, dotted: str) -> Iterator[tuple[str, str, str]]:
         yield "strategy", word, f"{dotted}()"
     if last in LAYER_WORDS:
         yield "layers", LAYER_WORDS[last], f"{dotted}()"
+    if last in ALSO_LAYER_WORDS:
+        yield "layers", ALSO_LAYER_WORDS[last], f"{dotted}()"
     if last in USAGE_CALLS:
         yield "usage", USAGE_CALLS[last], f"{dotted}()"
+    if last in FROM_FUNCTION_CALLS:
+        yield "usage", "datasets_from_function", f"{dotted}()"
     if last == "init" and dotted.split(".")[0] in ("hvd", "horovod"):
         yield "strategy", "horovod", f"{dotted}()"
     if "estimator." in dotted or last == "RunConfig":
@@ -228,10 +239,15 @@ class _Reader(ast.NodeVisitor):
         self.functions: set[str] = set()  # names defined here (a custom loss is one of them)
         self.models_built: list[int] = []
         self.calls: dict[str, int] = {}  # last name -> first line called
+        self.model_classes: set[str] = set()  # the keras.Model subclasses defined here
+        self.assigned: dict[str, ast.expr] = {}  # a plain name -> the value last assigned to it
 
     def read(self, tree: ast.AST) -> list[CodeFact]:
         self.functions = {n.name for n in ast.walk(tree)
                           if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+        self.assigned = {n.targets[0].id: n.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                         and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)}
+        self.model_classes = _model_classes(tree)
         self.visit(tree)
         self._combined()
         return self.facts
@@ -270,7 +286,40 @@ class _Reader(ast.NodeVisitor):
                 self.add(key, word, node, f"class {node.name}({_dotted(base)})")
                 if last == "Layer":
                     continue
+        if node.name in self.model_classes:
+            self._model_subclass(node)
+        if any(_dotted(base).split(".")[-1] == "PyDataset" for base in node.bases):
+            for item in node.body:
+                returns = [r for r in ast.walk(item) if isinstance(r, ast.Return)]
+                if isinstance(item, ast.FunctionDef) and item.name == "num_batches" and any(
+                        r.value is None or _none(r.value) for r in returns):
+                    self.add("usage", "infinite_pydataset", item, f"{node.name}.num_batches returns None")
         self.generic_visit(node)
+
+    def _model_subclass(self, node: ast.ClassDef) -> None:
+        """A keras.Model subclass: weights added on the model itself, models built inside it."""
+        for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
+            func = call.func
+            last = _dotted(func).split(".")[-1]
+            if last == "add_weight" and isinstance(func, ast.Attribute) and _dotted(func.value) == "self":
+                self.add("usage", "model_add_weight", call, f"self.add_weight() in {node.name}(Model)")
+            elif self._is_model(call) and last != "Model":  # keras.Model(...) there prints a summary
+                self.add("usage", "nested_model", call, f"{_dotted(func)}() inside {node.name}(Model)")
+
+    def _is_model(self, node: ast.AST | None, depth: int = 0) -> bool:
+        """Whether an expression builds or names a Keras model (a name followed once)."""
+        if isinstance(node, ast.Name) and depth == 0:
+            return self._is_model(self.assigned.get(node.id), depth + 1)
+        if not isinstance(node, ast.Call):
+            return False
+        dotted = _dotted(node.func)
+        last = dotted.split(".")[-1]
+        return last in MODEL_BUILDERS or last in self.model_classes or "applications." in dotted
+
+    def _is_input(self, node: ast.AST | None) -> bool:
+        if isinstance(node, ast.Name):
+            node = self.assigned.get(node.id)
+        return isinstance(node, ast.Call) and _dotted(node.func).split(".")[-1] == "Input"
 
     def visit_Import(self, node: ast.Import | ast.ImportFrom) -> None:
         names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
@@ -308,6 +357,8 @@ class _Reader(ast.NodeVisitor):
             self.add("usage", "memory_growth", node, dotted)
         elif node.attr == "private_threadpool_size":
             self.add("usage", "private_threadpool", node, dotted)
+        elif node.attr == "auto_shard_policy":
+            self.calls.setdefault("auto_shard_policy", node.lineno + self.offset)
         self.generic_visit(node)
 
     def visit_Constant(self, node: ast.Constant) -> None:
@@ -364,6 +415,14 @@ class _Reader(ast.NodeVisitor):
             if isinstance(loss, ast.Lambda) or (isinstance(loss, ast.Name) and loss.id in self.functions) or \
                     (isinstance(loss, ast.Call) and _dotted(loss.func).split(".")[-1] in self.functions):
                 self.add("usage", "custom_loss", node, f"{dotted}(loss={_dotted(loss) or 'lambda'})")
+            self._accuracy_string(node, dotted, keywords)
+        if last == "Sequential" and node.args and isinstance(node.args[0], (ast.List, ast.Tuple)) and \
+                any(self._is_model(e) for e in node.args[0].elts):
+            self.add("usage", "nested_model", node, f"{dotted}([a model, ...])")
+        if self._is_model(node.func) and node.args and self._is_input(node.args[0]):
+            self.add("usage", "nested_model", node, f"{_dotted(node.func) or 'a model'}(an Input)")
+        if last == "TFRecordDataset" and node.args and _one_file(node.args[0]):
+            self.calls.setdefault("one TFRecord file", node.lineno + self.offset)
         if last in ("save_weights", "load_weights", "ModelCheckpoint", "save", "load_model") and any(
                 text.endswith((".h5", ".hdf5")) for a in node.args for text in _strings_in(a)) \
                 or _string(keywords.get("save_format")) == "h5":
@@ -391,6 +450,24 @@ class _Reader(ast.NodeVisitor):
         if last == "GradientTape":
             self.calls.setdefault("GradientTape", node.lineno + self.offset)
 
+    def _accuracy_string(self, node: ast.Call, dotted: str, keywords: dict[str, ast.expr]) -> None:
+        """compile(loss=<sparse categorical cross-entropy>, metrics=['accuracy']): Keras picks the
+        accuracy by the loss, which a reloaded model of TF 2.3 did not."""
+        def argument(name: str, position: int) -> ast.expr | None:
+            value = keywords.get(name, node.args[position] if len(node.args) > position else None)
+            if isinstance(value, ast.Name):
+                return self.assigned.get(value.id, value)
+            return value
+
+        loss, metrics = argument("loss", 1), argument("metrics", 2)
+        if loss is None or metrics is None:
+            return
+        named = _string(loss) or _dotted(loss.func if isinstance(loss, ast.Call) else loss)
+        sparse = "sparsecategoricalcrossentropy" in named.lower().replace("_", "")
+        if sparse and any(_string(m) in ("accuracy", "acc") for m in ast.walk(metrics)):
+            self.add("usage", "accuracy_string_sparse_loss", node,
+                     f"{dotted}(loss={named.split('.')[-1]}, metrics=['accuracy'])")
+
     def _combined(self) -> None:
         """Words that need two things in the same code."""
         def at(line: int, key: str, word: str, why: str) -> None:
@@ -414,6 +491,10 @@ class _Reader(ast.NodeVisitor):
         nccl = [v for k, v in self.calls.items() if k.startswith("str:") and ("NVLS" in k)]
         if nccl and any(k.startswith("str:") and "NCCL_ALGO" in k for k in self.calls):
             at(nccl[0], "usage", "nccl_algo_nvls", "NCCL_ALGO set to NVLS")
+        multi_worker = {"MultiWorkerMirroredStrategy", "CollectiveAllReduceStrategy"} & set(self.calls)
+        if "one TFRecord file" in self.calls and multi_worker and "auto_shard_policy" not in self.calls:
+            at(self.calls["one TFRecord file"], "usage", "fewer_files_than_workers",
+               "one TFRecord file under MultiWorkerMirroredStrategy, auto_shard_policy left AUTO")
         embedding = [f for f in self.facts if f.key == "layers" and f.word == "embedding"]
         if embedding:
             at(embedding[0].line, "usage", "sparse_gradients", "an Embedding layer (sparse gradients)")
@@ -432,6 +513,30 @@ def _dotted(node: ast.AST | None) -> str:
         if inner:
             parts.append(inner + "()")
     return ".".join(reversed(parts))
+
+
+def _model_classes(tree: ast.AST) -> set[str]:
+    """The classes defined in ``tree`` that derive from keras.Model, directly or through another."""
+    classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+    found: set[str] = set()
+    while True:
+        more = {c.name for c in classes if c.name not in found and any(
+            _dotted(b).split(".")[-1] in found | {"Model"} for b in c.bases)}
+        if not more:
+            return found
+        found |= more
+
+
+def _one_file(node: ast.AST) -> bool:
+    """A single file name, not a pattern nor a list of several (``TFRecordDataset('train.tfrecord')``)."""
+    if isinstance(node, (ast.List, ast.Tuple)) and len(node.elts) == 1:
+        node = node.elts[0]
+    text = _string(node)
+    return text is not None and not any(c in text for c in "*?[")
+
+
+def _none(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
 
 
 def _true(node: ast.AST | None) -> bool:

@@ -31,6 +31,8 @@ LAYER_WORDS: dict[str, str] = {
     "LSTM": "lstm", "LSTMCell": "lstm", "CuDNNLSTM": "lstm", "ConvLSTM1D": "lstm", "ConvLSTM2D": "lstm",
     "ConvLSTM3D": "lstm",
     "GRU": "gru", "GRUCell": "gru", "CuDNNGRU": "gru",
+    "CudnnLSTM": "cudnn_rnn", "CudnnGRU": "cudnn_rnn", "CudnnRNNTanh": "cudnn_rnn",
+    "CudnnRNNRelu": "cudnn_rnn",
     "SimpleRNN": "simple_rnn", "SimpleRNNCell": "simple_rnn",
     "Bidirectional": "bidirectional", "TimeDistributed": "time_distributed",
     "BatchNormalization": "batchnorm", "SyncBatchNormalization": "sync_batchnorm",
@@ -46,6 +48,8 @@ LAYER_WORDS: dict[str, str] = {
     "Discretization": "preprocessing", "CategoryEncoding": "preprocessing",
     "Rescaling": "preprocessing", "Resizing": "preprocessing", "CenterCrop": "preprocessing",
 }
+# Classes that are two layer words at once: Keras's cuDNN-only LSTM is an LSTM and a cuDNN RNN.
+ALSO_LAYER_WORDS: dict[str, str] = {"CuDNNLSTM": "cudnn_rnn", "CuDNNGRU": "cudnn_rnn"}
 for _pool in ("MaxPooling", "AveragePooling", "GlobalMaxPooling", "GlobalAveragePooling"):
     for _dim in ("1D", "2D", "3D"):
         LAYER_WORDS[_pool + _dim] = "pooling"
@@ -59,6 +63,7 @@ DECIDED_BY = {
     "custom_metric": ("metrics",),
     "named_outputs": ("outputs",),
     "shared_submodel": ("layers",),
+    "nested_model": ("layers",),
     "string_input": ("inputs",),
     "sparse_input": ("inputs",),
 }
@@ -78,6 +83,8 @@ def layer_words(facts: dict) -> tuple[str, ...]:
                 word = "sync_batchnorm"
             if word:
                 words.append(word)
+            if name in ALSO_LAYER_WORDS:
+                words.append(ALSO_LAYER_WORDS[name])
         elif not layer.get("model"):
             words.append("custom_layer")
             base = LAYER_WORDS.get(str(layer.get("base", "")))
@@ -100,6 +107,7 @@ def usage_words(facts: dict, data: dict) -> tuple[tuple[str, ...], tuple[str, ..
         "custom_metric": any(m.get("custom") for m in metrics),
         "named_outputs": bool(facts.get("loss_dict") or facts.get("metrics_dict") or data.get("dict_labels")),
         "shared_submodel": bool(facts.get("shared")),
+        "nested_model": any(isinstance(x, dict) and x.get("model") for x in facts.get("layers") or []),
         "string_input": any(i.get("dtype") == "string" for i in inputs) or bool(data.get("string")),
         "sparse_input": any(i.get("sparse") or i.get("ragged") for i in inputs) or bool(data.get("sparse")),
     }
