@@ -639,3 +639,14 @@ def test_a_typed_usage_list_is_partial_an_entry_needing_an_unnamed_word_is_canno
     main(["matrix", "query", "tensorflow==2.3.0", "usage=several_models,fit_in_loop", "--format", "json", "-v"])
     found = {f["code"]: f for c in json.loads(capsys.readouterr().out)["checks"] for f in c["findings"]}
     assert found["known-issue.tf-37505-fit-consecutive-runs-leak"]["severity"] == "warning"
+
+
+def test_a_narrow_usage_word_names_the_broader_word_it_is_a_case_of() -> None:
+    """`usage=datasets_from_function` is distributing a dataset yourself: the DALI InputOptions entry
+    (usage distribute_dataset) applies, with no "if you distribute a tf.data pipeline yourself"."""
+    env, _ = parse_query(["tensorflow==2.14.0", "strategy=mirrored", "usage=datasets_from_function"])
+    a = assess(_issue("dali-5192-mirrored-input-options-ignored-tf214"), env)
+    assert a.verdict is Verdict.MATCHES and not a.usage_unknown
+    assert "usage distribute_dataset (named as datasets_from_function)" in a.agrees
+    env, _ = parse_query(["tensorflow==2.14.0", "strategy=mirrored", "usage=frozen_nested_model"])
+    assert assess(_issue("dali-5192-mirrored-input-options-ignored-tf214"), env).verdict is Verdict.NO_MATCH

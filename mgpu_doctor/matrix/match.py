@@ -188,19 +188,23 @@ def _assess_usage(issue: KnownIssue, env: Environment, record: _Recorder) -> Non
             have = f"{', '.join(env.layers) or '(none)'}{origin('layers')}"
             record(_tri(bool(hit)), f"layers {', '.join(hit)}{origin('layers')}",
                    f"layers {have}, not {' or '.join(c.layers)}", "")
+    named_usage = env.usage or ()
+    used = None if env.usage is None else vocab.with_broader(named_usage)
     for tag in c.usage:
-        if env.usage is None or (tag in env.usage_undecided and tag not in env.usage):
+        if used is None or (tag in env.usage_undecided and tag not in used):
             record(Tri.UNKNOWN, "", "", f"if you {vocab.usage_phrase(tag)}", is_usage=True,
                    decider=Decider("usage", (tag,)))
         else:
-            record(_tri(tag in env.usage), f"usage {tag}{origin('usage')}",
-                   f"usage {', '.join(env.usage) or '(none named)'}{origin('usage')}, not {tag}", "")
+            cases = [w for w in named_usage if vocab.BROADER_USAGE.get(w) == tag and tag not in named_usage]
+            named = f" (named as {cases[0]})" if cases else ""
+            record(_tri(tag in used), f"usage {tag}{named}{origin('usage')}",
+                   f"usage {', '.join(used) or '(none named)'}{origin('usage')}, not {tag}", "")
     for tag in c.without_usage:  # the trigger is a setting left off: known used, it does not apply
-        if env.usage is None or (tag in env.usage_undecided and tag not in env.usage):
+        if used is None or (tag in env.usage_undecided and tag not in used):
             record(Tri.UNKNOWN, "", "", f"unless you {vocab.usage_phrase(tag)}", is_usage=True,
                    decider=Decider("without_usage", (tag,)))
         else:
-            record(_tri(tag not in env.usage), f"usage without {tag}{origin('usage')}",
+            record(_tri(tag not in used), f"usage without {tag}{origin('usage')}",
                    f"usage {tag}{origin('usage')}: the trigger is without it", "")
     if c.strategy:
         wanted = " or ".join(vocab.strategy_phrase(s) for s in c.strategy if s != ANY_STRATEGY) \

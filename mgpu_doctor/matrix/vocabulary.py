@@ -198,6 +198,19 @@ BACKENDS: dict[str, str] = {"tensorflow": "the TensorFlow backend", "jax": "the 
                             "torch": "the PyTorch backend"}
 
 
+# A usage word that is one case of a broader word: naming it names the broader one too
+# (`usage=datasets_from_function` is distributing a dataset yourself).
+BROADER_USAGE: dict[str, str] = {
+    "datasets_from_function": "distribute_dataset",
+    "frozen_nested_model": "nested_model",
+}
+
+
+def with_broader(words: tuple[str, ...]) -> tuple[str, ...]:
+    """``words`` and the broader words they are cases of (:data:`BROADER_USAGE`), each once."""
+    return tuple(dict.fromkeys([*words, *(BROADER_USAGE[w] for w in words if w in BROADER_USAGE)]))
+
+
 def usage_phrase(tag: str) -> str:
     return USAGES.get(tag, tag)
 
