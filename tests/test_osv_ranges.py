@@ -1,0 +1,92 @@
+"""An entry's range read as OSV reads one: past the last report with no fix known is "cannot tell",
+named on its own in the next series and counted in one line further on; a fix closes the range."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mgpu_doctor.cli import main
+from mgpu_doctor.matrix.known_issues import load_matrix
+from mgpu_doctor.matrix.paths import bundled_matrix_dir
+from mgpu_doctor.matrix.ranges import Place, reading
+
+MATRIX = load_matrix(bundled_matrix_dir())
+# distribution-hangs.toml: tensorflow >=2.13,<2.15.dev0 (the 2.13 and 2.14 series), no fix known
+GATHER_HANG = "tf-62065-mirrored-gather-hang-tf213-214"
+# keras >=3.0,<3.9.0rc0, fixed in Keras 3.9.0
+FIXED_IN_KERAS_39 = "keras-20134-fit-rejects-distribute-datasets-from-function"
+
+
+def query(capsys, *terms: str) -> dict[str, dict]:
+    assert main(["matrix", "query", *terms, "--format", "json"]) in (0, 1)
+    data = json.loads(capsys.readouterr().out)
+    return {f["code"]: f for c in data["checks"] for f in c["findings"]}
+
+
+@pytest.mark.parametrize(("text", "fixed", "version", "place"), [
+    (">=2.13,<2.15.dev0", False, "2.14.1", Place.IN),
+    (">=2.13,<2.15.dev0", False, "2.12.0", Place.OUT),  # before it was introduced
+    (">=2.13,<2.15.dev0", False, "2.15.1", Place.NEXT_SERIES),
+    (">=2.13,<2.15.dev0", False, "2.15.0rc1", Place.NEXT_SERIES),
+    (">=2.13,<2.15.dev0", False, "2.16.0", Place.OLDER_REPORT),
+    (">=2.13,<2.15.dev0", False, "3.0.0", Place.OLDER_REPORT),  # a new major is never "next"
+    (">=2.13,<2.15.dev0", False, "2.15", Place.NEXT_SERIES),  # every 2.15.x is past it
+    (">=2.13,<2.15.dev0", False, "2", Place.UNKNOWN),  # some 2.x inside, some past
+    (">=2.11,<=2.15.1", False, "2.15.2", Place.NEXT_SERIES),  # the rest of the last series too
+    (">=2.11,<=2.15.1", False, "2.16.1", Place.NEXT_SERIES),
+    (">=2.11,<=2.15.1", True, "2.16.1", Place.OUT),  # a fix (or a closed range): outside
+    ("==2.10.*", False, "2.11.0", Place.NEXT_SERIES),
+    (">=2.4", False, "2.21.0", Place.IN),  # no upper bound
+])
+def test_a_tensorflow_range_reads_as_osv_reads_it(text, fixed, version, place) -> None:
+    assert reading("tensorflow", text, fixed).place(version) is place
+
+
+def test_a_compatibility_limit_stays_a_plain_bound() -> None:
+    # cuDNN, CUDA and the driver bound what a build can load: past them is outside, not "no fix known"
+    assert reading("cudnn", ">=8.0,<=8.1.1", fixed=False).place("8.6.0") is Place.OUT
+    assert reading("nccl", "==2.23.4", fixed=False).place("2.24.3") is Place.NEXT_SERIES
+
+
+def test_a_version_just_past_the_last_report_is_cannot_tell_reported_up_to(capsys) -> None:
+    assert MATRIX.get(GATHER_HANG).affects == {"tensorflow": ">=2.13,<2.15.dev0"}
+    found = query(capsys, "tensorflow==2.15.1", "gpus=2", "strategy=mirrored", "usage=custom_training_loop")
+    finding = found[f"known-issue.{GATHER_HANG}"]
+    assert finding["severity"] == "info" and finding["title"].startswith("Cannot tell whether this known issue")
+    assert "not known: tensorflow 2.15.1: reported up to 2.14.x, no fix known" in finding["evidence"]
+    assert GATHER_HANG not in " ".join(found.get("matrix.reported-older", {}).get("evidence", []))
+    # inside the reported range it is a warning, as before
+    inside = query(capsys, "tensorflow==2.14.1", "gpus=2", "strategy=mirrored", "usage=custom_training_loop")
+    assert inside[f"known-issue.{GATHER_HANG}"]["severity"] == "warning"
+
+
+def test_a_version_far_past_the_last_report_is_counted_in_one_line(capsys) -> None:
+    found = query(capsys, "tensorflow==2.21.0", "gpus=2", "strategy=mirrored", "usage=custom_training_loop")
+    assert f"known-issue.{GATHER_HANG}" not in found
+    older = found["matrix.reported-older"]
+    assert older["severity"] == "info"
+    assert older["title"].endswith("known issue(s) were last reported on older releases, with no fix known")
+    assert f"{GATHER_HANG}: tensorflow reported up to 2.14.x" in older["evidence"]
+    assert len(older["evidence"]) == int(older["title"].split()[0])  # every one named (-v shows them)
+    # most recent report first: an entry of the 1.x era comes after one of 2.14
+    ids = [e.split(":")[0] for e in older["evidence"]]
+    tf1 = next(e.split(":")[0] for e in older["evidence"] if "reported up to 1." in e)
+    assert ids.index(GATHER_HANG) < ids.index(tf1)
+
+
+def test_a_fixed_entry_is_never_no_fix_known(capsys) -> None:
+    entry = MATRIX.get(FIXED_IN_KERAS_39)
+    assert entry.fixed_in and entry.affects["keras"] == ">=3.0,<3.9.0rc0"
+    found = query(capsys, "keras==3.10.0", "tensorflow==2.19.0", "gpus=2")
+    assert f"known-issue.{FIXED_IN_KERAS_39}" not in found
+    assert FIXED_IN_KERAS_39 not in " ".join(found.get("matrix.reported-older", {}).get("evidence", []))
+
+
+def test_an_old_tensorflow_query_is_not_flooded(capsys) -> None:
+    """TensorFlow 2.21 against a matrix mostly of older reports: one line counts them."""
+    main(["matrix", "query", "tensorflow==2.21.0", "gpus=2"])
+    out = capsys.readouterr().out
+    assert sum("reported up to" in line for line in out.splitlines()) == 0  # named only with -v
+    assert len(out.splitlines()) <= 26, out
