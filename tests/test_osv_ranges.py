@@ -90,3 +90,20 @@ def test_an_old_tensorflow_query_is_not_flooded(capsys) -> None:
     out = capsys.readouterr().out
     assert sum("reported up to" in line for line in out.splitlines()) == 0  # named only with -v
     assert len(out.splitlines()) <= 26, out
+
+
+# --- replaces: the ids of entries merged into one ------------------------------------------------
+
+def test_validate_refuses_a_replaced_id_that_is_still_an_entry_or_replaced_twice(tmp_path) -> None:
+    from tests.test_matrix import entry, problems_of
+
+    def merged(new_id: str, url: str, replaces: str) -> str:
+        return entry(id=new_id, url=url).replace('affects = {', f'replaces = [{replaces}]\naffects = {{', 1)
+
+    one = merged("survivor", "https://github.com/tensorflow/tensorflow/issues/7", '"gone"')
+    assert problems_of(tmp_path, one) == []
+    still = problems_of(tmp_path, one, entry(id="gone", url="https://github.com/tensorflow/tensorflow/issues/8"))
+    assert len(still) == 1 and "[survivor] replaces[0]: 'gone' is still an entry" in still[0]
+    twice = problems_of(tmp_path, one, merged("other", "https://github.com/tensorflow/tensorflow/issues/9",
+                                              '"gone"'))
+    assert len(twice) == 1 and "[other] replaces[0]: 'gone' is replaced by 'survivor' too" in twice[0]

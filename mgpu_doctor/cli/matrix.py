@@ -108,6 +108,10 @@ def run_list(args: argparse.Namespace) -> int:
 def run_show(args: argparse.Namespace) -> int:
     matrix = _load(args)
     issue = matrix.get(args.id)
+    became = matrix.replaced.get(args.id)
+    if issue is None and became is not None:  # merged into another entry: that one, said so
+        issue = matrix.get(became)
+        print(f"{args.id} was merged into {became} (one cause): shown below", file=sys.stderr)
     if issue is None:
         close = [i.id for i in matrix.issues if args.id in i.id][:5]
         hint = f"; did you mean {', '.join(close)}?" if close else "; `mgpu-doctor matrix list` lists them"
@@ -130,6 +134,10 @@ def describe(issue: KnownIssue) -> str:
     lines += wrap("conditions:  ", "; ".join(x for x in conditions if x) or "none")
     if issue.fixed_in:
         lines += wrap("fixed in:    ", issue.fixed_in)
+    if issue.range_closed:
+        lines += wrap("range ends:  ", issue.range_closed)
+    if issue.replaces:
+        lines += wrap("replaces:    ", ", ".join(issue.replaces) + " (merged into this entry)")
     lines += wrap("what:        ", issue.summary)
     lines += wrap("workaround:  ", issue.workaround)
     for s in issue.sources:

@@ -36,7 +36,7 @@ from mgpu_doctor.matrix.known_issues import KnownIssue, Matrix, Problem, known_i
 from mgpu_doctor.model import distributions, evidence, versions
 from mgpu_doctor.process import inputs
 
-FORMAT = 3  # bump when what an index holds changes
+FORMAT = 4  # bump when what an index holds changes
 MAX_INDEXES = 8  # a few versions of the bundled matrix, with and without a team's own
 MAX_CANDIDATE_LISTS = 32  # a few environments (interpreters, queries) per index
 # The modules whose code decides what a matrix file yields (validation, vocabulary, limits): their
@@ -62,6 +62,8 @@ class MatrixIndex:
     # version key -> a range as read (its specifier text, OPEN when open above its last report)
     # -> positions of the entries whose affects reads so
     by_key: dict[str, dict[str, tuple[int, ...]]]
+    # the ids merged into another entry -> the entry each became (an acknowledgement naming one)
+    replaced: dict[str, str] = field(default_factory=dict)
     _entries: dict[int, KnownIssue] = field(default_factory=dict, repr=False)
 
     @property
@@ -157,7 +159,8 @@ def compile_index(matrix: Matrix) -> MatrixIndex:
     dump = functools.partial(pickle.dumps, protocol=pickle.HIGHEST_PROTOCOL)
     return MatrixIndex("", matrix.sources, matrix.problems, tuple(dump(i) for i in matrix.issues),
                        tuple(dump(_as_matching_reads(i)) for i in matrix.issues),
-                       {k: {t: tuple(p) for t, p in texts.items()} for k, texts in by_key.items()})
+                       {k: {t: tuple(p) for t, p in texts.items()} for k, texts in by_key.items()},
+                       matrix.replaced)
 
 
 def _as_matching_reads(issue: KnownIssue) -> KnownIssue:

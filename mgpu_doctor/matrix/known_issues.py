@@ -279,7 +279,28 @@ def load_known_issue_files(paths: list[Path]) -> LoadResult:
             result.issues.append(issue)
             where[issue.id] = str(path)
     result.problems.extend(_shared_identifying_lines(result.issues, where))
+    result.problems.extend(_replaced_ids(result.issues, where))
     return result
+
+
+def _replaced_ids(issues: list[KnownIssue], where: dict[str, str]) -> list[Problem]:
+    """An id merged into another entry (``replaces``) is gone: not an entry any more, and merged
+    into one entry only (acknowledgements naming it apply to that one)."""
+    problems = []
+    merged_into: dict[str, str] = {}
+    for issue in issues:
+        for n, old in enumerate(issue.replaces):
+            if old in where:
+                problems.append(Problem(where[issue.id], issue.id, f"replaces[{n}]",
+                                        f"{old!r} is still an entry ({where[old]}): remove it once merged "
+                                        "here"))
+            elif old in merged_into:
+                problems.append(Problem(where[issue.id], issue.id, f"replaces[{n}]",
+                                        f"{old!r} is replaced by {merged_into[old]!r} too: an id is merged "
+                                        "into one entry"))
+            else:
+                merged_into[old] = issue.id
+    return problems
 
 
 def _shared_identifying_lines(issues: list[KnownIssue], where: dict[str, str]) -> list[Problem]:
@@ -673,6 +694,17 @@ class Matrix:
 
     def get(self, issue_id: str) -> KnownIssue | None:
         return next((i for i in self.issues if i.id == issue_id), None)
+
+    @property
+    def replaced(self) -> dict[str, str]:
+        """The ids merged into another entry, each with the entry it became."""
+        return replaced_ids(self.issues)
+
+
+def replaced_ids(issues: tuple[KnownIssue, ...] | list[KnownIssue]) -> dict[str, str]:
+    """Each id some entry ``replaces`` -> that entry's id (an entry with the id itself keeps it)."""
+    present = {i.id for i in issues}
+    return {old: i.id for i in issues for old in i.replaces if old not in present}
 
 
 def load_matrix(bundled: Path, extra: list[Path] | tuple[Path, ...] = ()) -> Matrix:
