@@ -107,3 +107,30 @@ def test_validate_refuses_a_replaced_id_that_is_still_an_entry_or_replaced_twice
     twice = problems_of(tmp_path, one, merged("other", "https://github.com/tensorflow/tensorflow/issues/9",
                                               '"gone"'))
     assert len(twice) == 1 and "[other] replaces[0]: 'gone' is replaced by 'survivor' too" in twice[0]
+
+
+# --- a union of ranges: one cause reported on several series -------------------------------------
+
+@pytest.mark.parametrize(("version", "place"), [
+    ("2.4.1", Place.IN), ("2.9.3", Place.IN),
+    ("2.6.0", Place.BETWEEN),  # between the two reports: neither a match nor outside
+    ("2.3.0", Place.OUT),
+    ("2.10.0", Place.NEXT_SERIES),  # past the last one, no fix known
+    ("2.6", Place.BETWEEN),  # every 2.6.x lies between
+])
+def test_a_version_between_two_reported_ranges_is_between(version, place) -> None:
+    union = reading("tensorflow", ">=2.4.0,<=2.4.1 || ==2.9.*", fixed=False)
+    assert union.place(version) is place
+    assert union.shown() == "2.4.0-2.4.1 and 2.9.x"
+
+
+def test_a_list_of_ranges_is_oldest_first_and_disjoint(tmp_path) -> None:
+    from tests.test_matrix import entry, problems_of
+
+    def with_ranges(ranges: str) -> str:
+        return entry().replace('affects = { tensorflow = ">=2.10,<=2.10.0" }', f"affects = {{ tensorflow = {ranges} }}")
+
+    assert problems_of(tmp_path, with_ranges('[">=2.10,<=2.10.0", "==2.12.*"]')) == []
+    for bad in ('["==2.12.*", ">=2.10,<=2.10.0"]', '[">=2.10,<=2.12.0", "==2.12.*"]', '[">=2.10,<=2.10.0"]'):
+        [problem] = problems_of(tmp_path, with_ranges(bad))
+        assert "affects.tensorflow" in problem, bad
