@@ -4,6 +4,7 @@ named on its own in the next series and counted in one line further on; a fix cl
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -134,3 +135,50 @@ def test_a_list_of_ranges_is_oldest_first_and_disjoint(tmp_path) -> None:
     for bad in ('["==2.12.*", ">=2.10,<=2.10.0"]', '[">=2.10,<=2.12.0", "==2.12.*"]', '[">=2.10,<=2.10.0"]'):
         [problem] = problems_of(tmp_path, with_ranges(bad))
         assert "affects.tensorflow" in problem, bad
+
+
+# --- merged entries: one cause, its reports on several series -------------------------------------
+
+FIT_LOOP = "fit-new-models-in-loop-host-leak"  # leaks-tensorflow.toml: 2.11-2.15.1, 2.17.x, 2.18.x
+
+
+def test_a_version_between_two_reports_of_a_real_entry_is_cannot_tell(capsys) -> None:
+    assert MATRIX.get(FIT_LOOP).affects["tensorflow"] == ">=2.11,<=2.15.1 || ==2.17.* || ==2.18.*"
+    found = query(capsys, "tensorflow==2.16.1", "gpus=2", "usage=fit_in_loop")
+    finding = found[f"known-issue.{FIT_LOOP}"]
+    assert finding["severity"] == "info" and finding["title"].startswith("Cannot tell")
+    assert ("not known: tensorflow 2.16.1: reported on 2.11-2.15.1 and 2.17.x and 2.18.x, not on this series"
+            in finding["evidence"])
+    assert finding["condition"]["key"] == "reported"
+    for inside in ("2.13.0", "2.17.1", "2.18.0"):
+        assert query(capsys, f"tensorflow=={inside}", "gpus=2", "usage=fit_in_loop")[
+            f"known-issue.{FIT_LOOP}"]["severity"] == "warning", inside
+    assert f"known-issue.{FIT_LOOP}" not in query(capsys, "tensorflow==2.9.2", "gpus=2", "usage=fit_in_loop")
+    past = query(capsys, "tensorflow==2.19.0", "gpus=2", "usage=fit_in_loop")[f"known-issue.{FIT_LOOP}"]
+    assert "not known: tensorflow 2.19.0: reported up to 2.18.x, no fix known" in past["evidence"]
+
+
+def test_an_acknowledgement_of_a_merged_id_holds_for_the_entry_it_became(capsys, tmp_path) -> None:
+    assert MATRIX.get("tf-61791-fit-models-in-loop-leak-tf211-215") is None
+    assert MATRIX.replaced["tf-61791-fit-models-in-loop-leak-tf211-215"] == FIT_LOOP
+    paste = tmp_path / "issue.md"
+    paste.write_text("Memory grows every time I train a new model.\n\ntensorflow==2.13.0\n")
+    acks = tmp_path / "acks.toml"
+    acks.write_text('[[acknowledge]]\ncode = "known-issue.tf-61791-fit-models-in-loop-leak-tf211-215"\n'
+                    'reason = "the trainer restarts"\nexpires = 2999-12-31\n')
+    code = main(["check", "--from", str(paste), "--usage", "fit_in_loop", "--ack", str(acks), "--format", "json"])
+    data = json.loads(capsys.readouterr().out)
+    [finding] = [f for c in data["checks"] for f in c["findings"] if f["code"] == f"known-issue.{FIT_LOOP}"]
+    assert finding["severity"] == "warning" and finding["acknowledgement"]["reason"] == "the trainer restarts"
+    assert code == 0 and data["summary"]["acknowledged"] == 1
+    assert any(f"merged into '{FIT_LOOP}'" in n for n in data["notes"])
+    assert not any("matches no finding" in n for n in data["notes"])
+
+
+def test_matrix_show_of_a_merged_id_shows_the_entry_it_became(capsys) -> None:
+    assert main(["matrix", "show", "keras-13353-thread-local-symbolic-scope-231"]) == 0
+    out, err = capsys.readouterr()
+    assert "keras-13353-thread-local-symbolic-scope-231 was merged into keras-23-thread-local-value-attributeerror" in err
+    assert out.startswith("keras-23-thread-local-value-attributeerror: ")
+    assert "replaces: keras-13338-thread-local-disable-tracking-230, keras-13353-thread-local-symbolic-scope-231" \
+        in " ".join(re.sub(r"-\n\s+", "-", out).split())  # the line wraps at hyphens
