@@ -31,6 +31,7 @@ from mgpu_doctor.matrix.known_issues import (
 )
 from mgpu_doctor.matrix.match import example_problems
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
+from mgpu_doctor.matrix.review import reviews
 from mgpu_doctor.model.serde import to_jsonable
 from mgpu_doctor.renderers.tables import table
 
@@ -72,6 +73,9 @@ def add_parser(sub: Any) -> None:
     validate = msub.add_parser("validate", help="check matrix files; every problem at once (exit 2)")
     validate.add_argument("dir", nargs="?", type=path_text, metavar="DIR",
                           help="a matrix directory (default: the bundled matrix)")
+    validate.add_argument("--strict", action="store_true",
+                          help="the review lines (GPU names, ranges wider than the sources, one thread told "
+                          "twice) count as problems too")
     validate.set_defaults(run=run_validate)
 
 
@@ -178,8 +182,15 @@ def run_validate(args: argparse.Namespace) -> int:
                          "(expected DIR/known-issues/*.toml or DIR/*.toml)")
     for problem in problems:
         print(problem)
-    if problems:
-        print(f"mgpu-doctor: error: {len(problems)} problem(s) in {len(paths)} file(s) under {directory}",
+    notes = reviews(result.issues)
+    for note in notes:
+        print(f"review: {note}")
+    if notes:
+        print(f"mgpu-doctor: {len(notes)} line(s) to review against the sources (see docs/matrix-schema.md; "
+              "--strict counts them as problems)", file=sys.stderr)
+    failed = len(problems) + (len(notes) if args.strict else 0)
+    if failed:
+        print(f"mgpu-doctor: error: {failed} problem(s) in {len(paths)} file(s) under {directory}",
               file=sys.stderr)
         return 2
     examples = sum(len(i.examples) for i in result.issues)
