@@ -32,8 +32,10 @@ def worth_reporting(a: Assessment) -> bool:
         return False
     if a.unreported is Place.OLDER_REPORT:  # further past its last report: one line counts them
         return False
-    if a.version_straddles or a.unreported is not None:  # a short version; the next series, between
-        return True  # two reports: never dropped silently
+    if a.version_straddles:  # a version named short of its patch release: never dropped silently
+        return True
+    if a.unreported is not None:  # the next series, or between two reports: named when the entry's
+        return not a.version_missing  # other versions are known (and agree: nothing disagrees)
     return a.version_agrees if a.issue.affects else bool(a.agrees)
 
 
@@ -176,8 +178,9 @@ def known_issue_findings(
 
 def reported_older(a: Assessment) -> bool:
     """An entry left out of the findings only because a known version lies further past its last
-    report than the next series, with no fix known: counted in one line (:func:`older_finding`)."""
-    return a.verdict is Verdict.CANNOT_TELL and a.unreported is Place.OLDER_REPORT
+    report than the next series, with no fix known, its other versions known: counted in one line
+    (:func:`older_finding`)."""
+    return a.verdict is Verdict.CANNOT_TELL and a.unreported is Place.OLDER_REPORT and not a.version_missing
 
 
 def older_finding(older: list[Assessment]) -> Finding:

@@ -56,6 +56,7 @@ class Assessment:
     # Place.OLDER_REPORT), or between two reported ranges (Place.BETWEEN); None otherwise
     unreported: Place | None = None
     unreported_key: str = ""  # the version key placed so
+    version_missing: bool = False  # a version it names is not known (or only as a range across its bound)
 
 
 class _Recorder:
@@ -68,6 +69,7 @@ class _Recorder:
         self.deciders: list[Decider] = []
         self.unreported: Place | None = None
         self.unreported_key = ""
+        self.version_missing = False
 
     def __call__(self, answer: Tri, yes: str, no: str, missing: str, is_usage: bool = False,
                  decider: Decider | None = None) -> None:
@@ -98,7 +100,7 @@ def assess(issue: KnownIssue, env: Environment) -> Assessment:
     return Assessment(issue, verdict, tuple(record.agrees), tuple(record.unknown), tuple(record.usage),
                       tuple(record.disagrees), version_agrees, version_straddles=record.straddles,
                       deciders=tuple(record.deciders), unreported=record.unreported,
-                      unreported_key=record.unreported_key)
+                      unreported_key=record.unreported_key, version_missing=record.version_missing)
 
 
 def _assess_versions(issue: KnownIssue, env: Environment, record: _Recorder) -> None:
@@ -110,11 +112,13 @@ def _assess_versions(issue: KnownIssue, env: Environment, record: _Recorder) -> 
             predicted = env.ranges[key]
             place = read.place_range(parse_specifier(predicted))
             if not _placed_elsewhere(place, read, f"{key} {predicted}{origin}", record, key):
+                record.version_missing = record.version_missing or place is Place.UNKNOWN
                 record(_tri_of(place), f"{key} {predicted}{origin} is in {text}",
                        f"{key} {predicted}{origin} is not in {text}",
                        f"{key} {text}: only {predicted} is known{origin}", decider=Decider(key, (text,)))
             continue
         if have is None:
+            record.version_missing = True
             record(Tri.UNKNOWN, "", "", f"{key} {text}: {env.missing.get(key, 'not known')}",
                    decider=Decider(key, (text,)))
             continue
