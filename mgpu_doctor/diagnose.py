@@ -434,16 +434,33 @@ def acknowledge(report: Report, options: DiagnoseOptions) -> Report:
     path = options.ack_file or Path(DEFAULT_FILE)
     if options.ack_file is None and not path.is_file():
         return report
-    from mgpu_doctor.gate.acks import AckFileError, apply_acks, load_ack_file, renamed_notes, unused_entries
+    from mgpu_doctor.gate.acks import (
+        AckFileError,
+        apply_acks,
+        load_ack_file,
+        merged_notes,
+        renamed_notes,
+        unused_entries,
+    )
 
     try:
         entries = load_ack_file(path)
     except AckFileError as exc:
         raise BadInput(str(exc)) from None
-    checks = apply_acks(report.checks, entries, options.today or today())
+    replaced = _merged_ids(options) if any(e.named_issue() for e in entries) else {}
+    checks = apply_acks(report.checks, entries, options.today or today(), replaced)
     notes = [f"Acknowledge file {e.source} matches no finding: remove it if the problem is gone."
-             for e in unused_entries(checks, entries)] + renamed_notes(entries)
+             for e in unused_entries(checks, entries, replaced)] + renamed_notes(entries) + \
+        merged_notes(entries, replaced)
     return replace(report, checks=checks, notes=report.notes + notes)
+
+
+def _merged_ids(options: DiagnoseOptions) -> dict[str, str]:
+    """The known-issue ids merged into another entry, with the one each became (the index keeps them)."""
+    from mgpu_doctor.matrix.index import load_index
+    from mgpu_doctor.matrix.paths import bundled_matrix_dir
+
+    return load_index(bundled_matrix_dir(), options.matrix_dirs).replaced
 
 
 def query(terms: list[str], matrix_dirs: tuple[Path, ...] = (),

@@ -60,7 +60,8 @@ def assert_same_findings(envs: list[tuple[str, Environment]]) -> None:
     for name, env in envs:
         indexed = known_issue_findings(index.candidates(env), env)
         assert indexed == known_issue_findings(MATRIX.issues, env), name
-        narrowed += len(index.candidates(env)) < index.count / 2
+        read_whole = [i for i in index.candidates(env) if i.title]  # the others: as matching reads them
+        narrowed += len(read_whole) < index.count / 2
     assert narrowed > len(envs) / 2  # the index does narrow: most read a fraction of the entries
 
 

@@ -64,7 +64,9 @@ def test_a_half_upgraded_environment_tells_one_story():
     agree = {f.code: f.severity for f in by_name["versions-agree"].findings}
     assert agree == {"versions.tensorflow-differs": Severity.ERROR, "versions.keras-differs": Severity.ERROR}
     # Every other check speaks of the imported 2.21.0 and Keras 3, never of the stale metadata.
-    others = [f for c in report.checks if c.name != "versions-agree" for f in c.findings]
+    # (the entries last reported on older releases name the versions of their reports, not these)
+    others = [f for c in report.checks if c.name != "versions-agree" for f in c.findings
+              if f.code != "matrix.reported-older"]
     text = "\n".join([f.title for f in others] + [e for f in others for e in f.evidence] + [f.fix for f in others])
     assert "2.15.1" not in text and "2.15.0" not in text
     assert "keras.keras2-with-tf216" not in {f.code for f in others}

@@ -170,18 +170,32 @@ def test_a_line_many_causes_print_names_an_entry_only_where_nothing_contradicts_
     [named] = [f for f in fits if f["code"] == "known-issue.team-perreplica"]
     assert named["title"].startswith("A possible cause of the pasted text, line 9 (many causes print that line)")
     (tmp_path / "team").rename(tmp_path / "old")
-    outside = findings_of(capsys, "--from", str(paste), "--matrix", str(team_matrix(tmp_path, "<=2.15.0", "false")))
+    outside = findings_of(capsys, "--from", str(paste), "--matrix",
+                          str(team_matrix(tmp_path, ">=3.6.0,<=3.8.0", "false")))
     assert not [f for f in outside if f["code"] == "known-issue.team-perreplica"]
     assert [f for f in outside if f["code"] == "matrix.unknown-error"]  # then it is the error itself
+    (tmp_path / "team").rename(tmp_path / "older")
+    # past the last report with no fix known, nothing contradicts it: a possible cause, said so
+    past = findings_of(capsys, "--from", str(paste), "--matrix", str(team_matrix(tmp_path, "<=3.3.0", "false")))
+    [named] = [f for f in past if f["code"] == "known-issue.team-perreplica"]
+    assert named["severity"] == "info"
+    assert "not known: keras 3.5.0: reported up to 3.3.0, no fix known" in named["evidence"]
 
 
 def test_a_line_that_identifies_its_cause_names_it_outside_the_reported_versions(tmp_path, capsys) -> None:
     paste = tmp_path / "issue.md"
     paste.write_text(SYNTHETIC + "\nkeras==3.5.0\n")
-    found = findings_of(capsys, "--from", str(paste), "--matrix", str(team_matrix(tmp_path, "<=2.15.0")))
+    found = findings_of(capsys, "--from", str(paste), "--matrix", str(team_matrix(tmp_path, ">=3.6.0,<=3.8.0")))
     [named] = [f for f in found if f["code"] == "known-issue.team-perreplica"]
     assert named["severity"] == "warning"
     assert "the line names this cause all the same: it is still there, or back" in named["evidence"]
+    (tmp_path / "team").rename(tmp_path / "older")
+    past = findings_of(capsys, "--from", str(paste), "--matrix", str(team_matrix(tmp_path, "<=2.15.0")))
+    [named] = [f for f in past if f["code"] == "known-issue.team-perreplica"]
+    assert named["severity"] == "warning"
+    assert "not known: keras 3.5.0: reported up to 2.15.0, no fix known" in named["evidence"]
+    assert "the line names this cause all the same: its versions are past what its sources report" \
+        in named["evidence"]
 
 
 def test_a_training_log_is_read_from_its_end(tmp_path: Path, capsys, monkeypatch) -> None:

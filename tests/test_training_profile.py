@@ -89,7 +89,7 @@ def test_the_human_check_groups_what_depends_on_the_training(capsys, tmp_path, m
     main(["check", "--from", HEALTHY])
     out = capsys.readouterr().out
     # one line per deciding fact (how many entries it decides grows with the matrix)
-    assert re.search(r"^    i \d+ apply depending on how you train: --usage ", out, re.M), out
+    assert re.search(r"^    i \d+( more)? apply depending on how you train: --usage ", out, re.M), out
     assert "Known issue for these versions" not in out  # each one is behind its group line
     main(["check", "--from", HEALTHY, "-v"])
     verbose = capsys.readouterr().out
@@ -205,12 +205,14 @@ def test_matrix_query_fits_on_one_screen_with_every_entry_reachable(capsys, tmp_
     assert main(["matrix", "query", "tensorflow==2.0.0", "gpus=2", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     jsonschema.validate(data, SCHEMA)
+    # every conditional entry is in a group; the entries last reported on older releases are one
+    # line of their own, which names each (-v)
     info = {f["code"] for f in data["checks"][-1]["findings"] if f["severity"] == "info"}
     grouped = [c for g in data["conditional"] for c in g["codes"]]
-    assert len(grouped) == len(set(grouped)) and set(grouped) == info
+    assert len(grouped) == len(set(grouped)) and set(grouped) == info - {"matrix.reported-older"}
     main(["matrix", "query", "tensorflow==2.0.0", "gpus=2"])
     out = capsys.readouterr().out
-    assert len(out.splitlines()) <= 25, out
+    assert len(out.splitlines()) <= 26, out  # 25 and the line for entries reported on older releases
     assert " apply depending on your strategy: --strategy multi_worker_mirrored (" in out  # 5 today
     main(["matrix", "query", "tensorflow==2.0.0", "gpus=2", "-v"])
     verbose = capsys.readouterr().out

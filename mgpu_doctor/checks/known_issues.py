@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 NAME = "known-issues"
 TITLE = "Known multi-GPU issues for these versions"
 CODES = ("known-issue.ID", "matrix.no-known-issue", "matrix.problems", "matrix.needs-version",
-         "matrix.unknown-error")  # evidence_findings.UNKNOWN_ERROR
+         "matrix.reported-older", "matrix.unknown-error")  # evidence_findings.UNKNOWN_ERROR
 
 
 def matrix_findings(matrix: MatrixIndex) -> list[Finding]:

@@ -31,6 +31,7 @@ from mgpu_doctor.matrix.known_issues import (
 )
 from mgpu_doctor.matrix.match import example_problems
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
+from mgpu_doctor.matrix.review import reviews
 from mgpu_doctor.model.serde import to_jsonable
 from mgpu_doctor.renderers.tables import table
 
@@ -72,6 +73,9 @@ def add_parser(sub: Any) -> None:
     validate = msub.add_parser("validate", help="check matrix files; every problem at once (exit 2)")
     validate.add_argument("dir", nargs="?", type=path_text, metavar="DIR",
                           help="a matrix directory (default: the bundled matrix)")
+    validate.add_argument("--strict", action="store_true",
+                          help="the review lines (GPU names, ranges wider than the sources, one thread told "
+                          "twice) count as problems too")
     validate.set_defaults(run=run_validate)
 
 
@@ -108,6 +112,10 @@ def run_list(args: argparse.Namespace) -> int:
 def run_show(args: argparse.Namespace) -> int:
     matrix = _load(args)
     issue = matrix.get(args.id)
+    became = matrix.replaced.get(args.id)
+    if issue is None and became is not None:  # merged into another entry: that one, said so
+        issue = matrix.get(became)
+        print(f"{args.id} was merged into {became} (one cause): shown below", file=sys.stderr)
     if issue is None:
         close = [i.id for i in matrix.issues if args.id in i.id][:5]
         hint = f"; did you mean {', '.join(close)}?" if close else "; `mgpu-doctor matrix list` lists them"
@@ -130,6 +138,10 @@ def describe(issue: KnownIssue) -> str:
     lines += wrap("conditions:  ", "; ".join(x for x in conditions if x) or "none")
     if issue.fixed_in:
         lines += wrap("fixed in:    ", issue.fixed_in)
+    if issue.range_closed:
+        lines += wrap("range ends:  ", issue.range_closed)
+    if issue.replaces:
+        lines += wrap("replaces:    ", ", ".join(issue.replaces) + " (merged into this entry)")
     lines += wrap("what:        ", issue.summary)
     lines += wrap("workaround:  ", issue.workaround)
     for s in issue.sources:
@@ -170,8 +182,15 @@ def run_validate(args: argparse.Namespace) -> int:
                          "(expected DIR/known-issues/*.toml or DIR/*.toml)")
     for problem in problems:
         print(problem)
-    if problems:
-        print(f"mgpu-doctor: error: {len(problems)} problem(s) in {len(paths)} file(s) under {directory}",
+    notes = reviews(result.issues)
+    for note in notes:
+        print(f"review: {note}")
+    if notes:
+        print(f"mgpu-doctor: {len(notes)} line(s) to review against the sources (see docs/matrix-schema.md; "
+              "--strict counts them as problems)", file=sys.stderr)
+    failed = len(problems) + (len(notes) if args.strict else 0)
+    if failed:
+        print(f"mgpu-doctor: error: {failed} problem(s) in {len(paths)} file(s) under {directory}",
               file=sys.stderr)
         return 2
     examples = sum(len(i.examples) for i in result.issues)

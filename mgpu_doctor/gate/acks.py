@@ -9,13 +9,15 @@ expires = 2026-12-31              # a TOML date (or "2026-12-31"); holds through
 
 Acknowledged findings are still reported, marked with the reason, but do not fail the gate.
 An expired acknowledgement fails it again. A code renamed since the file was written (see
-:mod:`mgpu_doctor.model.codes`) still matches, and the report says its new name. Every problem in the
-file is one line naming the file, the entry and the field.
+:mod:`mgpu_doctor.model.codes`) still matches, and the report says its new name; so does a known
+issue merged into another entry (its ``replaces``): the acknowledgement holds for that entry.
+Every problem in the file is one line naming the file, the entry and the field.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -44,16 +46,39 @@ class AckEntry:
     expires: _dt.date
     source: str  # "FILE: acknowledge[N]"
 
-    def matches(self, finding: Finding) -> bool:
+    def matches(self, finding: Finding, replaced: Mapping[str, str] | None = None) -> bool:
+        """Whether it names this finding; ``replaced``: known-issue ids merged into another entry,
+        with the entry each became (an acknowledgement of the old id holds for that entry)."""
         if self.code:
-            return finding.code == canonical(self.code)
-        return known_issue_id(finding) == self.known_issue
+            code = canonical(self.code)
+            if code.startswith(KNOWN_ISSUE_CODE_PREFIX) and replaced:
+                code = KNOWN_ISSUE_CODE_PREFIX + merged(code[len(KNOWN_ISSUE_CODE_PREFIX):], replaced)
+            return finding.code == code
+        return known_issue_id(finding) == merged(self.known_issue, replaced or {})
+
+    def named_issue(self) -> str:
+        """The known-issue id it names ("" when none)."""
+        code = canonical(self.code) if self.code else ""
+        return code[len(KNOWN_ISSUE_CODE_PREFIX):] if code.startswith(KNOWN_ISSUE_CODE_PREFIX) \
+            else self.known_issue
 
     @property
     def renamed_to(self) -> str | None:
         """The current name of the code this entry names, when it names an old one."""
         new = canonical(self.code) if self.code else self.code
         return new if new != self.code else None
+
+
+def merged(issue_id: str, replaced: Mapping[str, str]) -> str:
+    """The entry a known-issue id is now: the one it was merged into, else itself."""
+    return replaced.get(issue_id, issue_id)
+
+
+def merged_notes(entries: list[AckEntry], replaced: Mapping[str, str]) -> list[str]:
+    """One note per entry that names a known issue merged into another: it holds for that one."""
+    return [f"Acknowledge file {e.source} names known issue {e.named_issue()!r}, merged into "
+            f"{replaced[e.named_issue()]!r} (one cause): it applies to that entry; write the new id."
+            for e in entries if e.named_issue() in replaced]
 
 
 def known_issue_id(finding: Finding) -> str | None:
@@ -127,22 +152,26 @@ def _date(value: Any, where: str) -> _dt.date:
     raise AckFileError(f"{where}: field 'expires' is not a date: {value!r} (write 2026-12-31)")
 
 
-def apply_acks(checks: list[CheckOutcome], entries: list[AckEntry], today: _dt.date) -> list[CheckOutcome]:
-    """Pure: mark each finding an entry matches (the first matching entry wins)."""
+def apply_acks(checks: list[CheckOutcome], entries: list[AckEntry], today: _dt.date,
+               replaced: Mapping[str, str] | None = None) -> list[CheckOutcome]:
+    """Pure: mark each finding an entry matches (the first matching entry wins); ``replaced``: the
+    known-issue ids merged into another entry, with the one each became."""
     out = []
     for outcome in checks:
-        findings = [_acknowledged(f, entries, today) for f in outcome.findings]
+        findings = [_acknowledged(f, entries, today, replaced) for f in outcome.findings]
         out.append(replace(outcome, findings=findings))
     return out
 
 
-def unused_entries(checks: list[CheckOutcome], entries: list[AckEntry]) -> list[AckEntry]:
-    return [e for e in entries if not any(e.matches(f) for c in checks for f in c.findings)]
+def unused_entries(checks: list[CheckOutcome], entries: list[AckEntry],
+                   replaced: Mapping[str, str] | None = None) -> list[AckEntry]:
+    return [e for e in entries if not any(e.matches(f, replaced) for c in checks for f in c.findings)]
 
 
-def _acknowledged(finding: Finding, entries: list[AckEntry], today: _dt.date) -> Finding:
+def _acknowledged(finding: Finding, entries: list[AckEntry], today: _dt.date,
+                  replaced: Mapping[str, str] | None) -> Finding:
     for entry in entries:
-        if entry.matches(finding):
+        if entry.matches(finding, replaced):
             ack = Acknowledgement(entry.reason, entry.expires.isoformat(), entry.source,
                                   expired=today > entry.expires)
             return replace(finding, acknowledgement=ack)

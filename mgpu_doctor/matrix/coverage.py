@@ -19,6 +19,7 @@ from packaging.specifiers import SpecifierSet
 
 from mgpu_doctor.matrix.known_issues import SYMPTOMS, KnownIssue, load_matrix
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
+from mgpu_doctor.matrix.ranges import range_texts
 from mgpu_doctor.model.versions import Tri, range_in
 
 # The releases the matrix is held to: TensorFlow 1.12 (the oldest images still run) to the newest
@@ -44,7 +45,8 @@ def admits_minor(spec_text: str | None, minor: str) -> bool:
     """Whether a version range admits some release of ``minor`` (no range: any release)."""
     if spec_text is None:
         return False
-    return range_in(SpecifierSet(f"=={minor}.*"), SpecifierSet(spec_text)) is not Tri.NO
+    return any(range_in(SpecifierSet(f"=={minor}.*"), SpecifierSet(text)) is not Tri.NO
+               for text in range_texts(spec_text))
 
 
 def coverage(issues: Iterable[KnownIssue]) -> Coverage:

@@ -100,6 +100,9 @@ def signature_finding(hit: SignatureHit, env: Environment) -> Finding | None:
     else:
         evidence += [f"matches: {line}" for line in a.agrees]
         evidence += [f"not known: {line}" for line in a.unknown]
+        if a.unreported is not None and signature.identifies:  # past its last report, no fix known
+            evidence.append("the line names this cause all the same: its versions are past what its sources "
+                            "report")
     evidence.append(f"symptom: {issue.symptom}; confidence: {issue.confidence}"
                     + (f"; fixed in {issue.fixed_in}" if issue.fixed_in else ""))
     if signature.identifies:

@@ -21,6 +21,7 @@ costs the full load, never an error.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -29,21 +30,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from mgpu_doctor.matrix import known_issues, parse_cache, toml_files, vocabulary
+from mgpu_doctor.matrix import known_issues, parse_cache, ranges, toml_files, vocabulary
 from mgpu_doctor.matrix.environment import Environment
 from mgpu_doctor.matrix.known_issues import KnownIssue, Matrix, Problem, known_issue_paths, load_matrix
 from mgpu_doctor.model import distributions, evidence, versions
-from mgpu_doctor.model.versions import Tri, parse_specifier, version_in
 from mgpu_doctor.process import inputs
 
-FORMAT = 1  # bump when what an index holds changes
+FORMAT = 4  # bump when what an index holds changes
 MAX_INDEXES = 8  # a few versions of the bundled matrix, with and without a team's own
 MAX_CANDIDATE_LISTS = 32  # a few environments (interpreters, queries) per index
 # The modules whose code decides what a matrix file yields (validation, vocabulary, limits): their
 # text is part of the key, so a changed rule rebuilds the index even when no file changed.
-_DECIDING_CODE = (known_issues, vocabulary, toml_files, versions, evidence, distributions, inputs)
+_DECIDING_CODE = (known_issues, ranges, vocabulary, toml_files, versions, evidence, distributions, inputs)
 # An entry naming TensorFlow can be "undecided" without a TensorFlow version (needs_tensorflow).
 _UNDECIDED_KEY = "tensorflow"
+_OPEN = "\0"  # a bucket's text, then this and "open" for a range open above its last report
 
 
 @dataclass
@@ -54,8 +55,15 @@ class MatrixIndex:
     sources: tuple[str, ...]
     problems: tuple[Problem, ...]
     blobs: tuple[bytes, ...]  # each entry pickled on its own, in the matrix's order
-    # version key -> specifier text -> positions of the entries whose affects says so
+    # each entry with only what matching reads (no texts, sources, examples): an entry that a known
+    # version places further past its last report than the next series can only be counted
+    # (known_issue_findings.reported_older), never shown, so the run reads this much of it
+    matching_blobs: tuple[bytes, ...]
+    # version key -> a range as read (its specifier text, OPEN when open above its last report)
+    # -> positions of the entries whose affects reads so
     by_key: dict[str, dict[str, tuple[int, ...]]]
+    # the ids merged into another entry -> the entry each became (an acknowledgement naming one)
+    replaced: dict[str, str] = field(default_factory=dict)
     _entries: dict[int, KnownIssue] = field(default_factory=dict, repr=False)
 
     @property
@@ -67,6 +75,14 @@ class MatrixIndex:
         if found is None:
             found = self._entries[position] = pickle.loads(self.blobs[position])
         return found
+
+    def _matching_entry(self, position: int) -> KnownIssue:
+        found = self._entries.get(position)  # the whole entry, when read already, says the same
+        return found if found is not None else pickle.loads(self.matching_blobs[position])
+
+    def _read(self, positions: list[int]) -> tuple[KnownIssue, ...]:
+        """The entries at ``positions``, in the matrix's order; ``~i``: entry ``i`` as matching reads it."""
+        return tuple(self.entry(i) if i >= 0 else self._matching_entry(~i) for i in positions)
 
     def matrix(self) -> Matrix:
         """Every entry: what :func:`load_matrix` gives."""
@@ -81,14 +97,16 @@ class MatrixIndex:
         as waiting on a TensorFlow version when none is known. Neither holds when a known version
         is outside one of its ranges. So: the entries naming a known key (and TensorFlow's when
         TensorFlow is not known), less those a known version rules out, each specifier text
-        decided once.
+        decided once. An entry that a known version places further past its last report than the
+        next series (no fix known) can only be counted in one line: it comes as matching reads it,
+        without its texts.
         """
         kept = self._kept_candidates(env)
         if kept is not None:
-            return tuple(self.entry(i) for i in kept)
+            return self._read(kept)
         positions = self._candidate_positions(env)
         self._keep_candidates(env, positions)
-        return tuple(self.entry(i) for i in positions)
+        return self._read(positions)
 
     def _candidate_positions(self, env: Environment) -> list[int]:
         known = set(env.versions) | set(env.ranges)
@@ -96,11 +114,16 @@ class MatrixIndex:
         for key in known | {_UNDECIDED_KEY}:  # TensorFlow's entries: not known, they may wait on it
             for positions in self.by_key.get(key, {}).values():
                 wanted.update(positions)
+        counted: set[int] = set()
         for key, version in env.versions.items():
-            for text, positions in self.by_key.get(key, {}).items():
-                if version_in(version, parse_specifier(text)) is Tri.NO:
+            for bucket, positions in self.by_key.get(key, {}).items():
+                text, _, open_above = bucket.partition(_OPEN)
+                place = ranges.reading(key, text, fixed=not open_above).place(version)
+                if place is ranges.Place.OUT:
                     wanted.difference_update(positions)
-        return sorted(wanted)
+                elif place is ranges.Place.OLDER_REPORT:
+                    counted.update(positions)
+        return sorted((i if i not in counted else ~i for i in wanted), key=lambda i: i if i >= 0 else ~i)
 
     def _candidates_path(self, env: Environment) -> Path | None:
         directory = parse_cache.cache_dir()
@@ -115,7 +138,8 @@ class MatrixIndex:
             kept = json.loads(path.read_text(encoding="utf-8")) if path is not None else None
         except (OSError, ValueError):
             return None
-        if not (isinstance(kept, list) and all(isinstance(i, int) and 0 <= i < self.count for i in kept)):
+        if not (isinstance(kept, list)
+                and all(isinstance(i, int) and -self.count <= i < self.count for i in kept)):
             return None
         return kept
 
@@ -130,10 +154,19 @@ def compile_index(matrix: Matrix) -> MatrixIndex:
     by_key: dict[str, dict[str, list[int]]] = {}
     for position, issue in enumerate(matrix.issues):
         for key, text in issue.affects.items():
-            by_key.setdefault(key, {}).setdefault(text, []).append(position)
-    return MatrixIndex("", matrix.sources, matrix.problems,
-                       tuple(pickle.dumps(i, pickle.HIGHEST_PROTOCOL) for i in matrix.issues),
-                       {k: {t: tuple(p) for t, p in texts.items()} for k, texts in by_key.items()})
+            bucket = text + (_OPEN + "open" if issue.reading(key).open_above else "")
+            by_key.setdefault(key, {}).setdefault(bucket, []).append(position)
+    dump = functools.partial(pickle.dumps, protocol=pickle.HIGHEST_PROTOCOL)
+    return MatrixIndex("", matrix.sources, matrix.problems, tuple(dump(i) for i in matrix.issues),
+                       tuple(dump(_as_matching_reads(i)) for i in matrix.issues),
+                       {k: {t: tuple(p) for t, p in texts.items()} for k, texts in by_key.items()},
+                       matrix.replaced)
+
+
+def _as_matching_reads(issue: KnownIssue) -> KnownIssue:
+    """The entry with only what matching and the reported-older line read: its id, versions, fix,
+    conditions and symptom."""
+    return replace(issue, title="", summary="", workaround="", sources=(), examples=(), signatures=())
 
 
 # One process reads one matrix version many times (tests, `fleet`): the index is kept per key.

@@ -8,8 +8,10 @@ from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.matrix.environment import Environment
 from mgpu_doctor.matrix.known_issues import ANY_STRATEGY, VERSION_KEYS, KnownIssue
 from mgpu_doctor.matrix.match import Assessment, Decider, Verdict, assess
+from mgpu_doctor.matrix.ranges import Place
 from mgpu_doctor.model.findings import Condition, Finding, Severity
 from mgpu_doctor.model.training import OPTIONS
+from mgpu_doctor.model.versions import parse_version
 
 # The training facts an entry can wait on (the matching counts them as usage), with the option
 # that declares each; gpus and backend are the machine's unless declared.
@@ -28,8 +30,12 @@ def worth_reporting(a: Assessment) -> bool:
         return True
     if a.verdict is not Verdict.CANNOT_TELL:
         return False
+    if a.unreported is Place.OLDER_REPORT:  # further past its last report: one line counts them
+        return False
     if a.version_straddles:  # a version named short of its patch release: never dropped silently
         return True
+    if a.unreported is not None:  # the next series, or between two reports: named when the entry's
+        return not a.version_missing  # other versions are known (and agree: nothing disagrees)
     return a.version_agrees if a.issue.affects else bool(a.agrees)
 
 
@@ -75,8 +81,24 @@ def deciding_condition(a: Assessment) -> Condition | None:
             return _condition(machine[0])
     training = [d for d in a.deciders if d.key in _TRAINING_KEYS or d.training]
     if not training:
-        return None
+        return _unreported_condition(a)
     return _condition(min(training, key=lambda d: (_rank(d), a.deciders.index(d))))
+
+
+# The condition key of an entry that only a report on these versions (or a fix) would decide.
+REPORTED_KEY = "reported"
+
+
+def _unreported_condition(a: Assessment) -> Condition | None:
+    """A version past the last report (next series) or between two reports: what would decide it
+    is a report on this version or a fix, nothing the user can declare."""
+    if a.unreported is None or a.verdict is not Verdict.CANNOT_TELL:
+        return None
+    read = a.issue.reading(a.unreported_key)
+    said = (f"reported on {read.shown()}" if a.unreported is Place.BETWEEN
+            else f"reported up to {read.last_reported}, no fix known")
+    return Condition(REPORTED_KEY, (f"{a.unreported_key} {said}",),
+                     f"past what its sources report ({a.unreported_key} {said})", "", training=False)
 
 
 def _rank(d: Decider) -> int:
@@ -149,5 +171,39 @@ def known_issue_findings(
     assessments = [assess(i, env) for i in issues]
     found = [finding_for(a) for a in assessments if worth_reporting(a)]
     undecided = [a for a in assessments if needs_tensorflow(a, env)]
+    older = [a for a in assessments if reported_older(a)]
     return sorted(found, key=lambda f: f.severity, reverse=True) + (
-        [undecided_finding(undecided)] if undecided else [])
+        [undecided_finding(undecided)] if undecided else []) + ([older_finding(older)] if older else [])
+
+
+def reported_older(a: Assessment) -> bool:
+    """An entry left out of the findings only because a known version lies further past its last
+    report than the next series, with no fix known, its other versions known: counted in one line
+    (:func:`older_finding`)."""
+    return a.verdict is Verdict.CANNOT_TELL and a.unreported is Place.OLDER_REPORT and not a.version_missing
+
+
+def older_finding(older: list[Assessment]) -> Finding:
+    """One line for the entries last reported on older releases than the next series, no fix known.
+
+    A release series later than the one after an entry's last report has had months of users
+    without a report the mining found: such an entry may still apply, or may have been fixed
+    without a release note naming it. Each on its own line would bury the entries that do apply
+    (a TensorFlow 2.21 query would list every entry of the 1.x era), so they are one info line,
+    most recent report first, every entry named in the evidence (`-v` shows it).
+    """
+    def last(a: Assessment) -> str:
+        return a.issue.reading(a.unreported_key).last_reported
+
+    def newest(a: Assessment) -> tuple[int, ...]:
+        version = parse_version(last(a).removesuffix(".x"))
+        return tuple(-p for p in version.release) if version is not None else ()
+
+    shown = [f"{a.issue.id}: {a.unreported_key} reported up to {last(a)}" for a in sorted(older, key=newest)]
+    return Finding(
+        "matrix.reported-older", Severity.INFO,
+        f"{len(older)} known issue(s) were last reported on older releases, with no fix known",
+        shown,
+        fix="Nothing to do unless your training shows one of these symptoms: then `mgpu-doctor matrix show "
+            "ID` has its workaround (these versions are past every report the matrix knows).",
+    )

@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from mgpu_doctor.matrix import vocabulary as vocab
+from mgpu_doctor.matrix.ranges import Reading, range_texts, reading, span, union_text
 from mgpu_doctor.matrix.toml_files import DataFileError, read_versioned
 from mgpu_doctor.model.distributions import TF_COMPANIONS
 from mgpu_doctor.model.evidence import keeps
-from mgpu_doctor.model.versions import parse_specifier
+from mgpu_doctor.model.versions import Tri, parse_specifier, parse_version, range_in
 
 SCHEMA_VERSION = 1
 # wrong-result: it runs, but gives other numbers than it should (a reloaded model that predicts
@@ -38,7 +39,7 @@ CONDITION_KEYS = ("layers", "usage", "without_usage", "min_gpus", "max_gpus", "m
 # Conditions on how the model is trained, which a machine's snapshot cannot show.
 USAGE_KEYS = ("layers", "usage", "without_usage", "strategy", "scenario")
 ISSUE_KEYS = ("id", "title", "symptom", "confidence", "summary", "workaround", "fixed_in",
-              "affects", "conditions", "sources", "examples", "signatures")
+              "range_closed", "affects", "conditions", "sources", "examples", "signatures", "replaces")
 SIGNATURE_KEYS = ("text", "frames", "source", "identifies")
 # The one wildcard of a signature: any text within the line (a version, a shape, a path).
 WILDCARD = "\u2026"
@@ -173,6 +174,8 @@ class KnownIssue:
     confidence: str
     summary: str
     workaround: str
+    # key -> PEP 440 specifier text; several ranges of one key (a list in the file) joined by
+    # ranges.UNION. Read through :meth:`reading`, which says what the bounds mean.
     affects: dict[str, str]
     conditions: Conditions
     sources: tuple[Source, ...]
@@ -180,6 +183,21 @@ class KnownIssue:
     fixed_in: str = ""
     origin: str = ""  # the file it came from
     signatures: tuple[Signature, ...] = ()
+    # what a source says closes the range where it ends (the reporter: "2.5.0 works"), though no
+    # fix is named: past its last report the entry is then outside, not "no fix known"
+    range_closed: str = ""
+    replaces: tuple[str, ...] = ()  # the ids of entries merged into this one
+    # each key's range as OSV reads it, parsed when the entry is made (and pickled with it: a run
+    # that reads the entry from the index parses no specifier)
+    readings: dict[str, Reading] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        fixed = bool(self.fixed_in.strip() or self.range_closed.strip())
+        object.__setattr__(self, "readings", {k: reading(k, t, fixed) for k, t in self.affects.items()})
+
+    def reading(self, key: str) -> Reading:
+        """The range of ``key`` as OSV reads it (``mgpu_doctor.matrix.ranges``)."""
+        return self.readings[key]
 
 
 def known_issue_line(entry_id: str) -> str:
@@ -261,7 +279,28 @@ def load_known_issue_files(paths: list[Path]) -> LoadResult:
             result.issues.append(issue)
             where[issue.id] = str(path)
     result.problems.extend(_shared_identifying_lines(result.issues, where))
+    result.problems.extend(_replaced_ids(result.issues, where))
     return result
+
+
+def _replaced_ids(issues: list[KnownIssue], where: dict[str, str]) -> list[Problem]:
+    """An id merged into another entry (``replaces``) is gone: not an entry any more, and merged
+    into one entry only (acknowledgements naming it apply to that one)."""
+    problems = []
+    merged_into: dict[str, str] = {}
+    for issue in issues:
+        for n, old in enumerate(issue.replaces):
+            if old in where:
+                problems.append(Problem(where[issue.id], issue.id, f"replaces[{n}]",
+                                        f"{old!r} is still an entry ({where[old]}): remove it once merged "
+                                        "here"))
+            elif old in merged_into:
+                problems.append(Problem(where[issue.id], issue.id, f"replaces[{n}]",
+                                        f"{old!r} is replaced by {merged_into[old]!r} too: an id is merged "
+                                        "into one entry"))
+            else:
+                merged_into[old] = issue.id
+    return problems
 
 
 def _shared_identifying_lines(issues: list[KnownIssue], where: dict[str, str]) -> list[Problem]:
@@ -311,6 +350,11 @@ def parse_issue(raw: Any, file: str, index: int) -> tuple[KnownIssue | None, lis
     if not isinstance(fixed_in, str):
         bad("fixed_in", "must be a string")
         fixed_in = ""
+    range_closed = raw.get("range_closed", "")
+    if not isinstance(range_closed, str):
+        bad("range_closed", "must be a string: what a source says closes the range")
+        range_closed = ""
+    replaces = _word_list(raw, "replaces", None, bad, where="replaces")
     affects = _affects(raw.get("affects", {}), bad)
     if not affects and isinstance(raw.get("affects", {}), dict) and not raw.get("affects"):
         bad("affects", "at least one version range is required (an entry for every version "
@@ -327,14 +371,15 @@ def parse_issue(raw: Any, file: str, index: int) -> tuple[KnownIssue | None, lis
         id=text["id"], title=text["title"], symptom=text["symptom"],
         confidence=text["confidence"], summary=text["summary"], workaround=text["workaround"],
         affects=affects, conditions=conditions, sources=sources, examples=examples,
-        fixed_in=fixed_in, origin=file, signatures=signatures,
+        fixed_in=fixed_in, origin=file, signatures=signatures, range_closed=range_closed,
+        replaces=replaces,
     ), []
 
 
 def _as_sources_say(affects: dict[str, str], fixed_in: str, workaround: str, sources: tuple[Source, ...],
                     bad: Any) -> None:
     """The rules of "every entry as its sources say" that a machine can hold (matrices/README.md)."""
-    for key, text in affects.items():
+    for key, text in ((k, t) for k, union in affects.items() for t in range_texts(union)):
         for one in parse_specifier(text):
             short = _short_bound(one.operator, one.version)
             if short:
@@ -402,16 +447,42 @@ def _affects(raw: Any, bad: Any) -> dict[str, str]:
         if key not in VERSION_KEYS:
             bad(f"affects.{key}", f"unknown key; allowed: {', '.join(VERSION_KEYS)}")
             continue
-        if not isinstance(value, str):
-            bad(f"affects.{key}", "must be a specifier string such as \">=2.0,<2.4\"")
+        texts = value if isinstance(value, list) else [value]
+        if not texts or not all(isinstance(t, str) for t in texts):
+            bad(f"affects.{key}", "must be a specifier string such as \">=2.0,<2.4\" (or a list of them: one "
+                "cause reported on several series)")
             continue
         try:
-            parse_specifier(value)
+            for text in texts:
+                parse_specifier(text)
         except ValueError as exc:
             bad(f"affects.{key}", str(exc))
             continue
-        out[key] = value
+        if isinstance(value, list) and not _disjoint_in_order(key, texts, bad):
+            continue
+        out[key] = union_text(texts)
     return out
+
+
+def _disjoint_in_order(key: str, texts: list[str], bad: Any) -> bool:
+    """A list of ranges is a union of reports: two or more, oldest first, none overlapping."""
+    if len(texts) < 2:
+        bad(f"affects.{key}", "a list holds two or more ranges (one range is a string)")
+        return False
+    for earlier, later in zip(texts, texts[1:], strict=False):
+        end, start = span(earlier).end, parse_version(_first_of(later))
+        if end is None or start is None or start < end \
+                or range_in(parse_specifier(earlier), parse_specifier(later)) is not Tri.NO:
+            bad(f"affects.{key}", f"{earlier!r} then {later!r}: the ranges of a list are oldest first, each "
+                "bounded above, and do not overlap")
+            return False
+    return True
+
+
+def _first_of(text: str) -> str:
+    """The lower bound a range names ("" when none)."""
+    return next((one.version.removesuffix(".*") for one in parse_specifier(text)
+                 if one.operator in (">=", ">", "==", "~=")), "")
 
 
 def _conditions(raw: Any, bad: Any) -> Conditions:
@@ -464,13 +535,14 @@ def _conditions(raw: Any, bad: Any) -> Conditions:
     )
 
 
-def _word_list(raw: dict[str, Any], key: str, allowed: tuple[str, ...] | None, bad: Any) -> tuple[str, ...]:
+def _word_list(raw: dict[str, Any], key: str, allowed: tuple[str, ...] | None, bad: Any,
+               where: str = "") -> tuple[str, ...]:
     """A list of words (a single string is a list of one), each from ``allowed`` when given."""
     value = raw.get(key, [])
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not all(isinstance(x, str) and x.strip() for x in value):
-        bad(f"conditions.{key}", "must be a list of non-empty strings")
+        bad(where or f"conditions.{key}", "must be a list of non-empty strings")
         return ()
     if allowed is not None:
         for word in value:
@@ -622,6 +694,17 @@ class Matrix:
 
     def get(self, issue_id: str) -> KnownIssue | None:
         return next((i for i in self.issues if i.id == issue_id), None)
+
+    @property
+    def replaced(self) -> dict[str, str]:
+        """The ids merged into another entry, each with the entry it became."""
+        return replaced_ids(self.issues)
+
+
+def replaced_ids(issues: tuple[KnownIssue, ...] | list[KnownIssue]) -> dict[str, str]:
+    """Each id some entry ``replaces`` -> that entry's id (an entry with the id itself keeps it)."""
+    present = {i.id for i in issues}
+    return {old: i.id for i in issues for old in i.replaces if old not in present}
 
 
 def load_matrix(bundled: Path, extra: list[Path] | tuple[Path, ...] = ()) -> Matrix:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.matrix.environment import BadEnvironment, Environment, environment_from_mapping
 from mgpu_doctor.matrix.known_issues import ANY_STRATEGY, KnownIssue, Problem
-from mgpu_doctor.model.versions import Tri, parse_specifier, range_in, version_in
+from mgpu_doctor.matrix.ranges import PAST, Place, Reading
+from mgpu_doctor.model.versions import Tri, parse_specifier, version_in
 
 
 class Verdict(enum.Enum):
@@ -51,6 +52,11 @@ class Assessment:
     # ("1.12", "11") whose completions fall on both sides, a nightly between two releases
     version_straddles: bool = False
     deciders: tuple[Decider, ...] = ()  # the unknown facts behind `unknown` and `usage_unknown`
+    # a known version past the last report of an entry with no fix known (Place.NEXT_SERIES,
+    # Place.OLDER_REPORT), or between two reported ranges (Place.BETWEEN); None otherwise
+    unreported: Place | None = None
+    unreported_key: str = ""  # the version key placed so
+    version_missing: bool = False  # a version it names is not known (or only as a range across its bound)
 
 
 class _Recorder:
@@ -61,6 +67,9 @@ class _Recorder:
         self.usage: list[str] = []
         self.disagrees: list[str] = []
         self.deciders: list[Decider] = []
+        self.unreported: Place | None = None
+        self.unreported_key = ""
+        self.version_missing = False
 
     def __call__(self, answer: Tri, yes: str, no: str, missing: str, is_usage: bool = False,
                  decider: Decider | None = None) -> None:
@@ -90,28 +99,61 @@ def assess(issue: KnownIssue, env: Environment) -> Assessment:
         verdict = Verdict.MATCHES
     return Assessment(issue, verdict, tuple(record.agrees), tuple(record.unknown), tuple(record.usage),
                       tuple(record.disagrees), version_agrees, version_straddles=record.straddles,
-                      deciders=tuple(record.deciders))
+                      deciders=tuple(record.deciders), unreported=record.unreported,
+                      unreported_key=record.unreported_key, version_missing=record.version_missing)
 
 
 def _assess_versions(issue: KnownIssue, env: Environment, record: _Recorder) -> None:
     for key, text in issue.affects.items():
-        spec = parse_specifier(text)
+        read = issue.reading(key)
         have = env.versions.get(key)
         origin = f" ({env.sources[key]})" if key in env.sources else ""
         if have is None and key in env.ranges:
             predicted = env.ranges[key]
-            record(range_in(parse_specifier(predicted), spec), f"{key} {predicted}{origin} is in {text}",
-                   f"{key} {predicted}{origin} is not in {text}",
-                   f"{key} {text}: only {predicted} is known{origin}", decider=Decider(key, (text,)))
+            place = read.place_range(parse_specifier(predicted))
+            if not _placed_elsewhere(place, read, f"{key} {predicted}{origin}", record, key):
+                record.version_missing = record.version_missing or place is Place.UNKNOWN
+                record(_tri_of(place), f"{key} {predicted}{origin} is in {text}",
+                       f"{key} {predicted}{origin} is not in {text}",
+                       f"{key} {text}: only {predicted} is known{origin}", decider=Decider(key, (text,)))
             continue
-        answer = version_in(have, spec)
         if have is None:
-            missing = f"{key} {text}: {env.missing.get(key, 'not known')}"
-        else:
-            missing = f"{key} {have}{origin} cannot be placed against {text}"
-            record.straddles = record.straddles or answer is Tri.UNKNOWN
-        record(answer, f"{key} {have}{origin} is in {text}", f"{key} {have}{origin} is not in {text}",
-               missing, decider=Decider(key, (text,)))
+            record.version_missing = True
+            record(Tri.UNKNOWN, "", "", f"{key} {text}: {env.missing.get(key, 'not known')}",
+                   decider=Decider(key, (text,)))
+            continue
+        place = read.place(have)
+        if _placed_elsewhere(place, read, f"{key} {have}{origin}", record, key):
+            continue
+        record.straddles = record.straddles or place is Place.UNKNOWN
+        record(_tri_of(place), f"{key} {have}{origin} is in {text}", f"{key} {have}{origin} is not in {text}",
+               f"{key} {have}{origin} cannot be placed against {text}", decider=Decider(key, (text,)))
+
+
+def _placed_elsewhere(place: Place, read: Reading, have: str, record: _Recorder, key: str) -> bool:
+    """A version past the last report with no fix known, or between two reported ranges: neither
+    a match nor outside; recorded as "cannot tell" with what the sources do say."""
+    if place in PAST or place is Place.BETWEEN:
+        worse = _worse(record.unreported, place)
+        if worse is not record.unreported:
+            record.unreported, record.unreported_key = worse, key
+    if place in PAST:
+        record.unknown.append(f"{have}: reported up to {read.last_reported}, no fix known")
+        return True
+    if place is Place.BETWEEN:
+        record.unknown.append(f"{have}: reported on {read.shown()}, not on this series")
+        return True
+    return False
+
+
+def _worse(a: Place | None, b: Place) -> Place:
+    """Of two keys placed past their reports, the one further from a report decides the line."""
+    order = (Place.BETWEEN, Place.NEXT_SERIES, Place.OLDER_REPORT)
+    return b if a is None or order.index(b) > order.index(a) else a
+
+
+def _tri_of(place: Place) -> Tri:
+    return Tri.YES if place is Place.IN else Tri.NO if place is Place.OUT else Tri.UNKNOWN
 
 
 def _assess_machine(issue: KnownIssue, env: Environment, record: _Recorder) -> None:
@@ -241,9 +283,16 @@ def _count_range(low: int | None, high: int | None, unit: str) -> str:
     return f"at least {low} {unit}" if low else f"at most {high} {unit}"
 
 
+def _only_unreported(a: Assessment) -> bool:
+    """Cannot tell because a known version lies past the reports (or between two): not a match,
+    whatever else is missing."""
+    return a.verdict is Verdict.CANNOT_TELL and a.unreported is not None and not a.version_straddles
+
+
 def example_problems(issue: KnownIssue) -> list[Problem]:
     """Examples that do not behave as the entry says: a matching one that does not match fully
-    (usage included), or a non-matching one that matches or cannot be told."""
+    (usage included), or a non-matching one that matches or cannot be told (past the last report
+    with no fix known, or between two reported ranges, is not a match: it is said as such)."""
     problems = []
     for i, example in enumerate(issue.examples):
         name = f"examples[{i}]"
@@ -258,7 +307,8 @@ def example_problems(issue: KnownIssue) -> list[Problem]:
             why = "; ".join(a.disagrees or a.unknown or a.usage_unknown)
             problems.append(Problem(issue.origin, issue.id, name,
                                     f"should match its own entry but {a.verdict.value}: {why}"))
-        if not example.matches and a.verdict is not Verdict.NO_MATCH:
+        # past the last report with no fix known is not a match either: "reported up to X, no fix known"
+        if not example.matches and a.verdict is not Verdict.NO_MATCH and not _only_unreported(a):
             problems.append(Problem(issue.origin, issue.id, name,
                                     f"should not match its own entry but {a.verdict.value}"))
     return problems

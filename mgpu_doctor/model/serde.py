@@ -42,14 +42,15 @@ def lazy_types(module: str, types_by_module: dict[str, str]) -> typing.Callable[
     return module_getattr
 
 def to_jsonable(value: Any) -> Any:
-    """Dataclasses, enums, tuples and dicts to plain JSON types."""
+    """Dataclasses, enums, tuples and dicts to plain JSON types. A dataclass field made from the
+    others (``init=False``) is left out: building the object again makes it."""
     if isinstance(value, Unavailable):
         data = {"unavailable": value.reason, "detail": value.detail}
         if value.cause:
             data["cause"] = value.cause
         return data
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, list | tuple):

@@ -163,6 +163,14 @@ def range_in(known: SpecifierSet, spec: SpecifierSet) -> Tri:
 _Bound = tuple[Version | None, bool, Version | None, bool]
 
 
+def interval(spec: SpecifierSet) -> _Bound | None:
+    """The versions a specifier set admits as one interval (low, low inclusive, high, high
+    inclusive; None: unbounded), or None when it is not one (a ``!=`` hole, a bad version)."""
+    if any(s.operator == "!=" for s in spec):
+        return None
+    return _interval(spec)
+
+
 def _interval(spec: SpecifierSet) -> _Bound | None:
     lo: Version | None = None
     lo_in = True

@@ -174,7 +174,7 @@ CONDITION_TOPICS = {"strategy": "your strategy", "usage": "how you train", "laye
                     "scenario": "the last batch", "workers": "the workers", "gpus": "the GPUs you train on"}
 # Machine facts in words, where the key does not read as one.
 FACT_NAMES = {"cpu_vendor": "CPU vendor", "gpu_name": "GPU name", "compute_capability": "compute capability",
-              "gpus": "GPU count"}
+              "gpus": "GPU count", "reported": "a report on these versions"}
 
 
 def training_parts(profile: TrainingProfile | None) -> tuple[list[str], list[str], list[str]]:

@@ -19,6 +19,7 @@ from mgpu_doctor.matrix.evidence_findings import signature_finding
 from mgpu_doctor.matrix.known_issue_findings import worth_reporting
 from mgpu_doctor.matrix.known_issues import KnownIssue, known_issue_line
 from mgpu_doctor.matrix.match import Verdict, assess
+from mgpu_doctor.matrix.ranges import range_texts
 from mgpu_doctor.matrix.signatures import signature_hits
 from mgpu_doctor.model.evidence import EvidenceLine, evidence_lines, failures
 from mgpu_doctor.model.findings import CheckOutcome, Finding, Severity, status_for
@@ -249,7 +250,7 @@ def still_happening(
         if not (issue.conditions.layers or issue.conditions.scenario):
             continue
         newer = [f"{key} {env.versions[key]}" for key, text in issue.affects.items()
-                 if key in env.versions and below(parse_specifier(text), env.versions[key])]
+                 if key in env.versions and below(parse_specifier(range_texts(text)[-1]), env.versions[key])]
         if not newer:
             continue
         unversioned = replace(issue, affects={k: v for k, v in issue.affects.items()
