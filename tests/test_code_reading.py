@@ -273,3 +273,16 @@ def test_a_file_of_thousands_of_broken_blocks_is_read_by_names_past_the_first_tw
     facts, whole = read_source(text, "x.py")
     assert not whole and len(facts) == MAX_BLOCKS_PARSED + 500
     assert {f.word for f in facts} == {"mirrored"} and facts[-1].line == 2 * (MAX_BLOCKS_PARSED + 500)
+
+
+def test_an_estimator_s_train_called_in_a_loop_is_fit_in_loop_whatever_its_name() -> None:
+    """tensorflow#24047: `classifier.train(...)` once per epoch; `train` of something that is no
+    Estimator (a script without tf.estimator) is not read as training again and again."""
+    estimator = ("import tensorflow as tf\n"
+                 "classifier = tf.estimator.DNNClassifier(hidden_units=[10], feature_columns=cols)\n"
+                 "for epoch in range(10):\n"
+                 "    classifier.train(input_fn=train_input_fn)\n")
+    assert {"estimator", "fit_in_loop"} <= words(estimator)
+    assert "fit_in_loop" not in words(estimator.replace("for epoch in range(10):\n    ", ""))
+    plain = "import tensorflow as tf\nfor step in range(10):\n    trainer.train()\n"
+    assert "fit_in_loop" not in words(plain)

@@ -103,7 +103,8 @@ USAGES: dict[str, str] = {
     "shared_submodel": "call one sub-model or layer several times in the model (Siamese networks, "
                        "a GAN's discriminator on real and fake inputs)",
     "predict_in_loop": "call model.predict (or predict_on_batch / evaluate) over and over in one process",
-    "fit_in_loop": "call model.fit over and over in one process (folds, trials, one model after another)",
+    "fit_in_loop": "call model.fit (or an Estimator's train) over and over in one process (folds, trials, "
+                   "epochs, one model after another)",
     "retracing": "let a tf.function trace again and again (new input shapes, Python arguments, a "
                  "tf.function or model created inside a loop)",
     "model_reload": "load models over and over in one process (load_model, tf.saved_model.load in a loop)",

@@ -429,8 +429,8 @@ class _Reader(ast.NodeVisitor):
             self.add("usage", "h5_weights", node, f"{dotted}('....h5')")
         if last in ("predict", "predict_on_batch", "evaluate") and self.loops:
             self.add("usage", "predict_in_loop", node, f"{dotted}(){loop}")
-        if last in ("fit", "fit_generator", "train") and self.loops and last != "train" or \
-                (last == "train" and "estimator" in dotted.lower() and self.loops):
+        if self.loops and (last in ("fit", "fit_generator") or last == "train" and (
+                "estimator" in dotted.lower() or any(f.word == "estimator" for f in self.facts))):
             self.add("usage", "fit_in_loop", node, f"{dotted}(){loop}")
         if last in MODEL_BUILDERS:
             self.models_built.append(node.lineno + self.offset)
