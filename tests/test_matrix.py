@@ -650,3 +650,32 @@ def test_a_narrow_usage_word_names_the_broader_word_it_is_a_case_of() -> None:
     assert "usage distribute_dataset (named as datasets_from_function)" in a.agrees
     env, _ = parse_query(["tensorflow==2.14.0", "strategy=mirrored", "usage=frozen_nested_model"])
     assert assess(_issue("dali-5192-mirrored-input-options-ignored-tf214"), env).verdict is Verdict.NO_MATCH
+
+
+@pytest.mark.parametrize(("issue_id", "query", "phrase", "with_trigger"), [
+    # the EagerTensor-to-NumPy leak: not every 2.0.0b1 user, those who hand tensors to NumPy
+    ("tf-30165-tensor-to-numpy-conversion-leak-tf20b1", ["tensorflow==2.0.0b1"],
+     "if you pass TensorFlow tensors straight to NumPy functions", "tensor_to_numpy"),
+    # the Estimator leak: train() called again and again, not any Estimator job
+    ("tf-24047-estimator-train-loop-optimizer-leak-tf112", ["tensorflow==1.12.0"],
+     "if you call model.fit (or an Estimator's train) over and over", "estimator,fit_in_loop"),
+    # the NCCL bootstrap failure: stray connections to its port, not every 2-GPU machine
+    ("nccl-1612-bootstrap-fails-peer-closes-before-magic", ["nccl==2.25.1", "gpus=2"],
+     "if you run where other traffic reaches NCCL's bootstrap ports", "bootstrap_port_traffic"),
+])
+def test_an_entry_narrowed_to_its_trigger_is_conditional_without_it(issue_id, query, phrase, with_trigger):
+    env, _ = parse_query(query)
+    a = assess(_issue(issue_id), env)
+    assert a.verdict is Verdict.MATCHES and any(line.startswith(phrase) for line in a.usage_unknown), a
+    named = [t for t in query if not t.startswith("usage=")] + [f"usage={with_trigger}"]
+    env, _ = parse_query(named)
+    a = assess(_issue(issue_id), env)
+    assert a.verdict is Verdict.MATCHES and not a.usage_unknown
+
+
+def test_an_estimator_query_no_longer_warns_of_the_train_loop_leak(capsys):
+    # Issue 36: the Estimator train()-in-a-loop leak warned every Estimator query on 1.11-1.12.
+    main(["matrix", "query", "tensorflow==1.12.0", "usage=estimator", "--format", "json", "-v"])
+    found = {f["code"]: f for c in json.loads(capsys.readouterr().out)["checks"] for f in c["findings"]}
+    leak = found["known-issue.tf-24047-estimator-train-loop-optimizer-leak-tf112"]
+    assert leak["severity"] == "info" and leak["condition"]["wanted"] == ["fit_in_loop"]

@@ -175,6 +175,10 @@ USAGES: dict[str, str] = {
     "fewer_files_than_workers": "read the training data from fewer files than there are workers under "
                                 "tf.data's default (AUTO) auto-shard policy, which shards by file (a "
                                 "dataset in one TFRecord file)",
+    "tensor_to_numpy": "pass TensorFlow tensors straight to NumPy functions (np.array(t), np.sum(t)) "
+                       "instead of converting them with t.numpy() first",
+    "bootstrap_port_traffic": "run where other traffic reaches NCCL's bootstrap ports (a security or "
+                              "port scanner, a health check that connects and closes)",
     "infinite_pydataset": "feed fit from an infinite PyDataset (its num_batches returns None) with "
                           "steps_per_epoch",
     "top_k_metric": "track a top-k accuracy metric (TopKCategoricalAccuracy, SparseTopKCategoricalAccuracy, "
