@@ -561,8 +561,9 @@ def test_an_upper_bound_on_a_library_is_a_compatibility_limit_not_a_fix(tmp_path
 
 
 @pytest.mark.parametrize(("terms", "entry"), [
-    # the uneven-batch BatchNormalization entry is for <=1.12.0: "1.12" is any 1.12.x
-    (["tensorflow==1.12", "gpus=2", "strategy=multi_gpu_model", "layers=batchnorm",
+    # the uneven-batch BatchNormalization entry is for ==1.8.0 (its one reported release): "1.8" is
+    # any 1.8.x (issue 36 named tensorflow==1.12 when the entry read <=1.12.0, a bound no source names)
+    (["tensorflow==1.8", "gpus=2", "strategy=multi_gpu_model", "layers=batchnorm",
       "scenario=uneven_final_batch"], "multi-gpu-model-batchnorm-nan-empty-replica"),
     (["tensorflow==2.2", "gpus=2", "usage=device_subset,mixed_precision"],
      "tf-39775-set-visible-devices-mixed-precision-policy-tf22"),
