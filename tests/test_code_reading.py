@@ -48,6 +48,8 @@ USAGE_SNIPPETS: dict[str, str] = {
     "gpus_inferred": "parallel = multi_gpu_model(model)",
     "predict_in_loop": "for x in frames:\n    y = model.predict(x)",
     "fit_in_loop": "for fold in folds:\n    model.fit(fold.x, fold.y)",
+    "recurrent_dropout": "x = tf.keras.layers.LSTM(64, dropout=0.2, recurrent_dropout=0.2)(x)",
+    "batchnorm_renorm": "x = tf.keras.layers.BatchNormalization(renorm=True)(x)",
     "model_reload": "for path in paths:\n    m = tf.keras.models.load_model(path)",
     "dataset_shuffle": "ds = ds.shuffle(10000)",
     "py_function": "ds = ds.map(lambda x: tf.py_function(decode, [x], tf.float32))",
@@ -286,3 +288,10 @@ def test_an_estimator_s_train_called_in_a_loop_is_fit_in_loop_whatever_its_name(
     assert "fit_in_loop" not in words(estimator.replace("for epoch in range(10):\n    ", ""))
     plain = "import tensorflow as tf\nfor step in range(10):\n    trainer.train()\n"
     assert "fit_in_loop" not in words(plain)
+
+
+def test_a_switch_left_off_is_not_its_word() -> None:
+    """recurrent_dropout=0 and renorm=False are the defaults said aloud, not the trigger."""
+    assert "recurrent_dropout" not in words("x = tf.keras.layers.GRU(8, recurrent_dropout=0.0)(x)")
+    assert "batchnorm_renorm" not in words("x = tf.keras.layers.BatchNormalization(renorm=False)(x)")
+    assert "recurrent_dropout" in words("x = tf.keras.layers.GRU(8, recurrent_dropout=cfg.rdrop)(x)")

@@ -660,6 +660,14 @@ def test_a_narrow_usage_word_names_the_broader_word_it_is_a_case_of() -> None:
     # the Estimator leak: train() called again and again, not any Estimator job
     ("tf-24047-estimator-train-loop-optimizer-leak-tf112", ["tensorflow==1.12.0"],
      "if you call model.fit (or an Estimator's train) over and over", "estimator,fit_in_loop"),
+    # BatchNormalization's renorm under a strategy: not every BatchNormalization
+    ("tf-31531-batchnorm-renorm-under-strategy",
+     ["tensorflow==2.0.0", "gpus=2", "strategy=mirrored", "layers=batchnorm"],
+     "if you use batch renormalisation", "batchnorm_renorm"),
+    # multi_gpu_model's LSTM shapes: the recurrent dropout mask, not every LSTM
+    ("multi-gpu-model-lstm-recurrent-dropout-shapes",
+     ["keras==2.1.2", "gpus=2", "strategy=multi_gpu_model", "layers=lstm"],
+     "if you give recurrent layers a recurrent dropout", "recurrent_dropout"),
     # the NCCL bootstrap failure: stray connections to its port, not every 2-GPU machine
     ("nccl-1612-bootstrap-fails-peer-closes-before-magic", ["nccl==2.25.1", "gpus=2"],
      "if you run where other traffic reaches NCCL's bootstrap ports", "bootstrap_port_traffic"),

@@ -88,7 +88,7 @@ USAGE_KEYWORDS = {
     "workers": "multiprocessing_workers", "input_signature": "input_signature",
     "validation_data": "validation_data", "validation_split": "validation_data",
     "mask_zero": "masked_sequences", "stateful": "stateful_rnn", "by_name": "load_weights_by_name",
-    "train_distribute": "estimator",
+    "train_distribute": "estimator", "renorm": "batchnorm_renorm",
 }
 # Keywords whose mere presence shows the word (their value is data, not a switch).
 PRESENCE_KEYWORDS = frozenset({"validation_data", "validation_split", "sample_weight", "class_weight",
@@ -394,6 +394,9 @@ class _Reader(ast.NodeVisitor):
         if last in ("MirroredStrategy", "MultiWorkerMirroredStrategy") and \
                 (node.args or "devices" in keywords):
             self.add("usage", "device_subset", node, f"{dotted}(devices=...)")
+        dropout = keywords.get("recurrent_dropout")
+        if dropout is not None and not (isinstance(dropout, ast.Constant) and not dropout.value):
+            self.add("usage", "recurrent_dropout", node, f"{dotted}(recurrent_dropout=...)")
         if last == "BatchNormalization" and _true(keywords.get("synchronized")):
             self.add("layers", "sync_batchnorm", node, f"{dotted}(synchronized=True)")
         if last == "multi_gpu_model" and "gpus" not in keywords and len(node.args) < 2:
