@@ -471,7 +471,7 @@ env = {{ tensorflow = "2.12.0" }}
 
 
 def entry(**changes: str) -> str:
-    values = {"id": "rule-entry", "workaround": "Set NCCL_P2P_DISABLE=1 (the reporter's fix).", "fixed_in": "",
+    values = {"id": "rule-entry", "workaround": "From #1 (the reporter's fix): set NCCL_P2P_DISABLE=1.", "fixed_in": "",
               "affects": ">=2.10,<=2.10.0", "url": "https://github.com/tensorflow/tensorflow/issues/1",
               "kind": "issue", "note": "", "extra": ""}
     values.update(changes)
@@ -499,8 +499,9 @@ PR_SOURCE = ('[[issue.sources]]\nurl = "https://github.com/tensorflow/tensorflow
     # "None ..." that is not "None posted" / "None confirmed"
     ({"workaround": "None from the maintainers. Restart."}, "workaround"),
     ({"workaround": "No fix in the thread. Restart the job."}, "workaround"),
-    # advice of our own after "None posted", not marked
+    # advice of our own after "None posted" or "None confirmed", not marked
     ({"workaround": "None posted. Restart the job."}, "workaround"),
+    ({"workaround": "None confirmed. Restart the job."}, "workaround"),
     # the same URL twice in one entry
     ({"extra": '[[issue.sources]]\nurl = "https://github.com/tensorflow/tensorflow/issues/1"\nkind = "issue"\n'},
      "sources[1].url"),
@@ -524,7 +525,8 @@ def test_validate_refuses_an_entry_that_says_more_than_its_sources(tmp_path, cha
     {"workaround": "None posted in the thread. From #2: a restart helped. Generic advice (ours): restart."},
     {"affects": "==2.10.*"},
     {"affects": ">=2.9,<2.11.dev0"},
-    {"workaround": "None confirmed in the thread. A commenter suggested a restart."},
+    {"workaround": "None confirmed in the thread. From #1 (a commenter): a restart."},
+    {"workaround": "None confirmed in the thread."},
     {"workaround": "None posted; a maintainer said to ignore it. Generic advice, not from the thread: x."},
 ])
 def test_validate_accepts_what_the_sources_back(tmp_path, changes) -> None:

@@ -211,9 +211,11 @@ def test_each_review_rule_fires_on_an_entry_that_says_more_than_its_sources(tmp_
     below = entry(id="below", url="https://github.com/tensorflow/tensorflow/issues/4", affects="<=2.10.0")
     twice = entry(id="twice", url="https://github.com/tensorflow/tensorflow/issues/5", extra=(
         '[[issue.sources]]\nurl = "https://github.com/tensorflow/tensorflow/issues/2"\nkind = "issue"\n'))
+    whose = entry(id="whose", url="https://github.com/tensorflow/tensorflow/issues/6",
+                  workaround="Set NCCL_P2P_DISABLE=1 (the reporter's fix).")
     path = tmp_path / "known-issues"
     path.mkdir()
-    (path / "x.toml").write_text("schema_version = 1\n" + wide + named + gpu + below + twice)
+    (path / "x.toml").write_text("schema_version = 1\n" + wide + named + gpu + below + twice + whose)
     assert main(["matrix", "validate", str(tmp_path)]) == 0  # review lines alone do not fail
     out = capsys.readouterr().out
     assert ("review: wide: unsourced-bound: tensorflow >=2.10,<=2.11.0: no title, summary or source note "
@@ -221,6 +223,7 @@ def test_each_review_rule_fires_on_an_entry_that_says_more_than_its_sources(tmp_
     assert "review: gpu: gpu-names: the condition names GPUs (RTX 2080 Ti)" in out
     assert "review: below: no-lower-bound: tensorflow <=2.10.0 has no lower bound" in out
     assert "review: twice: same-thread: named cites https://github.com/tensorflow/tensorflow/issues/2 too" in out
+    assert "review: whose: unattributed-workaround: the workaround does not say whose advice it is" in out
     assert "review: named:" not in out
     assert main(["matrix", "validate", "--strict", str(tmp_path)]) == 2
     capsys.readouterr()

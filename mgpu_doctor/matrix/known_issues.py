@@ -402,13 +402,14 @@ def _as_sources_say(affects: dict[str, str], fixed_in: str, workaround: str, sou
     if says_none and not workaround.startswith((NONE_POSTED, NONE_CONFIRMED)):
         bad("workaround", f"when no source posted one, it starts with {NONE_POSTED!r} (or {NONE_CONFIRMED!r} "
             "when the sources suggest something nobody confirmed)")
-    # "None posted (in the thread)." then, if anything, "From <source>: ..." (what a source said)
-    # or "Generic advice (not from the thread): ..." (our own)
-    posted = re.match(re.escape(NONE_POSTED) + r"[^.;(]*(?:\([^)]*\))?[^.;]*[.;]?\s*(.*)", workaround, re.S)
-    rest = posted.group(1).strip() if posted else ""
-    if rest and not rest.startswith("From ") and GENERIC_ADVICE.rstrip(":").lower() not in rest.lower():
-        bad("workaround", f"after {NONE_POSTED!r}, advice of our own is marked {GENERIC_ADVICE!r} (what a "
-            "source said: 'From <source>: ...')")
+    # "None posted (in the thread)." or "None confirmed ...", then, if anything, "From <source>: ..."
+    # (what a source said) or "Generic advice (not from the thread): ..." (our own)
+    for none in (NONE_POSTED, NONE_CONFIRMED):
+        opening = re.match(re.escape(none) + r"[^.;(]*(?:\([^)]*\))?[^.;]*[.;]?\s*(.*)", workaround, re.S)
+        rest = opening.group(1).strip() if opening else ""
+        if rest and "From " not in rest and GENERIC_ADVICE.rstrip(":").lower() not in rest.lower():
+            bad("workaround", f"after {none!r}, advice of our own is marked {GENERIC_ADVICE!r} (what a "
+                "source said: 'From <source>: ...')")
     seen: set[str] = set()
     for i, src in enumerate(sources):
         if src.url and src.url in seen:

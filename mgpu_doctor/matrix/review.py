@@ -6,6 +6,9 @@
 - **A range wider than its sources**: a bound of a range that is open above its last report (no
   fix known) that no text of the entry names (title, summary, source titles and notes), or a range
   without a lower bound (every older release included; OSV's ``introduced`` is missing).
+- **Advice that does not say whose it is**: a workaround that opens neither with ``From <source>:``
+  (what a source posted) nor with ``None posted`` / ``None confirmed`` (the bundled matrix's
+  workarounds all do; a team's own matrix is told, not refused).
 - **One mechanism told twice**: two entries citing the same issue thread, with one symptom and
   overlapping versions, where no note says which comment each retells.
 
@@ -20,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
-from mgpu_doctor.matrix.known_issues import KnownIssue
+from mgpu_doctor.matrix.known_issues import GENERIC_ADVICE, NONE_CONFIRMED, NONE_POSTED, KnownIssue
 from mgpu_doctor.matrix.ranges import Span, range_texts
 from mgpu_doctor.model.versions import Tri, parse_specifier, parse_version, range_in
 
@@ -32,7 +35,7 @@ class Review:
     """One thing for a person to read against the entry's sources."""
 
     entry: str
-    rule: str  # "gpu-names", "unsourced-bound", "no-lower-bound", "same-thread"
+    rule: str  # "gpu-names", "unsourced-bound", "no-lower-bound", "unattributed-workaround", "same-thread"
     message: str
 
     def __str__(self) -> str:
@@ -43,7 +46,7 @@ def reviews(issues: Sequence[KnownIssue]) -> list[Review]:
     """Every review line of these entries, in the matrix's order."""
     found: list[Review] = []
     for issue in issues:
-        found += _gpu_names(issue) + _range_bounds(issue)
+        found += _gpu_names(issue) + _range_bounds(issue) + _unattributed(issue)
     return found + _same_thread(issues)
 
 
@@ -53,6 +56,14 @@ def _gpu_names(issue: KnownIssue) -> list[Review]:
         return []
     return [Review(issue.id, "gpu-names", f"the condition names GPUs ({', '.join(names)}): the reporters' "
                    "cards, or the trigger? Name the architecture (compute_capability) unless the product is")]
+
+
+def _unattributed(issue: KnownIssue) -> list[Review]:
+    if issue.workaround.startswith(("From ", NONE_POSTED, NONE_CONFIRMED)):
+        return []
+    return [Review(issue.id, "unattributed-workaround", "the workaround does not say whose advice it is: "
+                   f"open with 'From <source>: ...' (what a source posted), {NONE_POSTED!r} or "
+                   f"{NONE_CONFIRMED!r}, our own advice after it marked {GENERIC_ADVICE!r}")]
 
 
 def _range_bounds(issue: KnownIssue) -> list[Review]:
