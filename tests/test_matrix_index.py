@@ -13,8 +13,9 @@ from mgpu_doctor.matrix import index as matrix_index
 from mgpu_doctor.matrix import parse_cache
 from mgpu_doctor.matrix.compat_tables import bundled_tensorflow_table
 from mgpu_doctor.matrix.environment import Environment, environment_from_mapping
-from mgpu_doctor.matrix.known_issue_findings import known_issue_findings
+from mgpu_doctor.matrix.known_issue_findings import known_issue_findings, older_lines
 from mgpu_doctor.matrix.known_issues import load_matrix
+from mgpu_doctor.matrix.match import assess
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
 
 MATRIX = load_matrix(bundled_matrix_dir())
@@ -58,10 +59,11 @@ def assert_same_findings(envs: list[tuple[str, Environment]]) -> None:
     assert index.count == len(MATRIX.issues) > 300
     narrowed = 0
     for name, env in envs:
-        indexed = known_issue_findings(index.candidates(env), env)
-        assert indexed == known_issue_findings(MATRIX.issues, env), name
-        read_whole = [i for i in index.candidates(env) if i.title]  # the others: as matching reads them
-        narrowed += len(read_whole) < index.count / 2
+        assert known_issue_findings(index.candidates(env), env) == known_issue_findings(MATRIX.issues, env), name
+        shown, counted = index.split_candidates(env)  # as the check reads them: the counted ones apart
+        older = older_lines([assess(i, env) for i in index.counted_entries(counted)])
+        assert known_issue_findings(shown, env, older=older) == known_issue_findings(MATRIX.issues, env), name
+        narrowed += len(shown) < index.count / 2
     assert narrowed > len(envs) / 2  # the index does narrow: most read a fraction of the entries
 
 
@@ -146,3 +148,20 @@ def test_the_candidates_of_known_versions_are_decided_once(cache, monkeypatch):
         assert index.candidates(env) == first
     other = index.candidates(query_env("tensorflow==2.16.1", "gpus=2"))  # other versions: decided
     assert other != first and len(list(cache.glob("candidates-*.json"))) == 2
+
+
+def test_the_entries_only_counted_are_read_once_per_environment(cache, monkeypatch):
+    """The line counting entries reported on older releases is kept per environment: the next run
+    of the same machine does not read those entries again (a team's thousands cost once)."""
+    from mgpu_doctor.checks.known_issues import findings_for
+
+    index = matrix_index.load_index(bundled_matrix_dir())
+    env = query_env("tensorflow==2.21.0", "gpus=2", "strategy=mirrored")
+    first = findings_for(index, env)
+    assert any(f.code == "matrix.reported-older" for f in first)
+    assert len(list(cache.glob("older-*.json"))) == 1
+    with monkeypatch.context() as patched:
+        patched.setattr(matrix_index.MatrixIndex, "counted_entries", lambda *a: pytest.fail("read again"))
+        assert findings_for(index, env) == first
+    other = findings_for(index, query_env("tensorflow==2.21.0", "gpus=2", "strategy=multi_gpu_model"))
+    assert len(list(cache.glob("older-*.json"))) == 2 and other != first

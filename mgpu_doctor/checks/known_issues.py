@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -9,9 +11,12 @@ from typing import TYPE_CHECKING
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.environment.matrix_view import environment_from_resolved
 from mgpu_doctor.environment.resolve import ResolvedEnvironment
+from mgpu_doctor.matrix import known_issue_findings as known_issue_findings_module
+from mgpu_doctor.matrix import match
 from mgpu_doctor.matrix.environment import Environment
 from mgpu_doctor.matrix.index import MatrixIndex, load_index
-from mgpu_doctor.matrix.known_issue_findings import known_issue_findings
+from mgpu_doctor.matrix.known_issue_findings import known_issue_findings, older_lines
+from mgpu_doctor.matrix.match import assess
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
 from mgpu_doctor.model.findings import Finding, Severity
 from mgpu_doctor.model.snapshot import Snapshot
@@ -87,7 +92,10 @@ def findings_for(matrix: MatrixIndex, env: Environment) -> list[Finding]:
 
     Only the index's candidates are assessed: the other entries cannot be reported for ``env``
     (tests/test_matrix_index.py compares this with assessing every entry)."""
-    found = known_issue_findings(matrix.candidates(env), env)
+    shown, counted = matrix.split_candidates(env)
+    older = matrix.kept_lines("older", f"{_judging_code()} {env!r}",
+                              lambda: older_lines([assess(i, env) for i in matrix.counted_entries(counted)]))
+    found = known_issue_findings(shown, env, older=older)
     if not found:
         versions = ", ".join(f"{k} {v}" for k, v in env.versions.items()) or "none known"
         found.append(Finding(
@@ -96,6 +104,14 @@ def findings_for(matrix: MatrixIndex, env: Environment) -> list[Finding]:
             [f"checked: {versions}", f"matrix: {', '.join(matrix.sources)}"],
         ))
     return found
+
+
+@functools.cache
+def _judging_code() -> str:
+    """The code that judges an entry against an environment: kept lines are its answers, so a
+    changed rule must not read them (the index's key covers the entries' own parsing)."""
+    return hashlib.sha256(b"".join(Path(m.__file__).read_bytes() for m in (match, known_issue_findings_module)
+                                   if m.__file__)).hexdigest()
 
 
 check_known_issues = make_check_function()

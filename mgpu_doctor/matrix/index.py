@@ -26,7 +26,7 @@ import hashlib
 import json
 import os
 import pickle
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -36,7 +36,7 @@ from mgpu_doctor.matrix.known_issues import KnownIssue, Matrix, Problem, known_i
 from mgpu_doctor.model import distributions, evidence, versions
 from mgpu_doctor.process import inputs
 
-FORMAT = 4  # bump when what an index holds changes
+FORMAT = 5  # bump when what an index holds changes
 MAX_INDEXES = 8  # a few versions of the bundled matrix, with and without a team's own
 MAX_CANDIDATE_LISTS = 32  # a few environments (interpreters, queries) per index
 # The modules whose code decides what a matrix file yields (validation, vocabulary, limits): their
@@ -55,10 +55,6 @@ class MatrixIndex:
     sources: tuple[str, ...]
     problems: tuple[Problem, ...]
     blobs: tuple[bytes, ...]  # each entry pickled on its own, in the matrix's order
-    # each entry with only what matching reads (no texts, sources, examples): an entry that a known
-    # version places further past its last report than the next series can only be counted
-    # (known_issue_findings.reported_older), never shown, so the run reads this much of it
-    matching_blobs: tuple[bytes, ...]
     # version key -> a range as read (its specifier text, OPEN when open above its last report)
     # -> positions of the entries whose affects reads so
     by_key: dict[str, dict[str, tuple[int, ...]]]
@@ -76,13 +72,9 @@ class MatrixIndex:
             found = self._entries[position] = pickle.loads(self.blobs[position])
         return found
 
-    def _matching_entry(self, position: int) -> KnownIssue:
-        found = self._entries.get(position)  # the whole entry, when read already, says the same
-        return found if found is not None else pickle.loads(self.matching_blobs[position])
-
     def _read(self, positions: list[int]) -> tuple[KnownIssue, ...]:
-        """The entries at ``positions``, in the matrix's order; ``~i``: entry ``i`` as matching reads it."""
-        return tuple(self.entry(i) if i >= 0 else self._matching_entry(~i) for i in positions)
+        """The entries at ``positions``, in the matrix's order (``~i``: entry ``i``, only counted)."""
+        return tuple(self.entry(i if i >= 0 else ~i) for i in positions)
 
     def matrix(self) -> Matrix:
         """Every entry: what :func:`load_matrix` gives."""
@@ -98,15 +90,46 @@ class MatrixIndex:
         is outside one of its ranges. So: the entries naming a known key (and TensorFlow's when
         TensorFlow is not known), less those a known version rules out, each specifier text
         decided once. An entry that a known version places further past its last report than the
-        next series (no fix known) can only be counted in one line: it comes as matching reads it,
-        without its texts.
+        next series (no fix known) can only be counted in one line (:meth:`split_candidates` keeps
+        those apart, so that a kept count spares reading them).
         """
+        return self._read(self._positions(env))
+
+    def split_candidates(self, env: Environment) -> tuple[tuple[KnownIssue, ...], tuple[int, ...]]:
+        """The candidates that may be shown for ``env`` (read whole), and the positions of those a
+        known version places further past their last report, which can only be counted (read them
+        with :meth:`counted_entries` only when the count is not kept already)."""
+        positions = self._positions(env)
+        return self._read([i for i in positions if i >= 0]), tuple(~i for i in positions if i < 0)
+
+    def counted_entries(self, positions: tuple[int, ...]) -> tuple[KnownIssue, ...]:
+        return tuple(self.entry(i) for i in positions)
+
+    def kept_lines(self, name: str, asked: str, compute: Callable[[], list[str]]) -> list[str]:
+        """``compute()``, kept beside the index for this matrix version and ``asked`` (everything
+        else the lines depend on): the same question on the next run reads the answer."""
+        directory = parse_cache.cache_dir()
+        if not self.key or directory is None:
+            return compute()
+        digest = hashlib.sha256(json.dumps([self.key, name, asked]).encode()).hexdigest()
+        path = directory / f"{name}-{digest}.json"
+        try:
+            kept = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(kept, list) and all(isinstance(line, str) for line in kept):
+                return kept
+        except (OSError, ValueError):
+            pass
+        lines = compute()
+        _replace(path, json.dumps(lines).encode(), f"{name}-*.json", MAX_CANDIDATE_LISTS)
+        return lines
+
+    def _positions(self, env: Environment) -> list[int]:
         kept = self._kept_candidates(env)
         if kept is not None:
-            return self._read(kept)
+            return kept
         positions = self._candidate_positions(env)
         self._keep_candidates(env, positions)
-        return self._read(positions)
+        return positions
 
     def _candidate_positions(self, env: Environment) -> list[int]:
         known = set(env.versions) | set(env.ranges)
@@ -158,15 +181,8 @@ def compile_index(matrix: Matrix) -> MatrixIndex:
             by_key.setdefault(key, {}).setdefault(bucket, []).append(position)
     dump = functools.partial(pickle.dumps, protocol=pickle.HIGHEST_PROTOCOL)
     return MatrixIndex("", matrix.sources, matrix.problems, tuple(dump(i) for i in matrix.issues),
-                       tuple(dump(_as_matching_reads(i)) for i in matrix.issues),
                        {k: {t: tuple(p) for t, p in texts.items()} for k, texts in by_key.items()},
                        matrix.replaced)
-
-
-def _as_matching_reads(issue: KnownIssue) -> KnownIssue:
-    """The entry with only what matching and the reported-older line read: its id, versions, fix,
-    conditions and symptom."""
-    return replace(issue, title="", summary="", workaround="", sources=(), examples=(), signatures=())
 
 
 # One process reads one matrix version many times (tests, `fleet`): the index is kept per key.

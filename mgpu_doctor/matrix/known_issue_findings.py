@@ -164,16 +164,31 @@ def undecided_finding(undecided: list[Assessment]) -> Finding:
 
 
 def known_issue_findings(
-    issues: tuple[KnownIssue, ...] | list[KnownIssue], env: Environment
+    issues: tuple[KnownIssue, ...] | list[KnownIssue], env: Environment, older: list[str] | None = None
 ) -> list[Finding]:
     """The findings of every entry worth reporting, most severe first (stable order otherwise),
-    then one line naming the entries that only a TensorFlow version would decide."""
+    then one line naming the entries that only a TensorFlow version would decide, then one counting
+    those last reported on older releases (``older``: its lines, when the caller has them already;
+    else from ``issues``)."""
     assessments = [assess(i, env) for i in issues]
     found = [finding_for(a) for a in assessments if worth_reporting(a)]
     undecided = [a for a in assessments if needs_tensorflow(a, env)]
-    older = [a for a in assessments if reported_older(a)]
+    older = sorted({*(older or ()), *older_lines(assessments)}, key=_older_order)
     return sorted(found, key=lambda f: f.severity, reverse=True) + (
         [undecided_finding(undecided)] if undecided else []) + ([older_finding(older)] if older else [])
+
+
+def older_lines(assessments: list[Assessment]) -> list[str]:
+    """The entries :func:`reported_older` counts, one line each, most recent report first."""
+    return sorted((f"{a.issue.id}: {a.unreported_key} reported up to "
+                   f"{a.issue.reading(a.unreported_key).last_reported}"
+                   for a in assessments if reported_older(a)), key=_older_order)
+
+
+def _older_order(line: str) -> tuple[tuple[int, ...], str]:
+    """Most recent report first, then by id: the same order whichever entries were read first."""
+    version = parse_version(line.rpartition(" reported up to ")[2].removesuffix(".x"))
+    return (tuple(-p for p in version.release) if version is not None else (), line)
 
 
 def reported_older(a: Assessment) -> bool:
@@ -183,27 +198,22 @@ def reported_older(a: Assessment) -> bool:
     return a.verdict is Verdict.CANNOT_TELL and a.unreported is Place.OLDER_REPORT and not a.version_missing
 
 
-def older_finding(older: list[Assessment]) -> Finding:
+def older_finding(shown: list[str]) -> Finding:
     """One line for the entries last reported on older releases than the next series, no fix known.
 
     A release series later than the one after an entry's last report has had months of users
     without a report the mining found: such an entry may still apply, or may have been fixed
     without a release note naming it. Each on its own line would bury the entries that do apply
     (a TensorFlow 2.21 query would list every entry of the 1.x era), so they are one info line,
-    most recent report first, every entry named in the evidence (`-v` shows it).
+    the :data:`SHOWN_UNDECIDED` most recently reported named in the evidence (`-v` shows them),
+    then how many more: naming thousands (a team's big matrix) would cost every run their lines.
     """
-    def last(a: Assessment) -> str:
-        return a.issue.reading(a.unreported_key).last_reported
-
-    def newest(a: Assessment) -> tuple[int, ...]:
-        version = parse_version(last(a).removesuffix(".x"))
-        return tuple(-p for p in version.release) if version is not None else ()
-
-    shown = [f"{a.issue.id}: {a.unreported_key} reported up to {last(a)}" for a in sorted(older, key=newest)]
+    more = len(shown) - SHOWN_UNDECIDED
     return Finding(
         "matrix.reported-older", Severity.INFO,
-        f"{len(older)} known issue(s) were last reported on older releases, with no fix known",
-        shown,
+        f"{len(shown)} known issue(s) were last reported on older releases, with no fix known",
+        shown[:SHOWN_UNDECIDED] + ([f"... and {more} more, reported on older releases still"]
+                                   if more > 0 else []),
         fix="Nothing to do unless your training shows one of these symptoms: then `mgpu-doctor matrix show "
             "ID` has its workaround (these versions are past every report the matrix knows).",
     )
