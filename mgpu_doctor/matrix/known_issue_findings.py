@@ -173,7 +173,8 @@ def known_issue_findings(
     assessments = [assess(i, env) for i in issues]
     found = [finding_for(a) for a in assessments if worth_reporting(a)]
     undecided = [a for a in assessments if needs_tensorflow(a, env)]
-    older = sorted({*(older or ()), *older_lines(assessments)}, key=_older_order)
+    more = older_lines(assessments)  # the given lines are in order already: sort only to merge
+    older = sorted({*(older or ()), *more}, key=_older_order) if more and older else (older or more)
     return sorted(found, key=lambda f: f.severity, reverse=True) + (
         [undecided_finding(undecided)] if undecided else []) + ([older_finding(older)] if older else [])
 
