@@ -49,6 +49,7 @@ USAGE_SNIPPETS: dict[str, str] = {
     "predict_in_loop": "for x in frames:\n    y = model.predict(x)",
     "fit_in_loop": "for fold in folds:\n    model.fit(fold.x, fold.y)",
     "recurrent_dropout": "x = tf.keras.layers.LSTM(64, dropout=0.2, recurrent_dropout=0.2)(x)",
+    "metric_average_callback": "callbacks = [hvd.callbacks.MetricAverageCallback()]",
     "batchnorm_renorm": "x = tf.keras.layers.BatchNormalization(renorm=True)(x)",
     "model_reload": "for path in paths:\n    m = tf.keras.models.load_model(path)",
     "dataset_shuffle": "ds = ds.shuffle(10000)",

@@ -670,6 +670,9 @@ def test_a_narrow_usage_word_names_the_broader_word_it_is_a_case_of() -> None:
     ("multi-gpu-model-lstm-recurrent-dropout-shapes",
      ["keras==2.1.2", "gpus=2", "strategy=multi_gpu_model", "layers=lstm"],
      "if you give recurrent layers a recurrent dropout", "recurrent_dropout"),
+    # Horovod's averaged metrics on TensorFlow 2.3-2.4: MetricAverageCallback, not every Horovod job
+    ("hvd-2440-metric-average-callback-logs-out-of-sync-tf23", ["tensorflow==2.3.0", "gpus=4", "strategy=horovod"],
+     "if you average the metrics over Horovod's workers", "metric_average_callback"),
     # the NCCL bootstrap failure: stray connections to its port, not every 2-GPU machine
     ("nccl-1612-bootstrap-fails-peer-closes-before-magic", ["nccl==2.25.1", "gpus=2"],
      "if you run where other traffic reaches NCCL's bootstrap ports", "bootstrap_port_traffic"),

@@ -175,6 +175,8 @@ USAGES: dict[str, str] = {
     "fewer_files_than_workers": "read the training data from fewer files than there are workers under "
                                 "tf.data's default (AUTO) auto-shard policy, which shards by file (a "
                                 "dataset in one TFRecord file)",
+    "metric_average_callback": "average the metrics over Horovod's workers with "
+                               "hvd.callbacks.MetricAverageCallback",
     "recurrent_dropout": "give recurrent layers a recurrent dropout (LSTM or GRU with recurrent_dropout > 0)",
     "batchnorm_renorm": "use batch renormalisation (BatchNormalization(renorm=True))",
     "tensor_to_numpy": "pass TensorFlow tensors straight to NumPy functions (np.array(t), np.sum(t)) "

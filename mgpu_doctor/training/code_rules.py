@@ -42,6 +42,7 @@ USAGE_CALLS = {
     "list_local_devices": "list_local_devices",
     "load_weights": "load_weights", "load_model": "load_weights",
     "Checkpoint": "checkpoint", "CheckpointManager": "checkpoint", "ModelCheckpoint": "checkpoint",
+    "MetricAverageCallback": "metric_average_callback",
     "BackupAndRestore": "checkpoint",
     "LossScaleOptimizer": "mixed_precision",
     "experimental_distribute_dataset": "distribute_dataset",
