@@ -29,12 +29,15 @@ import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, TypeVar
 
 from mgpu_doctor.matrix import known_issues, parse_cache, ranges, toml_files, vocabulary
 from mgpu_doctor.matrix.environment import Environment
 from mgpu_doctor.matrix.known_issues import KnownIssue, Matrix, Problem, known_issue_paths, load_matrix
 from mgpu_doctor.model import distributions, evidence, versions
 from mgpu_doctor.process import inputs
+
+_T = TypeVar("_T")
 
 FORMAT = 5  # bump when what an index holds changes
 MAX_INDEXES = 8  # a few versions of the bundled matrix, with and without a team's own
@@ -108,28 +111,32 @@ class MatrixIndex:
     def kept_lines(self, name: str, asked: str, compute: Callable[[], list[str]]) -> list[str]:
         """``compute()``, kept beside the index for this matrix version and ``asked`` (everything
         else the lines depend on): the same question on the next run reads the answer."""
+        return self._kept(name, asked, lambda kept: all(isinstance(line, str) for line in kept), compute)
+
+    def _positions(self, env: Environment) -> list[int]:
+        def positions(kept: list[Any]) -> bool:
+            return all(isinstance(i, int) and -self.count <= i < self.count for i in kept)
+
+        asked = [sorted(env.versions.items()), sorted(env.ranges.items())]
+        return self._kept("candidates", asked, positions, lambda: self._candidate_positions(env))
+
+    def _kept(self, name: str, asked: object, valid: Callable[[list[Any]], bool],
+              compute: Callable[[], list[_T]]) -> list[_T]:
+        """``compute()``, or the list kept as ``name`` for this index and ``asked`` when ``valid``."""
         directory = parse_cache.cache_dir()
         if not self.key or directory is None:
             return compute()
-        digest = hashlib.sha256(json.dumps([self.key, name, asked]).encode()).hexdigest()
+        digest = hashlib.sha256(json.dumps([self.key, asked]).encode()).hexdigest()
         path = directory / f"{name}-{digest}.json"
         try:
             kept = json.loads(path.read_text(encoding="utf-8"))
-            if isinstance(kept, list) and all(isinstance(line, str) for line in kept):
+            if isinstance(kept, list) and valid(kept):
                 return kept
         except (OSError, ValueError):
             pass
-        lines = compute()
-        _replace(path, json.dumps(lines).encode(), f"{name}-*.json", MAX_CANDIDATE_LISTS)
-        return lines
-
-    def _positions(self, env: Environment) -> list[int]:
-        kept = self._kept_candidates(env)
-        if kept is not None:
-            return kept
-        positions = self._candidate_positions(env)
-        self._keep_candidates(env, positions)
-        return positions
+        value = compute()
+        _replace(path, json.dumps(value).encode(), f"{name}-*.json", MAX_CANDIDATE_LISTS)
+        return value
 
     def _candidate_positions(self, env: Environment) -> list[int]:
         known = set(env.versions) | set(env.ranges)
@@ -147,29 +154,6 @@ class MatrixIndex:
                 elif place is ranges.Place.OLDER_REPORT:
                     counted.update(positions)
         return sorted((i if i not in counted else ~i for i in wanted), key=lambda i: i if i >= 0 else ~i)
-
-    def _candidates_path(self, env: Environment) -> Path | None:
-        directory = parse_cache.cache_dir()
-        if not self.key or directory is None:
-            return None
-        asked = json.dumps([self.key, sorted(env.versions.items()), sorted(env.ranges.items())])
-        return directory / f"candidates-{hashlib.sha256(asked.encode()).hexdigest()}.json"
-
-    def _kept_candidates(self, env: Environment) -> list[int] | None:
-        path = self._candidates_path(env)
-        try:
-            kept = json.loads(path.read_text(encoding="utf-8")) if path is not None else None
-        except (OSError, ValueError):
-            return None
-        if not (isinstance(kept, list)
-                and all(isinstance(i, int) and -self.count <= i < self.count for i in kept)):
-            return None
-        return kept
-
-    def _keep_candidates(self, env: Environment, positions: list[int]) -> None:
-        path = self._candidates_path(env)
-        if path is not None:
-            _replace(path, json.dumps(positions).encode(), "candidates-*.json", MAX_CANDIDATE_LISTS)
 
 
 def compile_index(matrix: Matrix) -> MatrixIndex:
