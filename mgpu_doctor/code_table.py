@@ -7,8 +7,6 @@ codes the source makes and README's table in step (see CONTRIBUTING.md).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from mgpu_doctor.checks import CHECKS
 from mgpu_doctor.checks.base import MOSTLY_SKIPPED_CODE, Scope
 from mgpu_doctor.drift import compare as drift
@@ -19,6 +17,7 @@ from mgpu_doctor.model.codes import RENAMED, crash_code
 from mgpu_doctor.model.findings import MOSTLY_SKIPPED_CHECK
 from mgpu_doctor.multiworker import findings as multiworker
 from mgpu_doctor.pasted import findings as pasted
+from mgpu_doctor.record import record
 from mgpu_doctor.smoke import known_issues as smoke_matching
 from mgpu_doctor.smoke import leak as leak_probe
 from mgpu_doctor.training import code as user_code
@@ -39,7 +38,7 @@ SMOKE_CODES = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class CodeRow:
     """One declared code (upper-case segments are placeholders) and what emits it."""
 

@@ -18,7 +18,7 @@ smoke, hang, drift and paste packages.
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -45,6 +45,7 @@ from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.model.user_model import MODEL_CHECK
 from mgpu_doctor.probes.gather import GatherOptions, Progress, gather_snapshot
 from mgpu_doctor.process.interpreter import Interpreter
+from mgpu_doctor.record import record
 from mgpu_doctor.training.apply import with_training
 from mgpu_doctor.training.declared import checked_recorded, over_recorded, query_profile
 
@@ -61,7 +62,7 @@ if TYPE_CHECKING:
 EnvCheck = Check[ResolvedEnvironment]
 
 
-@dataclass(frozen=True)
+@record
 class DiagnoseOptions:
     """What decides the facts and the verdict (`check`, `report`, `libs`, the pytest plugin)."""
 
@@ -87,13 +88,13 @@ class DiagnoseOptions:
     hang: HangRequest | None = None  # `report --hang`: read the running job too
 
 
-@dataclass(frozen=True)
+@record
 class Diagnosis:
     report: Report
     interrupted: bool  # Ctrl-C cut the smoke trainings short; the report has what finished
 
 
-@dataclass(frozen=True)
+@record
 class Facts:
     """What the verdict is about: this machine, or a file (with the smoke runs it recorded)."""
 

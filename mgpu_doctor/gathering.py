@@ -4,7 +4,6 @@ for the command line to print or write, with no verdict but whether the diagnose
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from mgpu_doctor.checks.base import CheckSkipped
@@ -20,9 +19,10 @@ from mgpu_doctor.probes.gather import GatherOptions, gather_snapshot
 from mgpu_doctor.probes.host import gather_host
 from mgpu_doctor.probes.nvml import gather_nvml
 from mgpu_doctor.process.interpreter import Interpreter
+from mgpu_doctor.record import record
 
 
-@dataclass(frozen=True)
+@record
 class DeviceTable:
     """`devices`: what NVML says (or why it said nothing) and one row per GPU."""
 
@@ -39,7 +39,7 @@ def device_table(nvml_module: Any = None) -> DeviceTable:
     return DeviceTable(nvml, device_rows(snap))
 
 
-@dataclass(frozen=True)
+@record
 class MachineSnapshot:
     """`snapshot`: every fact, and the findings that say the diagnosed Python does not work (its
     facts in the snapshot are then failed facts)."""

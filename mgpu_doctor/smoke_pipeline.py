@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
@@ -35,6 +35,7 @@ from mgpu_doctor.multiworker.resume import KILL_EPOCH, KILL_TASK
 from mgpu_doctor.multiworker.suite import MultiWorkerPlan, run_plan
 from mgpu_doctor.probes.tensorflow import tensorflow_installed
 from mgpu_doctor.process.interpreter import Interpreter
+from mgpu_doctor.record import record
 from mgpu_doctor.smoke.judged import with_matrix_verdicts
 from mgpu_doctor.smoke.plan import LEVELS
 from mgpu_doctor.smoke.progress import ResultsFile, open_results
@@ -51,7 +52,7 @@ class LiveProgress(Protocol):
     def done(self) -> None: ...
 
 
-@dataclass(frozen=True)
+@record
 class SmokeCommand:
     """What `smoke` was asked: the suite, how the user trains, the Python to diagnose, and either
     the multi-worker plan (validated TF_CONFIG) or None for the single-host suite."""
@@ -65,7 +66,7 @@ class SmokeCommand:
     nvml_module: object = None  # a fake NVML for tests; None: the real one
 
 
-@dataclass(frozen=True)
+@record
 class SmokeDiagnosis:
     report: Report
     interrupted: bool = False  # a stop signal cut the suite short; the report has what finished

@@ -5,7 +5,7 @@ Checks judge a :class:`~mgpu_doctor.environment.resolve.ResolvedEnvironment`. Ru
 whole (and `matrix query` runs them on the versions it names); checks of a machine's GPUs,
 files and imports take its snapshot (``on_machine``).
 
-May import: errors, process, model, matrix, environment.
+May import: errors, record, process, model, matrix, environment.
 """
 
 from __future__ import annotations

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from mgpu_doctor.model.codes import crash_code, is_declared
@@ -17,6 +16,7 @@ from mgpu_doctor.model.findings import (
     Severity,
     status_for,
 )
+from mgpu_doctor.record import record
 
 S = TypeVar("S")
 
@@ -40,7 +40,7 @@ class Scope(str, enum.Enum):
     VERSIONS = "versions"
 
 
-@dataclass(frozen=True)
+@record
 class Check(Generic[S]):
     """A named, pure rule: ``run(subject) -> findings``.
 

@@ -8,7 +8,6 @@ result in sub-optimal behavior, crashes, or hangs" when kept.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from mgpu_doctor.checks.collective_access import (
     NCCL_DEBUG_HINT,
@@ -20,6 +19,7 @@ from mgpu_doctor.model.collective_facts import ContainerFacts, IbDevice, Network
 from mgpu_doctor.model.findings import Finding, Severity
 from mgpu_doctor.model.snapshot import Snapshot
 from mgpu_doctor.model.unavailable import Unavailable
+from mgpu_doctor.record import record
 
 MEMLOCK_TOO_LOW = 2**30
 MEMLOCK_THREAD = "https://github.com/NVIDIA/nccl-tests/issues/206"
@@ -43,7 +43,7 @@ KNOB_COSTS = {
 DISABLE_KNOBS = ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE")  # "0" means not disabled
 
 
-@dataclass(frozen=True)
+@record
 class NcclSetting:
     name: str
     value: str

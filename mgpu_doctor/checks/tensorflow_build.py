@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.environment.readings import ResolvedVersion
 from mgpu_doctor.environment.resolve import ResolvedEnvironment
+from mgpu_doctor.record import record
 
 TF_SOURCE_DOC = "https://www.tensorflow.org/install/source#gpu"
 TF_PIP_DOC = "https://www.tensorflow.org/install/pip"
 
 
-@dataclass(frozen=True)
+@record
 class BuiltFor:
     """What TensorFlow was built against, and where that came from."""
 

@@ -8,7 +8,7 @@ import argparse
 import math
 import os
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
@@ -34,6 +34,7 @@ from mgpu_doctor.model.user_model import (
     check_reference,
 )
 from mgpu_doctor.process.interpreter import Interpreter
+from mgpu_doctor.record import record
 from mgpu_doctor.renderers import OutputFormat, RenderOptions
 from mgpu_doctor.smoke.layers import layer_names
 from mgpu_doctor.smoke.levels import DEFAULT_LEVEL, LEVELS, SMOKE_LEVELS
@@ -276,7 +277,7 @@ def add_diagnose_options(p: argparse.ArgumentParser) -> None:
 # --- the namespace as typed options ----------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class OutputOptions:
     """How a report leaves the process: format on stdout, JUnit file, and the gate."""
 

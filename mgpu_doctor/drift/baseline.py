@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from mgpu_doctor.checks.base import Check, run_check
@@ -12,9 +11,10 @@ from mgpu_doctor.model.findings import CheckStatus
 from mgpu_doctor.model.redact import mask_snapshot
 from mgpu_doctor.model.smoke_runs import SmokeRun, runs_from_report
 from mgpu_doctor.model.snapshot import Snapshot, SnapshotLoadError, load_document
+from mgpu_doctor.record import record
 
 
-@dataclass(frozen=True)
+@record
 class Baseline:
     snapshot: Snapshot
     source: str

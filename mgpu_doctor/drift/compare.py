@@ -9,7 +9,6 @@ check objects to is info, or a warning for the driver, the CUDA libraries and th
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 from mgpu_doctor.environment.readings import ResolvedVersion
 from mgpu_doctor.environment.resolve import ResolvedEnvironment
@@ -19,11 +18,12 @@ from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Severity
 from mgpu_doctor.model.smoke_runs import SmokeRun
 from mgpu_doctor.model.snapshot import GpuFacts, Snapshot
 from mgpu_doctor.model.unavailable import Unavailable
+from mgpu_doctor.record import record
 
 NOT_SET = "not set"
 
 
-@dataclass(frozen=True)
+@record
 class Subject:
     """A compared version: its key (the code's middle segment), label, how to read it, the checks
     that judge it, and the severity of a change no check judged."""

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from mgpu_doctor.matrix.implied_tables import bundled_keras_tensorflow_table, bundled_ngc_table
 from mgpu_doctor.model.versions import parse_version
+from mgpu_doctor.record import record
 
 # The image patterns are compiled on first use: only `--image` reads them, `check --quick` never.
 
@@ -32,7 +33,7 @@ def _tag_version() -> re.Pattern[str]:
     return re.compile(r"(?P<v>\d{1,2}\.\d{1,3}(?:\.\d{1,3})?(?:rc\d{1,2})?)(?:$|-)")
 
 
-@dataclass(frozen=True)
+@record
 class ImpliedRange:
     """A TensorFlow range implied by another package's version, and why."""
 
@@ -55,7 +56,7 @@ def implied_tensorflow(keras: str, tf_keras: str) -> ImpliedRange | None:
     return None
 
 
-@dataclass(frozen=True)
+@record
 class ImageFacts:
     """What one container image reference says: versions (``tensorflow``, ``cuda``, ``cudnn``,
     ``nccl``, ``horovod``) with where each was read, whether it is NVIDIA's build, and what it

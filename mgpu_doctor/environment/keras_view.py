@@ -4,7 +4,6 @@ TF_USE_LEGACY_KERAS and the installed Keras packages; the Keras a query implies 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 
 from packaging.version import Version
 
@@ -12,6 +11,7 @@ from mgpu_doctor.environment.readings import Origin, ResolvedVersion
 from mgpu_doctor.model.snapshot import TensorFlowFacts
 from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.model.versions import parse_version
+from mgpu_doctor.record import record
 
 LEGACY_KERAS_VALUES = frozenset({"1", "true", "yes"})
 KERAS3_FIRST_TF = Version("2.16.0rc0")
@@ -25,7 +25,7 @@ class KerasFamily(str, enum.Enum):
     KERAS2 = "Keras 2"  # TensorFlow's own Keras 2 (bundled before 2.6, the `keras` 2.x package to 2.15)
 
 
-@dataclass(frozen=True)
+@record
 class KerasView:
     """What ``tf.keras`` is, its version when known, and how we know (observed or predicted)."""
 

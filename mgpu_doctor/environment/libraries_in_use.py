@@ -4,12 +4,12 @@ soname it opens) and the version each library resolves to."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from mgpu_doctor.environment.library_copies import MAIN_LIBRARIES, best_version, cuda_major_of, soname_major
 from mgpu_doctor.environment.readings import Origin, Reading, ResolvedVersion, reading, resolved
 from mgpu_doctor.model.snapshot import LibraryCopy, LibraryFacts, TensorFlowFacts
 from mgpu_doctor.model.unavailable import Unavailable, absent
+from mgpu_doctor.record import record
 
 # Wheels whose version is the library's own (nvidia-nccl-cu12 2.21.5 is NCCL 2.21.5).
 LIBRARY_WHEELS = {"cudart": "nvidia-cuda-runtime", "cudnn": "nvidia-cudnn", "nccl": "nvidia-nccl",
@@ -19,7 +19,7 @@ SONAME_FOLLOWS_CUDA = ("cudart", "cublas", "cublasLt", "nvrtc", "nvJitLink")
 FIXED_SONAME_MAJOR = {"nccl": 2, "cuda": 1}
 
 
-@dataclass(frozen=True)
+@record
 class LibraryInUse:
     """The copy of one CUDA library TensorFlow uses: the one it mapped, or the one the loader
     returns for the soname it opens; every other copy found is listed as present, not used."""

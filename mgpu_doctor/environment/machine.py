@@ -3,15 +3,16 @@ names, how many workers (TF_CONFIG), the platform, the GPUs' interconnect, Keras
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from mgpu_doctor.environment.tf_config import read_tf_config
 from mgpu_doctor.matrix.vocabulary import DEFAULT_BACKEND
 from mgpu_doctor.model.snapshot import Snapshot
 from mgpu_doctor.model.unavailable import Unavailable
+from mgpu_doctor.record import record
 
 
-@dataclass(frozen=True)
+@record
 class MachineFacts:
     """What the matrix matches about the machine itself (None: not known, with why in ``missing``)."""
 

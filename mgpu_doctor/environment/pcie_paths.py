@@ -6,14 +6,14 @@ check and by ``fleet``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import combinations
 
 from mgpu_doctor.model.collective_facts import ACS_REDIRECTING, PciBridge, PcieFacts, PciGpu
 from mgpu_doctor.model.unavailable import Unavailable
+from mgpu_doctor.record import record
 
 
-@dataclass(frozen=True)
+@record
 class Route:
     """How traffic from GPU ``a`` reaches GPU ``b`` over PCIe.
 

@@ -4,12 +4,12 @@ and the one value chosen by precedence, with what the other sources said."""
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 
 from packaging.version import Version
 
 from mgpu_doctor.model.unavailable import Unavailable, absent
 from mgpu_doctor.model.versions import parse_version
+from mgpu_doctor.record import record
 
 
 class Origin(str, enum.Enum):
@@ -36,7 +36,7 @@ class Origin(str, enum.Enum):
         return self not in (Origin.BUILD_INFO, Origin.TESTED_BUILD, Origin.PREDICTED, Origin.IMAGE)
 
 
-@dataclass(frozen=True)
+@record
 class Reading:
     """One source's value for a version."""
 
@@ -56,7 +56,7 @@ def reading(text: str, origin: Origin, where: str = "") -> Reading:
     return Reading(text.strip(), origin, where, parse_version(text))
 
 
-@dataclass(frozen=True)
+@record
 class ResolvedVersion:
     """The one value of a version, where it came from, and what the other sources said."""
 

@@ -34,7 +34,7 @@ library copies in use) and ``machine`` (the facts the matrix matches).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from mgpu_doctor.environment.implied import ImageFacts, NotAnImage, image_facts, implied_tensorflow
@@ -72,12 +72,13 @@ from mgpu_doctor.model.distributions import TF_CPU_ONLY_DISTRIBUTIONS, TF_DISTRI
 from mgpu_doctor.model.snapshot import JaxFacts, PackageFacts, Snapshot, TensorFlowFacts
 from mgpu_doctor.model.unavailable import Unavailable, absent, failed, skipped
 from mgpu_doctor.model.versions import parse_version
+from mgpu_doctor.record import record
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
 
 
-@dataclass(frozen=True)
+@record
 class UsageFacts:
     """How the model is trained: never seen on a machine; named by a query (or a smoke run), or
     declared and observed in the training profile (``sources``: key -> where it came from)."""
@@ -90,7 +91,7 @@ class UsageFacts:
     sources: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@record
 class ResolvedEnvironment:
     """Every version, decided once; the machine facts the matrix matches; the query's usage.
 

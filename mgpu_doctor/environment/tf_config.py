@@ -9,11 +9,12 @@ read it here. Refusing a TF_CONFIG that cannot work stays with the launcher
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
 from mgpu_doctor.process.grpc_proxy import host_of
 from mgpu_doctor.process.inputs import InputError, parse_json
+from mgpu_doctor.record import record
 
 # unset; ok: a JSON object; not-json: the JSON parser refused it; over-limit: beyond the limits on
 # what mgpu-doctor reads (depth, digits); not-object: JSON, but not an object.
@@ -21,7 +22,7 @@ State = Literal["unset", "ok", "not-json", "over-limit", "not-object"]
 WORKER_ROLES = ("chief", "worker")  # the tasks that train under MultiWorkerMirroredStrategy
 
 
-@dataclass(frozen=True)
+@record
 class TfConfigReading:
     """What a TF_CONFIG text says, as far as it can be read; ``data`` is {} unless ``state`` is ok.
 

@@ -14,12 +14,13 @@ Enumeration"): the first MIG entry counts, as its parent GPU; later MIG entries 
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from mgpu_doctor.model.snapshot import GpuFacts
+from mgpu_doctor.record import record
 
 
-@dataclass(frozen=True)
+@record
 class Visibility:
     """NVML indices visible to CUDA, in CUDA ordinal order, and what was wrong with the list."""
 

@@ -3,7 +3,7 @@
 :mod:`~mgpu_doctor.fleet.facts` lists what is compared, :mod:`~mgpu_doctor.fleet.compare`
 lines it up, :mod:`~mgpu_doctor.fleet.checks` turns differences into findings.
 
-May import: errors, process, model, environment, checks.
+May import: errors, record, process, model, environment, checks.
 """
 
 from __future__ import annotations

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TypeVar
 
 from mgpu_doctor.environment.resolve import ResolvedEnvironment, resolve
 from mgpu_doctor.model.fleet import FactRow, Fleet, Node, RowStatus, Value, describe, list_nodes
 from mgpu_doctor.model.snapshot import Snapshot
 from mgpu_doctor.model.unavailable import Unavailable
+from mgpu_doctor.record import record
 
 T = TypeVar("T")
 # The data (Node, FactRow, Fleet) lives in mgpu_doctor.model.fleet; named here for fleet's readers.
@@ -22,7 +22,7 @@ __all__ = ["Fact", "FactFamily", "FactRow", "Fleet", "Node", "Value", "build_fle
            "list_nodes", "node_names", "row_evidence"]
 
 
-@dataclass(frozen=True)
+@record
 class Fact:
     """One compared fact: a stable key, a label for people, and how to read it."""
 
@@ -31,7 +31,7 @@ class Fact:
     extract: Callable[[ResolvedEnvironment], Value]
 
 
-@dataclass(frozen=True)
+@record
 class FactFamily:
     """Facts that come as a mapping (env vars, packages, libraries): one row per name.
 

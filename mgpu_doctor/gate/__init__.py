@@ -1,6 +1,6 @@
 """Gates a team sets: requirements (--require-*) and the acknowledgements file.
 
-May import: errors, process, model, matrix, environment, checks, smoke.
+May import: errors, record, process, model, matrix, environment, checks, smoke.
 """
 
 # The acknowledgements file looked for in the working directory: named here, so that a run

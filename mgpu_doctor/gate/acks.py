@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from mgpu_doctor.matrix.toml_files import TOMLDecodeError, load_toml
 from mgpu_doctor.model.codes import canonical
 from mgpu_doctor.model.findings import Acknowledgement, CheckOutcome, Finding
 from mgpu_doctor.process.inputs import InputError
+from mgpu_doctor.record import record
 
 TABLE = "acknowledge"
 TRAINING_TABLE = "training"  # the training profile (mgpu_doctor.training.declared) shares the file
@@ -38,7 +39,7 @@ class AckFileError(ValueError):
     """The acknowledge file is unreadable or has a bad entry; the message is one line."""
 
 
-@dataclass(frozen=True)
+@record
 class AckEntry:
     code: str  # "" when it names a known issue
     known_issue: str  # "" when it names a finding code

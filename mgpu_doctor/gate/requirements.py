@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -25,6 +24,7 @@ from mgpu_doctor.model.findings import Finding, Section, Severity
 from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.model.versions import Tri, parse_specifier, version_in
 from mgpu_doctor.process.inputs import shorten
+from mgpu_doctor.record import record
 from mgpu_doctor.smoke.layers import layer_names
 
 FULL_CHECK_FIX = "Run `mgpu-doctor check` without --quick (it imports TensorFlow in a child process)."
@@ -42,7 +42,7 @@ class LayerOutcome(str, enum.Enum):
     NOT_RUN = "not run"
 
 
-@dataclass(frozen=True)
+@record
 class Requirements:
     gpus: int | None = None
     tensorflow: str = ""  # a PEP 440 specifier, "" for none

@@ -12,9 +12,8 @@ on a ``multiprocessing`` pool result).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from mgpu_doctor.model.hang import Frame, ProcessReading, ThreadStack
+from mgpu_doctor.record import record
 
 # The kinds, most telling first: a process is said to wait for the first kind any of its threads shows.
 COLLECTIVE, STARTUP, CHECKPOINT, INPUT, GRAPH, PYTHON, LOCK, BACKGROUND = (
@@ -32,7 +31,7 @@ WHAT = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class Rule:
     kind: str
     file: str  # a part of the frame's file (`distribute/cross_device_ops.py`, `horovod/`)
@@ -82,7 +81,7 @@ RULES = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class Wait:
     """What one thread (or a whole process) waits for, and the frame that says so."""
 

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from mgpu_doctor.process.masking import mask_credentials
+from mgpu_doctor.record import record
 
 PROC = Path("/proc")
 TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 MAX_ENVIRON = 1 << 20
 
 
-@dataclass(frozen=True)
+@record
 class Stat:
     state: str  # R S D T t Z ...
     cpu_s: float  # user + system

@@ -15,11 +15,11 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from mgpu_doctor.model.hang import Frame, ThreadStack
 from mgpu_doctor.model.unavailable import Unavailable, absent, failed
+from mgpu_doctor.record import record
 
 DUMP_TIMEOUT_S = 10.0
 PTRACE_SCOPE = Path("/proc/sys/kernel/yama/ptrace_scope")
@@ -33,7 +33,7 @@ class PySpyMissing(Exception):
     """py-spy is not installed where the doctor looks; the message says how to install it."""
 
 
-@dataclass(frozen=True)
+@record
 class PySpy:
     """The py-spy executable, and how it is asked."""
 

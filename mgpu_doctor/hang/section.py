@@ -4,7 +4,6 @@ recorded, read back for `check --from`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +18,10 @@ from mgpu_doctor.matrix.paths import bundled_matrix_dir
 from mgpu_doctor.model.findings import CheckOutcome
 from mgpu_doctor.model.hang import HangReading
 from mgpu_doctor.model.serde import SchemaError, from_jsonable
+from mgpu_doctor.record import record
 
 
-@dataclass(frozen=True)
+@record
 class HangRequest:
     """Which processes to read, and how."""
 

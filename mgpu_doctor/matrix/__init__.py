@@ -1,4 +1,4 @@
 """The version matrix: compatibility tables and known issues, as sourced data in TOML.
 
-May import: errors, process, model.
+May import: errors, record, process, model.
 """

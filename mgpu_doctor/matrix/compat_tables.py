@@ -8,7 +8,6 @@ with one line naming the file and the field; the tables are never half-loaded.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from packaging.version import Version
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
 from mgpu_doctor.matrix.toml_files import DataFileError, read_versioned
 from mgpu_doctor.model.versions import parse_version
+from mgpu_doctor.record import record
 
 SCHEMA_VERSION = 1
 CUDA_DRIVER_FILE = "compat/cuda-driver.toml"
@@ -32,7 +32,7 @@ class CompatTableError(Exception):
     """A compatibility table is unusable; the message is one line: file, field, problem."""
 
 
-@dataclass(frozen=True)
+@record
 class ToolkitDriver:
     """The driver one CUDA toolkit release ships with: every feature of that release works."""
 
@@ -44,7 +44,7 @@ class ToolkitDriver:
     note: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class MinorCompat:
     """The oldest driver that runs any CUDA ``cuda_major``.x under minor-version compatibility."""
 
@@ -54,7 +54,7 @@ class MinorCompat:
     note: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class DriverRequirement:
     """What a CUDA runtime version needs from the driver."""
 
@@ -67,7 +67,7 @@ class DriverRequirement:
     compat_sources: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@record
 class CudaDriverTable:
     toolkit: tuple[ToolkitDriver, ...]
     minor_compat: tuple[MinorCompat, ...]
@@ -111,7 +111,7 @@ class CudaDriverTable:
         return best.cuda
 
 
-@dataclass(frozen=True)
+@record
 class TfBuild:
     """One tested Linux GPU build configuration of TensorFlow."""
 
@@ -130,7 +130,7 @@ class TfBuild:
         return any(low <= mine <= high for low, high in _python_ranges(self.python))
 
 
-@dataclass(frozen=True)
+@record
 class NightlyBuild:
     """What the nightlies of one series (``2.4``: tf-nightly 2.4.0.devYYYYMMDD) were built with
     over a span of dates, as a dated source says (the day a nightly moved to a new CUDA)."""
@@ -147,7 +147,7 @@ class NightlyBuild:
         return (not self.first or day >= self.first) and (not self.last or day <= self.last)
 
 
-@dataclass(frozen=True)
+@record
 class TensorFlowTable:
     builds: tuple[TfBuild, ...]
     source: str
@@ -194,7 +194,7 @@ class TensorFlowTable:
                       f"{when} does not tell which it was built like")
 
 
-@dataclass(frozen=True)
+@record
 class ReleasePins:
     """What one TensorFlow release requires (its ``[and-cuda]`` extra, or the packages it imports),
     as its wheel metadata says."""
@@ -204,7 +204,7 @@ class ReleasePins:
     source: str
 
 
-@dataclass(frozen=True)
+@record
 class PinsTable:
     releases: tuple[ReleasePins, ...]
     origin: str
@@ -226,7 +226,7 @@ class PinsTable:
         return None
 
 
-@dataclass(frozen=True)
+@record
 class ArchRow:
     """The CUDA architectures one TensorFlow minor release's Linux GPU wheel was compiled for."""
 
@@ -235,7 +235,7 @@ class ArchRow:
     source: str
 
 
-@dataclass(frozen=True)
+@record
 class ArchTable:
     releases: tuple[ArchRow, ...]
     origin: str

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
@@ -21,6 +20,7 @@ from mgpu_doctor.matrix.known_issues import SYMPTOMS, KnownIssue, load_matrix
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
 from mgpu_doctor.matrix.ranges import range_texts
 from mgpu_doctor.model.versions import Tri, range_in
+from mgpu_doctor.record import record
 
 # The releases the matrix is held to: TensorFlow 1.12 (the oldest images still run) to the newest
 # tested build, every Keras 3 minor to the newest one this matrix knows.
@@ -32,7 +32,7 @@ NOTHING_FOUND = re.compile(r"nothing found:\s*(leak tensorflow|tensorflow|keras)
 LEAK_MINORS = tuple(m for m in TENSORFLOW_MINORS if m.startswith("2."))
 
 
-@dataclass(frozen=True)
+@record
 class Coverage:
     tensorflow: dict[str, int]  # minor -> entries whose tensorflow range admits it
     tensorflow_leaks: dict[str, int]  # the same, for the entries whose symptom is a leak

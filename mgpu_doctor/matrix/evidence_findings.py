@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from mgpu_doctor.matrix.environment import Environment
 from mgpu_doctor.matrix.known_issues import KnownIssue
@@ -17,13 +16,14 @@ from mgpu_doctor.matrix.mechanisms import mechanism_of
 from mgpu_doctor.matrix.signatures import SignatureHit, normalised, pieces_in, signature_hits
 from mgpu_doctor.model.evidence import EvidenceLine, Failure, failures
 from mgpu_doctor.model.findings import Finding, Severity
+from mgpu_doctor.record import record
 
 UNKNOWN_ERROR = "matrix.unknown-error"
 REPORT_COMMAND = "mgpu-doctor report -o mgpu-report.md"
 SHOWN_FAILURES = 3  # distinct failures of one text named, the last ones (a log ends on its cause)
 
 
-@dataclass(frozen=True)
+@record
 class GivenText:
     """Lines of one text the doctor holds, and how findings name it ("the pasted text")."""
 

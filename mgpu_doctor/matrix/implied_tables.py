@@ -6,7 +6,6 @@ file raises :class:`~mgpu_doctor.matrix.compat_tables.CompatTableError` naming t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from mgpu_doctor.matrix.compat_tables import (
 )
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
 from mgpu_doctor.model.versions import parse_version
+from mgpu_doctor.record import record
 
 KERAS_TENSORFLOW_FILE = "compat/keras-tensorflow.toml"
 NGC_FILE = "compat/ngc-tensorflow.toml"
@@ -32,7 +32,7 @@ NGC_FILE = "compat/ngc-tensorflow.toml"
 LOOSE_KERAS_PINS = ("2.6.0", "2.6.1")
 
 
-@dataclass(frozen=True)
+@record
 class Declared:
     """One release's Requires-Dist on the other package ("" where it declares none)."""
 
@@ -42,7 +42,7 @@ class Declared:
     source: str
 
 
-@dataclass(frozen=True)
+@record
 class KerasTensorFlowTable:
     rows: tuple[Declared, ...]
     path: str
@@ -77,7 +77,7 @@ class KerasTensorFlowTable:
             (f" to {high.version}" if high is not low else "")
 
 
-@dataclass(frozen=True)
+@record
 class NgcRelease:
     """One monthly release of NVIDIA's TensorFlow container (``nvcr.io/nvidia/tensorflow:23.03-tf2-py3``).
 
@@ -101,7 +101,7 @@ class NgcRelease:
         return {"tf1": self.tf1, "tf2": self.tf2}.get(flavour, self.tensorflow)
 
 
-@dataclass(frozen=True)
+@record
 class NgcTable:
     releases: tuple[NgcRelease, ...]
     path: str

@@ -15,6 +15,7 @@ from mgpu_doctor.matrix.toml_files import DataFileError, read_versioned
 from mgpu_doctor.model.distributions import TF_COMPANIONS
 from mgpu_doctor.model.evidence import keeps
 from mgpu_doctor.model.versions import Tri, parse_specifier, parse_version, range_in
+from mgpu_doctor.record import record
 
 SCHEMA_VERSION = 1
 # wrong-result: it runs, but gives other numbers than it should (a reloaded model that predicts
@@ -85,7 +86,7 @@ def _status_prefix() -> re.Pattern[str]:
                       r"|permission_denied|already_exists|data_loss|unauthenticated): ")
 
 
-@dataclass(frozen=True)
+@record
 class Source:
     """Where an entry comes from. ``verified`` is true only when someone read it for the entry."""
 
@@ -101,7 +102,7 @@ class Source:
         return self.url or self.ref
 
 
-@dataclass(frozen=True)
+@record
 class Conditions:
     """When an entry applies besides its versions; an unset condition holds everywhere."""
 
@@ -122,7 +123,7 @@ class Conditions:
     backend: str | None = None  # Keras 3's backend
 
 
-@dataclass(frozen=True)
+@record
 class Signature:
     """A line the failure prints, as a source shows it, ``…`` standing for what varies.
 
@@ -156,7 +157,7 @@ class Signature:
         return (pieces, (pieces[0][status.end():], *pieces[1:]))
 
 
-@dataclass(frozen=True)
+@record
 class Example:
     """An environment (same keys as `matrix query`) the entry must match, or must not."""
 
@@ -164,7 +165,7 @@ class Example:
     env: dict[str, Any]
 
 
-@dataclass(frozen=True)
+@record
 class KnownIssue:
     """One known problem: when it happens (versions, conditions), what to do, who says so."""
 
@@ -209,7 +210,7 @@ class MatrixFileError(Exception):
     """A matrix file is unusable as a whole (unreadable, bad TOML, wrong schema)."""
 
 
-@dataclass(frozen=True)
+@record
 class Problem:
     """One thing wrong in a matrix directory, precise enough to fix without guessing."""
 
@@ -681,7 +682,7 @@ def known_issue_paths(directory: Path) -> list[Path]:
     return sorted((sub if sub.is_dir() else directory).glob("*.toml"))
 
 
-@dataclass(frozen=True)
+@record
 class Matrix:
     """The known issues in use: the bundled ones, with a team's own (``--matrix DIR``) on top.
 

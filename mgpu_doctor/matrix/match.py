@@ -12,13 +12,13 @@ Verdicts:
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 
 from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.matrix.environment import BadEnvironment, Environment, environment_from_mapping
 from mgpu_doctor.matrix.known_issues import ANY_STRATEGY, KnownIssue, Problem
 from mgpu_doctor.matrix.ranges import PAST, Place, Reading
 from mgpu_doctor.model.versions import Tri, parse_specifier, version_in
+from mgpu_doctor.record import record
 
 
 class Verdict(enum.Enum):
@@ -27,7 +27,7 @@ class Verdict(enum.Enum):
     CANNOT_TELL = "cannot tell"
 
 
-@dataclass(frozen=True)
+@record
 class Decider:
     """A fact an entry needs that is not known: its `matrix query` key (``usage``, ``layers``,
     ``strategy``, ``numpy``, ``platform``, ...) and what the entry wants (any of ``wanted``)."""
@@ -37,7 +37,7 @@ class Decider:
     training: bool = False  # a machine key (gpus) that is the training's here: declare it, not find it
 
 
-@dataclass(frozen=True)
+@record
 class Assessment:
     """One entry against one environment, with a line of evidence per requirement."""
 

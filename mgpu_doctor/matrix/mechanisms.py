@@ -7,12 +7,11 @@ This is the doctor's own general advice, not a known issue: the finding says so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from mgpu_doctor.matrix.signatures import normalised, pieces_in
+from mgpu_doctor.record import record
 
 
-@dataclass(frozen=True)
+@record
 class Mechanism:
     """A class of failure recognised by any of its lines (each a tuple of pieces, in order).
 

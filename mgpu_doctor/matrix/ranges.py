@@ -22,12 +22,12 @@ from __future__ import annotations
 import enum
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from mgpu_doctor.model.versions import Tri, interval, parse_specifier, parse_version, range_in, version_in
+from mgpu_doctor.record import record
 
 # The packages whose releases fix the bugs an entry reports: above the last report of an entry
 # without a fix, a version of these is "reported up to X, no fix known".
@@ -62,7 +62,7 @@ def range_texts(text: str) -> tuple[str, ...]:
 Bounds = tuple[Version | None, bool, Version | None, bool, int]
 
 
-@dataclass(frozen=True)
+@record
 class Span:
     """One reported range, parsed once (when the entry is read; the index keeps it so)."""
 
@@ -127,7 +127,7 @@ def _upper(operator: str, text: str) -> tuple[Version, str, str, tuple[int, int 
     return None
 
 
-@dataclass(frozen=True)
+@record
 class Reading:
     """The OSV reading of one key of one entry: its ranges, and whether versions past the last
     report are open ("no fix known") or outside (a fix, a closed series, a compatibility limit)."""

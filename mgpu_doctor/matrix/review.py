@@ -20,17 +20,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import combinations
 
 from mgpu_doctor.matrix.known_issues import GENERIC_ADVICE, NONE_CONFIRMED, NONE_POSTED, KnownIssue
 from mgpu_doctor.matrix.ranges import Span, range_texts
 from mgpu_doctor.model.versions import Tri, parse_specifier, parse_version, range_in
+from mgpu_doctor.record import record
 
 _PRE_NAMES = {"a": "alpha", "b": "beta", "rc": "rc"}
 
 
-@dataclass(frozen=True)
+@record
 class Review:
     """One thing for a person to read against the entry's sources."""
 

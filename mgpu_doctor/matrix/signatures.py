@@ -9,17 +9,17 @@ pattern is compiled from data.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mgpu_doctor.matrix.known_issues import WILDCARD, KnownIssue, Signature
 from mgpu_doctor.model.evidence import EvidenceLine
+from mgpu_doctor.record import record
 
 if TYPE_CHECKING:  # annotations only: a hang's stacks are read by `hang`, never by the quick check
     from mgpu_doctor.model.hang import Frame, ThreadStack
 
 
-@dataclass(frozen=True)
+@record
 class SignatureHit:
     """An entry whose signature a line matched: the first line that did, and where it stands."""
 
@@ -76,7 +76,7 @@ def text_lines(text: str, first_line: int = 0) -> list[EvidenceLine]:
             for i, line in enumerate(text.splitlines()) if line.strip()]
 
 
-@dataclass(frozen=True)
+@record
 class StackHit:
     """An entry whose stack signature a thread's frames matched."""
 

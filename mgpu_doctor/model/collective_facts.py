@@ -9,10 +9,11 @@ is its value or an :class:`~mgpu_doctor.model.unavailable.Unavailable` saying wh
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
 
 from mgpu_doctor.model.unavailable import Unavailable
+from mgpu_doctor.record import record
 
 # ACS Control register bits (PCIe Base Specification, ACS Extended Capability), in lspci's words.
 ACS_CONTROLS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
@@ -21,7 +22,7 @@ ACS_CONTROLS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd",
 ACS_REDIRECTING = ("ReqRedir", "CmpltRedir", "EgressCtrl")
 
 
-@dataclass(frozen=True)
+@record
 class PciBridge:
     """A PCIe bridge (root port or switch port) above at least one GPU.
 
@@ -36,7 +37,7 @@ class PciBridge:
     acs_source: str = ""  # "lspci -vvv" or "sysfs config"
 
 
-@dataclass(frozen=True)
+@record
 class PciGpu:
     """An NVIDIA GPU on the PCI bus (sysfs), whether or not NVML answers."""
 
@@ -48,13 +49,13 @@ class PciGpu:
     iommu_group: str | Unavailable
 
 
-@dataclass(frozen=True)
+@record
 class PcieFacts:
     gpus: list[PciGpu]
     bridges: list[PciBridge]
 
 
-@dataclass(frozen=True)
+@record
 class IommuFacts:
     """Whether DMA goes through an IOMMU, and how.
 
@@ -71,7 +72,7 @@ class IommuFacts:
     hypervisor: str | Unavailable  # "" on bare metal, else what says it is a virtual machine
 
 
-@dataclass(frozen=True)
+@record
 class ShmFacts:
     path: str
     size_bytes: int
@@ -81,7 +82,7 @@ class ShmFacts:
     nccl_segment_bytes: int = 0
 
 
-@dataclass(frozen=True)
+@record
 class CpuFacts:
     """The CPUs this process may run on, against the machine's NUMA nodes."""
 
@@ -92,13 +93,13 @@ class CpuFacts:
     quota_source: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class IbDevice:
     name: str  # mlx5_0
     ports: dict[str, str]  # port number -> state ("4: ACTIVE")
 
 
-@dataclass(frozen=True)
+@record
 class NetworkFacts:
     interfaces: list[str]  # /sys/class/net
     ib_devices: list[IbDevice] | Unavailable  # /sys/class/infiniband
@@ -109,7 +110,7 @@ class NetworkFacts:
     proxy_env: dict[str, str] | Unavailable = field(default_factory=lambda: not_in_snapshot())
 
 
-@dataclass(frozen=True)
+@record
 class ContainerFacts:
     runtime: str  # docker, podman, kubernetes, containerd, lxc; "" when not in a container
     evidence: list[str]
@@ -117,7 +118,7 @@ class ContainerFacts:
     driver_gpus: list[str] | Unavailable  # /proc/driver/nvidia/gpus: the GPUs the driver shows here
 
 
-@dataclass(frozen=True)
+@record
 class CollectiveFacts:
     """Host, container and NCCL set-up facts (one part each, gathered from files)."""
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from mgpu_doctor.model.unavailable import Unavailable
+from mgpu_doctor.record import record
 
 
-@dataclass(frozen=True)
+@record
 class DeviceRow:
     """One GPU as NVML, CUDA and TensorFlow each number it."""
 

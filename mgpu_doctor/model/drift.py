@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from mgpu_doctor.model.findings import Severity
+from mgpu_doctor.record import record
 
 
-@dataclass(frozen=True)
+@record
 class DriftRow:
     """One change: what (``label``), its value then and now, the finding code and severity it
     makes, and the checks whose verdict decided that severity (empty: the change alone)."""
@@ -20,7 +21,7 @@ class DriftRow:
     judged_by: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@record
 class Drift:
     """Everything that changed since ``baseline`` (a snapshot or report, written ``baseline_created``)."""
 

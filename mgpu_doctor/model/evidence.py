@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
 
 from mgpu_doctor.process.masking import mask_credentials
+from mgpu_doctor.record import record
 
 # A line holding one of these (case-insensitive) may show a failure.
 EVIDENCE_WORDS = (
@@ -75,7 +75,7 @@ LINE_CHARS = 300  # a kept line is cut to this many characters (after masking se
 MAX_LINES = 400  # distinct lines kept from one text: the first and the last half of that
 
 
-@dataclass(frozen=True)
+@record
 class EvidenceLine:
     """One line of a text the doctor holds: its number (1-based), its text (masked, cut to
     :data:`LINE_CHARS`), and how many more times the same text follows it."""
@@ -85,7 +85,7 @@ class EvidenceLine:
     repeated: int = 0
 
 
-@dataclass(frozen=True)
+@record
 class EvidenceText:
     """The evidence lines of one text the doctor was given (`check --log FILE`): where it came
     from, the lines kept, and how many lines it had."""
@@ -135,7 +135,7 @@ def evidence_lines(lines: list[str], first_line: int = 1, keep_all: bool = False
     return out
 
 
-@dataclass(frozen=True)
+@record
 class Failure:
     """The line a failure ends on, and the last frame of the user's own code before it."""
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from mgpu_doctor.record import record
 
 
 class Severity(enum.Enum):
@@ -35,7 +37,7 @@ class Severity(enum.Enum):
 _RANK = {s: i for i, s in enumerate(Severity)}
 
 
-@dataclass(frozen=True)
+@record
 class Acknowledgement:
     """An entry of the acknowledge file that matched a finding (see ``mgpu_doctor.gate.acks``).
 
@@ -48,7 +50,7 @@ class Acknowledgement:
     expired: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class Condition:
     """The one fact that would decide a conditional finding (a known issue that applies only if
     the training is so, or that cannot be told without a machine fact): findings are grouped by it.
@@ -61,7 +63,7 @@ class Condition:
     training: bool  # a training fact (declare it in the profile) or a machine fact
 
 
-@dataclass(frozen=True)
+@record
 class Finding:
     """One problem (or one notable fact) with its evidence and its fix.
 
@@ -84,7 +86,7 @@ class Finding:
         return self.acknowledgement is None or self.acknowledgement.expired
 
 
-@dataclass(frozen=True)
+@record
 class ConditionGroup:
     """Conditional findings that one fact decides: one per key and wanted value."""
 
@@ -148,7 +150,7 @@ class CheckStatus(enum.Enum):
     CRASHED = "crashed"
 
 
-@dataclass(frozen=True)
+@record
 class CheckOutcome:
     """What one check concluded: a status, its findings, or why it was skipped."""
 

@@ -4,17 +4,17 @@ value, and how a value reads for people. ``fleet/`` decides which facts are comp
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from typing import Literal
 
 from mgpu_doctor.model.snapshot import Snapshot
 from mgpu_doctor.model.unavailable import Unavailable
+from mgpu_doctor.record import record
 
 Value = str | Unavailable
 RowStatus = Literal["same", "differs", "incomplete", "unavailable"]
 
 
-@dataclass(frozen=True)
+@record
 class Node:
     """One node of the fleet: its name (the snapshot's hostname), the file and the facts."""
 
@@ -23,7 +23,7 @@ class Node:
     snapshot: Snapshot
 
 
-@dataclass(frozen=True)
+@record
 class FactRow:
     """One compared fact across the fleet; ``values`` maps node name to value.
 
@@ -58,7 +58,7 @@ class FactRow:
         return [n for n, v in self.values.items() if isinstance(v, str) and v != value]
 
 
-@dataclass(frozen=True)
+@record
 class Fleet:
     """The nodes and every compared fact; rows in the order of the fact table."""
 

@@ -4,12 +4,13 @@ verdict are derived from them (``mgpu_doctor.hang``), so `check --from` replays 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from mgpu_doctor.model.unavailable import Unavailable
+from mgpu_doctor.record import record
 
 
-@dataclass(frozen=True)
+@record
 class Frame:
     """One Python frame (or a native one, with ``line`` 0), as py-spy names it."""
 
@@ -21,7 +22,7 @@ class Frame:
         return f"{self.name} ({self.file}:{self.line})" if self.line else f"{self.name} ({self.file})"
 
 
-@dataclass(frozen=True)
+@record
 class ThreadStack:
     """One thread's frames, innermost first."""
 
@@ -31,7 +32,7 @@ class ThreadStack:
     frames: list[Frame] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@record
 class GpuUse:
     """What NVML says of the process on one GPU."""
 
@@ -40,7 +41,7 @@ class GpuUse:
     utilisation_percent: int | Unavailable  # the GPU's, over NVML's last sample period
 
 
-@dataclass(frozen=True)
+@record
 class ProcessReading:
     """One process of the job: facts read from outside it, without stopping it longer than a dump."""
 
@@ -64,7 +65,7 @@ class ProcessReading:
         return self.cpu_seconds / self.interval_s if self.interval_s > 0 else 0.0
 
 
-@dataclass(frozen=True)
+@record
 class HangReading:
     """Every process of the job, and how they were found."""
 

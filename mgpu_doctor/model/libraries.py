@@ -4,12 +4,13 @@ loader's order with the one the loader takes and why (computed by ``environment/
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from mgpu_doctor.model.snapshot import CudaToolkit, SearchDir
+from mgpu_doctor.record import record
 
 
-@dataclass(frozen=True)
+@record
 class CopyView:
     """One file of a library, as `libs` lists it."""
 
@@ -27,7 +28,7 @@ class CopyView:
     load_error: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class LibraryRow:
     """One library (or tool): built for, in use, driver support, and every copy."""
 
@@ -42,7 +43,7 @@ class LibraryRow:
     copies: list[CopyView] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@record
 class DriverView:
     driver: str  # "" when NVML did not answer (see note)
     cuda: str  # the newest CUDA the driver supports (NVML)
@@ -50,7 +51,7 @@ class DriverView:
     note: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class LibrariesView:
     built_cuda: str  # "" when unknown (see built_unknown)
     built_cudnn: str

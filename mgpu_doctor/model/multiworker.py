@@ -8,9 +8,10 @@ replicas of one process.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from mgpu_doctor.model.smoke_runs import RELOAD_TOLERANCE, SCENARIO_USAGE, variant_name
+from mgpu_doctor.record import record
 
 # The single-host smoke statuses, plus "stopped": killed by the launcher after another worker failed.
 WORKER_STATUSES = ("ok", "hang", "crash", "error", "nan", "diverged", "stopped")
@@ -23,7 +24,7 @@ _STATUS_ORDER = ("hang", "crash", "error", "nan", "diverged", "stopped", "ok")
 KERAS_CHOICES = ("env", "default", "tf-keras", "both")
 
 
-@dataclass(frozen=True)
+@record
 class WorkerOutcome:
     """How one worker ended (``status`` in WORKER_STATUSES) and what it measured."""
 
@@ -50,7 +51,7 @@ class WorkerOutcome:
     stderr_tail: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class MultiWorkerResume:
     """What the resume test measured (``multiworker/resume.py``); the run's worker outcomes are
     those of ``stage``, the job that failed or the restarted one.
@@ -86,7 +87,7 @@ class MultiWorkerResume:
         return self.max_abs_diff is not None and self.max_abs_diff > self.tolerance
 
 
-@dataclass(frozen=True)
+@record
 class MultiWorkerRun:
     """One multi-worker smoke training: a layer on K workers with one Keras.
 

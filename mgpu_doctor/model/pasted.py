@@ -3,12 +3,13 @@ the log lines that prove something by themselves, and what could not be read."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from mgpu_doctor.model.evidence import EvidenceLine
+from mgpu_doctor.record import record
 
 
-@dataclass(frozen=True)
+@record
 class PastedPart:
     """One recognised output in the paste (``kind``: "nvidia-smi -q", "pip list", ...), its
     lines (1-based, inclusive), the facts read from it and its lines that could not be read."""
@@ -20,7 +21,7 @@ class PastedPart:
     unread: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@record
 class PastedVersion:
     """A version the paste states, and where: "pasted: TensorFlow log, line 12"."""
 
@@ -29,7 +30,7 @@ class PastedVersion:
     others: list[str] = field(default_factory=list)  # what other parts state: "8.0 (pasted: ..., line 5)"
 
 
-@dataclass(frozen=True)
+@record
 class LogLine:
     """A TensorFlow (or NCCL) log line that proves something by itself.
 
@@ -48,7 +49,7 @@ class LogLine:
     repeated: int = 0  # how many more times the paste says the same (once per GPU, per process)
 
 
-@dataclass(frozen=True)
+@record
 class PastedImage:
     """A container image the paste names (``docker run``, ``FROM``, a tag typed in a template).
 
@@ -63,7 +64,7 @@ class PastedImage:
     tensorflow: str = ""  # the TensorFlow release the tag names ("" where the tag does not say)
 
 
-@dataclass(frozen=True)
+@record
 class PastedLaunch:
     """A ``horovodrun``/``mpirun``/``mpiexec`` command line: a Horovod/MPI training of ``processes``
     processes (0: the line does not say), on ``hosts`` ("a:4", as typed)."""
@@ -75,7 +76,7 @@ class PastedLaunch:
     text: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class PastedFacts:
     """Everything the snapshot of a paste knows about the paste itself."""
 

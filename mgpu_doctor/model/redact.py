@@ -25,7 +25,6 @@ import platform
 import re
 import typing
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from mgpu_doctor.model.cluster import cluster_hosts
@@ -33,6 +32,7 @@ from mgpu_doctor.model.report import Report
 from mgpu_doctor.model.snapshot import Snapshot
 from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.process.masking import UUID_RE, is_allowed, mask_credentials, mask_env_value
+from mgpu_doctor.record import record
 
 T = TypeVar("T")
 # Where a GPU identifier (a UUID, an old-style MIG id "MIG-GPU-<uuid>/1/0", a serial) can stand: each
@@ -43,7 +43,7 @@ _HOST_HASH_RE = re.compile(r"^host-[0-9a-f]{10}$")
 _COMMON_USERS = frozenset({"root", "user", "admin", "ubuntu", "runner", "jovyan", "nobody"})
 
 
-@dataclass(frozen=True)
+@record
 class Identity:
     """Who and where the report comes from: what to take out of it."""
 

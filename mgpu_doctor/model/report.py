@@ -4,7 +4,7 @@ not to be confused with `mgpu-doctor report`, the bug report (`renderers/bug_rep
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from mgpu_doctor.model.device_row import DeviceRow
@@ -12,6 +12,7 @@ from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Sever
 from mgpu_doctor.model.serde import lazy_types, to_jsonable
 from mgpu_doctor.model.snapshot import Snapshot
 from mgpu_doctor.model.training import TrainingProfile
+from mgpu_doctor.record import record
 
 if TYPE_CHECKING:
     from mgpu_doctor.model.drift import Drift
@@ -36,7 +37,7 @@ REPORT_SCHEMA_VERSION = 1
 REPORT_KIND = "mgpu-doctor-report"
 
 
-@dataclass(frozen=True)
+@record
 class Report:
     """What was diagnosed and what the checks concluded.
 

@@ -4,7 +4,9 @@ steps of a checkpoint run; the layers and their traits are one table in `smoke/l
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
+
+from mgpu_doctor.record import record
 
 # Statuses of a checkpoint run besides the training's own (error, crash, hang, oom).
 CHECKPOINT_STATUSES = ("save-failed", "load-failed", "reload-differs", "resume-failed")
@@ -22,7 +24,7 @@ SCENARIO_USAGE: dict[str, tuple[str, ...]] = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class UsageScenario:
     """One way of training the smoke trains (smoke/usage.py): its scenario name, the matrix's usage
     words it exercises, its title."""
@@ -51,7 +53,7 @@ def variant_name(layer: str, variant: str) -> str:
     return f"{layer}-{variant}" if variant else layer
 
 
-@dataclass(frozen=True)
+@record
 class CheckpointStep:
     """One save, load or resume of a checkpoint run, as the child did it."""
 
@@ -86,7 +88,7 @@ class CheckpointStep:
         return self.stage == "resume" and self.ok and self.resumed_at_epoch != (self.killed_in_epoch or 0) - 1
 
 
-@dataclass(frozen=True)
+@record
 class LeakCycle:
     """One call of the leak probe (smoke/leak.py): which phase and cycle, and the memory after it."""
 
@@ -99,7 +101,7 @@ class LeakCycle:
     seconds: float = 0.0  # the call itself
 
 
-@dataclass(frozen=True)
+@record
 class InputRound:
     """One round of the input-bound probe (smoke/input_bound.py): the pipeline alone as given, for
     ``seconds`` past its first batch, then the step on the run's devices fed from memory."""
@@ -124,7 +126,7 @@ STATUSES = ("ok", "hang", "crash", "error", "nan", "diverged", "oom", "skipped")
 DEVICE_KINDS = ("gpu", "cpu-virtual")
 
 
-@dataclass(frozen=True)
+@record
 class NonfiniteOrigin:
     """Where a run's first NaN or Inf came from (child_scripts/_smoke_nonfinite.py).
 
@@ -154,7 +156,7 @@ class NonfiniteOrigin:
         return self.batch_shapes[self.replica]
 
 
-@dataclass(frozen=True)
+@record
 class SmokeSpec:
     """One planned training: a layer (and variant) on ``devices`` devices in one scenario."""
 
@@ -192,7 +194,7 @@ class SmokeSpec:
         return asdict(self)
 
 
-@dataclass(frozen=True)
+@record
 class SmokeRun:
     """What one smoke training did, with everything measured (JSON round trip via serde).
 
@@ -308,7 +310,7 @@ def runs_from_report(data: dict[str, object] | None, source: str) -> list[SmokeR
         raise ValueError(f"{source}: field {exc.path}: {exc.message}") from None
 
 
-@dataclass(frozen=True)
+@record
 class MapPoint:
     """One cell of the map: an N-device run with the even split, against its 1-device twin."""
 

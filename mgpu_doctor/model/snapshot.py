@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,7 @@ from mgpu_doctor.model.markdown_json_block import (
 from mgpu_doctor.model.serde import SchemaError, from_jsonable, lazy_types, to_jsonable
 from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.process.inputs import MAX_GPUS, InputError, check_fact_sizes, parse_json, read_text
+from mgpu_doctor.record import record
 
 if TYPE_CHECKING:
     from mgpu_doctor.model.pasted import PastedFacts
@@ -39,7 +40,7 @@ KIND = "mgpu-doctor-snapshot"
 REPORT_KIND = "mgpu-doctor-report"  # `check --format json` and the JSON inside `mgpu-doctor report`
 
 
-@dataclass(frozen=True)
+@record
 class HostFacts:
     hostname: str
     os_name: str
@@ -52,7 +53,7 @@ class HostFacts:
     container_hints: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@record
 class PythonFacts:
     """The interpreter being diagnosed (``--python``), which may differ from the doctor's."""
 
@@ -64,7 +65,7 @@ class PythonFacts:
     is_doctor_interpreter: bool
 
 
-@dataclass(frozen=True)
+@record
 class PackageFacts:
     """Installed distributions of interest, keyed by canonical name (``tf-keras``)."""
 
@@ -76,14 +77,14 @@ class PackageFacts:
     shadowed: dict[str, list[str]] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@record
 class GpuProcess:
     pid: int
     used_memory_bytes: int | Unavailable
     kind: str  # "compute" or "graphics"
 
 
-@dataclass(frozen=True)
+@record
 class MigDevice:
     """A MIG device of a GPU in MIG mode: what CUDA_VISIBLE_DEVICES=MIG-<uuid> names."""
 
@@ -92,7 +93,7 @@ class MigDevice:
     memory_total_bytes: int | Unavailable
 
 
-@dataclass(frozen=True)
+@record
 class GpuFacts:
     index: int
     name: str
@@ -116,7 +117,7 @@ class GpuFacts:
     mig_devices: list[MigDevice] | Unavailable = field(default_factory=not_in_snapshot)
 
 
-@dataclass(frozen=True)
+@record
 class GpuLink:
     """How two GPUs (by NVML index) talk to each other."""
 
@@ -127,7 +128,7 @@ class GpuLink:
     p2p_read: str | Unavailable  # ok, not_supported, disabled_by_chipset, ...
 
 
-@dataclass(frozen=True)
+@record
 class NvmlFacts:
     driver_version: str
     cuda_driver_version: str | Unavailable  # "12.4": the newest CUDA the driver supports
@@ -138,14 +139,14 @@ class NvmlFacts:
     partial_error: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class TfDevice:
     name: str  # /physical_device:GPU:0
     device_type: str  # GPU, CPU
     details: dict[str, str]  # tf.config.experimental.get_device_details
 
 
-@dataclass(frozen=True)
+@record
 class TensorFlowFacts:
     version: str
     module_path: str
@@ -162,7 +163,7 @@ class TensorFlowFacts:
     loaded_after_import: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@record
 class JaxDevice:
     """One device of ``jax.devices()``."""
 
@@ -172,7 +173,7 @@ class JaxDevice:
     local_hardware_id: int | None = None  # the CUDA ordinal of a GPU; None where JAX gives none
 
 
-@dataclass(frozen=True)
+@record
 class JaxFacts:
     """JAX's own view, from a child that imported it with ``XLA_PYTHON_CLIENT_PREALLOCATE=false``.
 
@@ -195,7 +196,7 @@ class JaxFacts:
     warnings: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@record
 class LibraryCopy:
     """One file of a CUDA library (or a CUDA tool such as ptxas) found on this machine.
 
@@ -252,7 +253,7 @@ class DirKind(str, enum.Enum):
 XLA_DATA_DIR_LABEL = "XLA_FLAGS --xla_gpu_cuda_data_dir"
 
 
-@dataclass(frozen=True)
+@record
 class SearchDir:
     """A directory searched for libraries, in the order the dynamic loader considers them."""
 
@@ -267,7 +268,7 @@ class SearchDir:
             object.__setattr__(self, "kind", DirKind.from_label(self.found_by))
 
 
-@dataclass(frozen=True)
+@record
 class CudaToolkit:
     """A CUDA toolkit directory (CUDA_HOME, /usr/local/cuda-12.5, a conda env) and its version."""
 
@@ -282,7 +283,7 @@ class CudaToolkit:
             object.__setattr__(self, "kind", DirKind.from_label(self.found_by))
 
 
-@dataclass(frozen=True)
+@record
 class LibraryFacts:
     """Every copy of the CUDA libraries and tools found, in the dynamic loader's search order."""
 
@@ -293,7 +294,7 @@ class LibraryFacts:
     probe_seconds: float
 
 
-@dataclass(frozen=True)
+@record
 class Snapshot:
     schema_version: int
     kind: str
@@ -370,7 +371,7 @@ def _check_limits(data: dict[str, Any], source: str) -> None:
         raise SnapshotLoadError(f"{source}: field {exc}") from None
 
 
-@dataclass(frozen=True)
+@record
 class LoadedDocument:
     """What a file given to ``--from`` held: the snapshot, and the report around it if any."""
 

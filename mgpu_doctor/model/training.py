@@ -10,8 +10,10 @@ fact neither declared nor observed is unknown, and an entry that needs it stays 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 from typing import Any
+
+from mgpu_doctor.record import record
 
 # The fields of TrainingFacts, in the order reports show them.
 KEYS = ("strategy", "layers", "usage", "gpus", "workers", "backend", "scenario")
@@ -24,7 +26,7 @@ OPTIONS: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class TrainingFacts:
     """How the user trains: the `matrix query` vocabulary. None / () = unknown."""
 
@@ -63,7 +65,7 @@ def shown(key: str, value: Any) -> str:
     return ", ".join(value) if key in LIST_KEYS else str(value)
 
 
-@dataclass(frozen=True)
+@record
 class TrainingProfile:
     """Declared and observed training facts with where each came from; what neither says is unknown.
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal, TypeVar
+
+from mgpu_doctor.record import record
 
 Reason = Literal["absent", "failed", "skipped"]
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
+@record
 class Unavailable:
     """A fact that is not there, with the reason.
 

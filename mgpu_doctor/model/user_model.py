@@ -5,8 +5,10 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from mgpu_doctor.record import record
 
 DEFAULT_MODEL_TIMEOUT_S = 300.0  # importing TensorFlow and the user's module, building the model
 FUNCTION_REF = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
@@ -19,7 +21,7 @@ class BadModelReference(ValueError):
 
 MODEL_CHECK = "model"  # the check that reports the user's model (`--model`), recorded or run
 
-@dataclass(frozen=True)
+@record
 class ModelRequest:
     """What ``--model``, ``--data`` and ``--model-path`` name."""
 
@@ -43,7 +45,7 @@ def check_reference(option: str, value: str) -> str:
     return text
 
 
-@dataclass(frozen=True)
+@record
 class ModelObservation:
     """What the child saw: the model's facts (``stage`` "done"), or how it failed.
 

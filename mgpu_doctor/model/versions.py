@@ -19,11 +19,12 @@ depends on how they are read:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import Enum
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
+
+from mgpu_doctor.record import record
 
 # A number no real release reaches: the end of an unbounded ``.*`` range.
 _HIGH = 999999
@@ -262,7 +263,7 @@ _REQUIREMENT = (r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?"  # compile
                 r"\s*\(?([^;()]*)\)?\s*(?:;(.*))?$")
 
 
-@dataclass(frozen=True)
+@record
 class Pin:
     """One Requires-Dist line: the canonical name, its specifiers, its marker text ("" if none)."""
 

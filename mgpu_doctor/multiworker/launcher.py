@@ -16,12 +16,13 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 from mgpu_doctor.model.multiworker import WorkerOutcome
 from mgpu_doctor.multiworker.tf_config import TfConfig, check_addresses, local_cluster
 from mgpu_doctor.process.childproc import ChildOutcome
 from mgpu_doctor.process.interpreter import Interpreter
+from mgpu_doctor.record import record
 from mgpu_doctor.smoke.measure import MAX_TEXT, diverged
 
 WORKER_SCRIPT = "multiworker_worker.py"
@@ -33,7 +34,7 @@ DIE_TASK_ENV = "MGPU_DOCTOR_TEST_DIE_TASK"
 DIE_STEP_ENV = "MGPU_DOCTOR_TEST_DIE_AT_STEP"
 
 
-@dataclass(frozen=True)
+@record
 class MultiWorkerResult:
     """Every worker's outcome, and the final weights each reported (by task index)."""
 

@@ -20,11 +20,11 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from mgpu_doctor.multiworker.launcher import STALL_TIMEOUT_S, TIMEOUT_S, MultiWorkerResult, run_local_workers
 from mgpu_doctor.process.interpreter import Interpreter
+from mgpu_doctor.record import record
 
 KILL_TASK = 1  # not the chief (task 0), which writes the backup every worker restores from
 KILL_EPOCH = 1  # 0-based: killed in the second epoch, after the first one was backed up
@@ -33,7 +33,7 @@ KILL_EPOCH = 1  # 0-based: killed in the second epoch, after the first one was b
 FORGET_ENV = "MGPU_DOCTOR_TEST_FORGET_BACKUP"
 
 
-@dataclass(frozen=True)
+@record
 class ResumeJobs:
     """The jobs of one resume test as far as they ran (a failed stage ends it)."""
 

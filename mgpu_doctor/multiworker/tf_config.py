@@ -14,11 +14,11 @@ import errno
 import json
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from mgpu_doctor.environment.tf_config import read_tf_config
 from mgpu_doctor.process.inputs import shorten
 from mgpu_doctor.process.masking import mask_credentials
+from mgpu_doctor.record import record
 
 # The task types TFConfigClusterResolver / MultiWorkerMirroredStrategy know.
 TASK_TYPES = ("chief", "worker", "evaluator", "ps")
@@ -28,7 +28,7 @@ class TfConfigError(ValueError):
     """TF_CONFIG cannot work; the message is one line saying what and where."""
 
 
-@dataclass(frozen=True)
+@record
 class TfConfig:
     cluster: dict[str, list[str]]
     task_type: str

@@ -1,4 +1,4 @@
 """Probes gather facts. They are the only code with side effects.
 
-May import: errors, process, model, environment.
+May import: errors, record, process, model, environment.
 """

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from mgpu_doctor.process.inputs import InputError, read_text
+from mgpu_doctor.record import record
 
 MAX_FILES = 2000
 MAX_FILE_BYTES = 2 * 2**20
@@ -18,7 +19,7 @@ SKIPPED_DIRS = frozenset({".git", ".hg", ".venv", "venv", "env", ".tox", ".nox",
                           ".ipynb_checkpoints"})
 
 
-@dataclass(frozen=True)
+@record
 class SourceFiles:
     """The sources read (name relative to the path given, text) and the files left out."""
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from mgpu_doctor.process.childproc import run_tool
+from mgpu_doctor.record import record
 
 MAX_OUTPUT_BYTES = 8 * 2**20
 
 
-@dataclass(frozen=True)
+@record
 class CommandResult:
     """What a command printed; ``error`` says why there is nothing to use ("" when it ran)."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from mgpu_doctor import __version__
@@ -20,9 +20,10 @@ from mgpu_doctor.probes.nvml import gather_nvml
 from mgpu_doctor.probes.packages import gather_python_and_packages
 from mgpu_doctor.probes.tensorflow import gather_tensorflow, tensorflow_installed
 from mgpu_doctor.process.interpreter import Interpreter
+from mgpu_doctor.record import record
 
 
-@dataclass(frozen=True)
+@record
 class GatherOptions:
     interpreter: Interpreter
     quick: bool = False  # no child that imports TensorFlow

@@ -40,13 +40,14 @@ from mgpu_doctor.probes.library_version_sources import (
 )
 from mgpu_doctor.process.childproc import run_tool
 from mgpu_doctor.process.interpreter import Interpreter
+from mgpu_doctor.record import record
 
 LDCONFIG_KEEP_BYTES = 16 * 1024 * 1024  # `ldconfig -p` lists every library: keep all of a large cache
 XLA_DATA_DIR = XLA_DATA_DIR_LABEL
 DEFAULT_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib")
 
 
-@dataclass(frozen=True)
+@record
 class LibraryProbeInput:
     """What discovery looks at; tests pass their own trees, the CLI passes this machine's."""
 

@@ -13,13 +13,13 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
 from itertools import combinations
 from types import SimpleNamespace
 from typing import Any, TypeVar
 
 from mgpu_doctor.model.snapshot import GpuFacts, GpuLink, GpuProcess, MigDevice, NvmlFacts
 from mgpu_doctor.model.unavailable import Unavailable, absent, failed
+from mgpu_doctor.record import record
 
 T = TypeVar("T")
 
@@ -375,7 +375,7 @@ def _bind(fn: Callable[..., T], *args: Any) -> Callable[[], T]:
     return lambda: fn(*args)
 
 
-@dataclass(frozen=True)
+@record
 class _NvlinkEnds:
     """Where one GPU's active NVLinks go: straight to peer GPUs, or into NVSwitches."""
 

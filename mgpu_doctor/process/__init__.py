@@ -1,4 +1,4 @@
 """Process plumbing: children under a kill ladder, stop signals, inputs read within limits, masking.
 
-May import: errors.
+May import: errors, record.
 """

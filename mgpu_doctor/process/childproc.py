@@ -31,12 +31,12 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from mgpu_doctor.process import interrupts
 from mgpu_doctor.process.reaper import become_subreaper, end_marked
+from mgpu_doctor.record import record
 
 STACKS_WAIT_S = 1.0
 TERM_WAIT_S = 2.0
@@ -49,7 +49,7 @@ STACKS_MAX_BYTES = 256 * 1024
 LIFELINE_ENV = "MGPU_DOCTOR_LIFELINE_FD"
 
 
-@dataclass(frozen=True)
+@record
 class ChildOutcome:
     """What became of one child run."""
 

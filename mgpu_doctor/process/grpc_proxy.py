@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from packaging.version import Version
+
+from mgpu_doctor.record import record
 
 PROXY_NAMES = ("grpc_proxy", "https_proxy", "http_proxy")
 BYPASS_NAMES = ("no_grpc_proxy", "no_proxy")
@@ -40,7 +41,7 @@ NO_PROXY_OPTION = "grpc.enable_http_proxy=0"
 DIRECT, THROUGH_PROXY, DEPENDS = "direct", "through the proxy", "depends on gRPC's release"
 
 
-@dataclass(frozen=True)
+@record
 class Era:
     """One set of gRPC's proxy rules, as the TensorFlow releases that bundle it apply them."""
 
@@ -80,7 +81,7 @@ def reduce_proxy_value(value: str) -> str:
     return f"{scheme.lower()}://***" if sep else "***"
 
 
-@dataclass(frozen=True)
+@record
 class GrpcProxy:
     """The proxy one era of gRPC takes from the environment."""
 
@@ -92,7 +93,7 @@ class GrpcProxy:
     bypass: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class Route:
     host: str
     verdict: str  # DIRECT, THROUGH_PROXY or DEPENDS

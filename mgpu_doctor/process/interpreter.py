@@ -8,15 +8,15 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from mgpu_doctor.process.childproc import ChildOutcome, ProgressCallback, run_child
+from mgpu_doctor.record import record
 
 CHILD_SCRIPTS = Path(__file__).resolve().parent.parent / "child_scripts"
 
 
-@dataclass(frozen=True)
+@record
 class Interpreter:
     """The Python whose environment is diagnosed; by default the doctor's own."""
 

@@ -1,19 +1,19 @@
 """Reporters turn the one Report object into text. Only `human` knows about glyphs and colour.
 
-May import: errors, model.
+May import: errors, record, model.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from mgpu_doctor.model.findings import Severity
 from mgpu_doctor.model.report import Report
+from mgpu_doctor.record import record
 
 
-@dataclass(frozen=True)
+@record
 class RenderOptions:
     fail_on: Severity = Severity.ERROR
     verbose: bool = False

@@ -7,9 +7,9 @@ nothing about how it is drawn, so both pictures of one report always show the sa
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 from mgpu_doctor.model.smoke_runs import MapPoint, SmokeRun, map_points
+from mgpu_doctor.record import record
 
 # Colours of the series, in order (Tableau 10): named, so a Markdown legend can say which is which
 # where the renderer draws none (Mermaid's xychart has no legend before Mermaid 12).
@@ -23,7 +23,7 @@ SIMULATED_NOTE = ("Simulated: the devices were logical CPU devices, so these spe
                   "GPUs or NCCL.")
 
 
-@dataclass(frozen=True)
+@record
 class Series:
     """One line (or bar series) of a chart: a value per category, ``None`` where there is none."""
 
@@ -34,7 +34,7 @@ class Series:
     nonfinite: tuple[int, ...] = ()  # categories where the value was NaN or Inf (drawn as a mark)
 
 
-@dataclass(frozen=True)
+@record
 class Chart:
     """One picture: categories along x, one or more series of values along y."""
 

@@ -3,5 +3,5 @@
 ``mgpu_doctor.model.smoke_runs`` holds the data (``SmokeSpec`` planned, ``SmokeRun`` measured),
 ``plan`` decides what runs, ``runner`` supervises the worker child, ``rules`` turns runs into findings.
 
-May import: errors, process, model, matrix, environment, probes.
+May import: errors, record, process, model, matrix, environment, probes.
 """

@@ -6,13 +6,13 @@ test. Adding a layer = one row here and its model there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from mgpu_doctor.record import record
 
 # What a model eats, as the child builds it (`_smoke_models.DATA`).
 DATA_KINDS = ("vector", "image", "sequence", "tokens")
 
 
-@dataclass(frozen=True)
+@record
 class SmokeLayer:
     """One layer type the smoke engine trains, and the traits that decide how it is planned and judged."""
 

@@ -4,12 +4,12 @@ engine's data types (`check --quick` trains nothing)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from mgpu_doctor.record import record
 
 DEFAULT_GLOBAL_BATCH = 64
 
 
-@dataclass(frozen=True)
+@record
 class Level:
     """One ``--level``, like a hardware diagnostic's run levels: what it trains and what it skips.
 

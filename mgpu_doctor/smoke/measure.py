@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
 from typing import Any
 
 from mgpu_doctor.model.smoke_runs import STATUSES, InputRound, LeakCycle, NonfiniteOrigin, SmokeRun, SmokeSpec
+from mgpu_doctor.record import record
 from mgpu_doctor.smoke.checkpoint import CHECKPOINT_SCENARIOS, checkpoint_status, steps_from_child
 
 DIVERGE_FACTOR = 10.0  # final loss this many times the first one: the training blew up
@@ -27,7 +27,7 @@ def slope(values: list[float]) -> float | None:
     return num / den
 
 
-@dataclass(frozen=True)
+@record
 class SignalDeath:
     """One attempt of a run that died by a signal, and the OOM kills the kernel counted meanwhile."""
 

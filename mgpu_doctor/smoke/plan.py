@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
 
 from mgpu_doctor.model.smoke_runs import LEAK_SCENARIO, SCENARIOS, SmokeSpec
 from mgpu_doctor.process.inputs import shorten
+from mgpu_doctor.record import record
 from mgpu_doctor.smoke.checkpoint import CHECKPOINT_SCENARIOS
 from mgpu_doctor.smoke.layers import SMOKE_LAYERS, layer_names, same_on_one_device, same_without_cudnn
 from mgpu_doctor.smoke.levels import DEFAULT_LEVEL, EVERY_LAYER, LEVELS, SMOKE_LEVELS, Level
@@ -31,7 +31,7 @@ class PlanError(ValueError):
     """Options that cannot make a plan (unknown layer, too many GPUs...)."""
 
 
-@dataclass(frozen=True)
+@record
 class SmokeOptions:
     layers: tuple[str, ...] = ()  # (): every layer of the table
     gpus: tuple[int, ...] | None = None  # None: 1 and every visible GPU
@@ -150,7 +150,7 @@ def device_plan(options: SmokeOptions, gpu_count: int,
     return "cpu-virtual", (1, options.virtual_devices)
 
 
-@dataclass(frozen=True)
+@record
 class BatchSplit:
     """A requested global batch that does not split evenly over the replicas, and what runs instead."""
 

@@ -8,9 +8,11 @@ plumbing unimported.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from mgpu_doctor.record import record
 
 if TYPE_CHECKING:  # annotations only: the quick check builds no SmokeOptions (see cli/options.py)
     from mgpu_doctor.model.user_model import ModelObservation
@@ -26,7 +28,7 @@ def smoke_backend(asked: str | None, environ: Mapping[str, str]) -> str:
     return "jax" if said.strip().lower() == "jax" else "tensorflow"
 
 
-@dataclass(frozen=True)
+@record
 class SmokeRequest:
     """The smoke trainings asked for: what to train, when to call a hang, where to log runs."""
 

@@ -12,12 +12,13 @@ import json
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from mgpu_doctor.model.smoke_runs import SmokeRun, SmokeSpec
 from mgpu_doctor.process.childproc import ChildOutcome, run_child, run_folder
 from mgpu_doctor.process.interpreter import CHILD_SCRIPTS
+from mgpu_doctor.record import record
 from mgpu_doctor.smoke.measure import failed_run, run_from_child
 from mgpu_doctor.smoke.request import DEFAULT_STALL_TIMEOUT_S
 
@@ -30,7 +31,7 @@ RunCallback = Callable[[SmokeRun], None]
 StartCallback = Callable[[SmokeSpec], None]
 
 
-@dataclass(frozen=True)
+@record
 class SuiteResult:
     """Every run that finished (in plan order), and how the suite itself went."""
 

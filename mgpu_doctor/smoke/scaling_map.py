@@ -10,17 +10,17 @@ those measurements; on simulated CPU devices it says nothing about GPUs and draw
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from mgpu_doctor.model.findings import CheckOutcome, Finding, Severity, status_for
 from mgpu_doctor.model.smoke_runs import MapPoint, SmokeRun, map_points
+from mgpu_doctor.record import record
 from mgpu_doctor.smoke.guides import DISTRIBUTE_GUIDE, INPUT_GUIDE
 
 PAYS_OFF = 1.0  # N devices at least as fast as 1: beyond this the extra devices pay for themselves
 SIMULATED = "simulated on CPU: says nothing about GPUs"
 
 
-@dataclass(frozen=True)
+@record
 class Curve:
     """The map of one layer (and variant) on one device count: its points by model size and batch."""
 

@@ -8,12 +8,12 @@ every checkpoint format saved exactly where a row says it exists).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from packaging.version import Version
 
+from mgpu_doctor.record import record
 
-@dataclass(frozen=True)
+
+@record
 class Release:
     """A TensorFlow release and the Keras its tf.keras is (Keras 3 from 2.16, unless tf-keras)."""
 
@@ -29,7 +29,7 @@ class Release:
         return cls(tensorflow + (" + tf-keras" if tf_keras else ""), tensorflow, keras3, covered)
 
 
-@dataclass(frozen=True)
+@record
 class Support:
     """One part and the releases it runs on: from TensorFlow ``since``, with Keras 2 only where
     ``keras2_only`` (what Keras 3 dropped)."""

@@ -2,5 +2,5 @@
 (``declared``), laid over the resolved environment the matrix matches (``apply``); the data is
 ``model/training.py``.
 
-May import: errors, process, model, matrix, environment.
+May import: errors, record, process, model, matrix, environment.
 """

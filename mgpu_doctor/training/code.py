@@ -7,10 +7,11 @@ Pure: the sources come from ``probes/code_files.py``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 from mgpu_doctor.model.findings import CheckOutcome, Finding, Section, Severity, status_for
 from mgpu_doctor.model.training import TrainingFacts, TrainingProfile
+from mgpu_doctor.record import record
 from mgpu_doctor.training.code_rules import DECIDED, CodeFact, read_source
 
 CHECK_NAME = "code"
@@ -18,7 +19,7 @@ CODES = ("code.read", "code.unparsed")
 SHOWN_FACTS = 40
 
 
-@dataclass(frozen=True)
+@record
 class CodeReading:
     """What the code under ``root`` shows; ``partial`` names files read only in part or not at all."""
 

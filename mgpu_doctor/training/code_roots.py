@@ -11,19 +11,19 @@ adds nothing here (the training profile reports its errors).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mgpu_doctor.matrix.toml_files import TOMLDecodeError, load_toml
 from mgpu_doctor.process.inputs import InputError
+from mgpu_doctor.record import record
 from mgpu_doctor.training.declared import PYPROJECT
 
 SRC = "src"
 MAX_ROOTS = 8  # more folders than a project's packages need: the rest is not read
 
 
-@dataclass(frozen=True)
+@record
 class CodeRoot:
     """A folder put first on the child's ``sys.path``, and what named it."""
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from mgpu_doctor.matrix import vocabulary as vocab
+from mgpu_doctor.record import record
 from mgpu_doctor.training.observed import ALSO_LAYER_WORDS, LAYER_WORDS
 
 # Usage words that code cannot show, or shows only when present (set from the shell or the
@@ -112,7 +112,7 @@ _PROMPT = re.compile(r"^(\s*)(?:>>>|\.\.\.)(?: |$)")
 _NAME_CALL = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
 
 
-@dataclass(frozen=True)
+@record
 class CodeFact:
     """One word the code shows: ``key`` (strategy, layers, usage), the word, where, and why."""
 
