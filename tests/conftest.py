@@ -12,7 +12,7 @@ from tests.scenarios import SCENARIOS, path_of
 def _parse_cache_of_the_session(tmp_path_factory):
     """The doctors the tests start keep parsed matrices in a folder of the session, not in
     the user's ~/.cache (the children inherit the setting)."""
-    from mgpu_doctor.matrix.parse_cache import CACHE_ENV
+    from mgpu_doctor.process.cache_home import CACHE_ENV
 
     before = os.environ.get(CACHE_ENV)
     os.environ[CACHE_ENV] = str(tmp_path_factory.mktemp("parse-cache"))

@@ -10,13 +10,13 @@ import pytest
 from mgpu_doctor.environment.matrix_view import environment_from_resolved
 from mgpu_doctor.environment.query import resolve_query
 from mgpu_doctor.matrix import index as matrix_index
-from mgpu_doctor.matrix import parse_cache
 from mgpu_doctor.matrix.compat_tables import bundled_tensorflow_table
 from mgpu_doctor.matrix.environment import Environment, environment_from_mapping
 from mgpu_doctor.matrix.known_issue_findings import known_issue_findings, older_lines
 from mgpu_doctor.matrix.known_issues import load_matrix
 from mgpu_doctor.matrix.match import assess
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
+from mgpu_doctor.process.cache_home import CACHE_ENV
 
 MATRIX = load_matrix(bundled_matrix_dir())
 TEAM = Path(__file__).parent / "data" / "matrix-team"
@@ -24,7 +24,7 @@ TEAM = Path(__file__).parent / "data" / "matrix-team"
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv(parse_cache.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.setattr(matrix_index, "_LOADED", {})
     return tmp_path / "cache" / "matrix"
 
@@ -133,7 +133,7 @@ def test_a_damaged_index_is_rebuilt_not_an_error(cache):
 
 
 def test_without_a_cache_the_index_is_built_in_memory(tmp_path, monkeypatch):
-    monkeypatch.setenv(parse_cache.CACHE_ENV, "")
+    monkeypatch.setenv(CACHE_ENV, "")
     monkeypatch.setattr(matrix_index, "_LOADED", {})
     assert matrix_index.load_index(bundled_matrix_dir()).matrix() == MATRIX
 

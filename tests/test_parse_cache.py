@@ -13,6 +13,7 @@ from mgpu_doctor.matrix import parse_cache
 from mgpu_doctor.matrix.known_issues import load_matrix
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
 from mgpu_doctor.matrix.toml_files import TOMLDecodeError, load_toml
+from mgpu_doctor.process.cache_home import CACHE_ENV
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -33,7 +34,7 @@ class CountingParser:
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv(parse_cache.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     return tmp_path / "cache" / "matrix"
 
 
@@ -92,7 +93,7 @@ def test_a_file_with_a_date_is_not_kept(cache):
 def test_an_unusable_cache_directory_costs_the_parse_not_an_error(tmp_path, monkeypatch):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    monkeypatch.setenv(parse_cache.CACHE_ENV, str(blocker))  # mkdir below a file fails
+    monkeypatch.setenv(CACHE_ENV, str(blocker))  # mkdir below a file fails
     parse = CountingParser()
     assert parse_cache.cached_parse(TEXT, parse) == tomllib.loads(TEXT)
     assert parse_cache.cached_parse(TEXT, parse) == tomllib.loads(TEXT) and parse.calls == 2
@@ -111,7 +112,7 @@ def test_a_read_only_cache_directory_costs_the_parse_not_an_error(cache):
 
 
 def test_an_empty_setting_turns_the_cache_off(monkeypatch, tmp_path):
-    monkeypatch.setenv(parse_cache.CACHE_ENV, "")
+    monkeypatch.setenv(CACHE_ENV, "")
     monkeypatch.setenv("HOME", str(tmp_path))
     parse = CountingParser()
     parse_cache.cached_parse(TEXT, parse)
@@ -120,7 +121,7 @@ def test_an_empty_setting_turns_the_cache_off(monkeypatch, tmp_path):
 
 
 def test_the_default_place_follows_xdg_then_home(monkeypatch, tmp_path):
-    monkeypatch.delenv(parse_cache.CACHE_ENV, raising=False)
+    monkeypatch.delenv(CACHE_ENV, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert parse_cache.cache_dir() == tmp_path / "xdg" / "mgpu-doctor" / "matrix"
     monkeypatch.delenv("XDG_CACHE_HOME")

@@ -6,8 +6,8 @@ upgrade. An entry is one file's parsed content as JSON, named by the SHA-256 of 
 text, so an edited or upgraded file is a miss, never a stale hit. Everything here is best
 effort: a cache that cannot be read or written costs the parse, never an error.
 
-``$MGPU_DOCTOR_CACHE_DIR`` moves the cache (default ``$XDG_CACHE_HOME/mgpu-doctor``, else
-``~/.cache/mgpu-doctor``); set to an empty value, it turns the cache off.
+Kept in the ``matrix`` folder of the doctor's cache (:mod:`mgpu_doctor.process.cache_home`: where
+it is, and how to move it or turn it off).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-CACHE_ENV = "MGPU_DOCTOR_CACHE_DIR"
+from mgpu_doctor.process.cache_home import cache_home
+
 FORMAT = 2  # bump when what an entry holds changes (2: the value's own SHA-256)
 MAX_ENTRIES = 64  # the bundled files of a few versions and a team's own; the oldest go first
 
@@ -29,11 +30,7 @@ Parse = Callable[[str], dict[str, Any]]
 
 def cache_dir() -> Path | None:
     """Where parsed files are kept; None: nowhere (turned off, or no home directory)."""
-    chosen = os.environ.get(CACHE_ENV)
-    if chosen is not None:
-        return Path(chosen).expanduser() / "matrix" if chosen.strip() else None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "mgpu-doctor" / "matrix" if os.path.isabs(base) else None
+    return cache_home("matrix")
 
 
 def cached_parse(text: str, parse: Parse) -> dict[str, Any]:

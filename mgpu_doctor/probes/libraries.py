@@ -30,7 +30,6 @@ from mgpu_doctor.model.unavailable import absent
 from mgpu_doctor.probes.library_loading import load_library_versions
 from mgpu_doctor.probes.library_version_sources import (
     DIST_INFO_NAMES,
-    TOOL_TIMEOUT_S,
     VERSION_JSON_KEYS,
     dist_info_versions,
     header_version,
@@ -38,11 +37,10 @@ from mgpu_doctor.probes.library_version_sources import (
     version_json,
     wheel_of,
 )
-from mgpu_doctor.process.childproc import run_tool
+from mgpu_doctor.probes.loader_listing import loader_listing
 from mgpu_doctor.process.interpreter import Interpreter
 from mgpu_doctor.record import record
 
-LDCONFIG_KEEP_BYTES = 16 * 1024 * 1024  # `ldconfig -p` lists every library: keep all of a large cache
 XLA_DATA_DIR = XLA_DATA_DIR_LABEL
 DEFAULT_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib")
 
@@ -165,12 +163,7 @@ def _root_of(lib_dir: str) -> str:
 
 
 def _ldconfig_entries(machine: str) -> list[tuple[str, str]]:
-    out = ""
-    for ldconfig in ("ldconfig", "/sbin/ldconfig"):
-        ran = run_tool([ldconfig, "-p"], TOOL_TIMEOUT_S, keep_bytes=LDCONFIG_KEEP_BYTES)
-        if not ran.start_error:
-            out = ran.stdout if ran.returncode == 0 else ""
-            break
+    out = loader_listing()
     entries = []
     want_64 = machine.endswith("64")
     for line in out.splitlines():
