@@ -165,3 +165,38 @@ def test_the_entries_only_counted_are_read_once_per_environment(cache, monkeypat
         assert findings_for(index, env) == first
     other = findings_for(index, query_env("tensorflow==2.21.0", "gpus=2", "strategy=multi_gpu_model"))
     assert len(list(cache.glob("older-*.json"))) == 2 and other != first
+
+
+def test_a_kept_index_is_read_by_its_header_and_the_candidates_only(cache, monkeypatch):
+    """The quick check's cost does not grow with the matrix: a run unpickles the header and the
+    entries it may report, never the whole file."""
+    matrix_index.load_index(bundled_matrix_dir())
+    matrix_index._LOADED.clear()
+    unpickled: list[int] = []
+    real_loads = matrix_index.pickle.loads
+    monkeypatch.setattr(matrix_index.pickle, "loads", lambda data: unpickled.append(len(data)) or real_loads(data))
+    index = matrix_index.load_index(bundled_matrix_dir())
+    (path,) = cache.glob("index-*.pickle")
+    assert len(unpickled) == 1 and unpickled[0] < path.stat().st_size / 4  # the header alone
+    found = index.candidates(query_env("tensorflow==2.15.0", "python==3.11", "cuda==12.2", "cudnn==8.9",
+                                       "keras==2.15.0", "nccl==2.18.3", "gpus=2"))
+    assert 0 < len(found) < index.count and len(unpickled) == 1 + len(found)
+
+
+def test_an_entry_damaged_in_the_middle_is_found_when_read_and_the_index_rebuilt(cache):
+    built = matrix_index.load_index(bundled_matrix_dir())
+    env = query_env("tensorflow==2.15.0", "gpus=2")
+    expected = built.candidates(env)
+    (path,) = cache.glob("index-*.pickle")
+    data = bytearray(path.read_bytes())
+    start, length, _ = built.spans[built.count // 2]
+    body = len(data) - len(built.data)  # where the entries start
+    data[body + start + length // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    matrix_index._LOADED.clear()
+    damaged = matrix_index.load_index(bundled_matrix_dir())  # the header is intact: read
+    assert damaged.matrix() == built.matrix() and damaged.candidates(env) == expected
+    assert path.read_bytes() != bytes(data)  # written again, whole
+    path.write_bytes(bytes(data[:-100]))  # cut short: refused before anything is read
+    matrix_index._LOADED.clear()
+    assert matrix_index.load_index(bundled_matrix_dir()).candidates(env) == expected

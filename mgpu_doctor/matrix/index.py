@@ -11,10 +11,16 @@ validates them: an edited, added or removed file (or an upgrade) is another key,
 An index holds each entry pickled on its own, bucketed by the version keys its ``affects`` names
 and, within a key, by its specifier text. :meth:`MatrixIndex.candidates` unpickles only the
 entries that could be reported for an environment (see there), so a run reads a few dozen
-entries whatever the size of the matrix. Deciding which costs one specifier test per distinct
-range of a known version's key, which grows with the matrix: the answer, a pure function of the
-index and the known versions, is kept too (``candidates-*.json``), so the next run on the same
-versions reads it. Best effort like the parse cache: an index that cannot be read or written
+entries whatever the size of the matrix. The file is a small header (the buckets, where each
+entry lies, its CRC-32) checked by its SHA-256, then the entries one after another, mapped and
+never read whole: a run reads the header and its candidates (with 5,000 entries more, reading,
+checking and unpickling the whole file had cost 28 ms a run). An entry whose bytes do not match
+its CRC-32 is a damaged file: the index is rebuilt from the matrix, never an error.
+
+Deciding which entries are candidates costs one specifier test per distinct range of a known
+version's key, which grows with the matrix: the answer, a pure function of the index and the
+known versions, is kept too (``candidates-*.json``), so the next run on the same versions
+reads it. Best effort like the parse cache: an index that cannot be read or written
 costs the full load, never an error.
 """
 
@@ -24,8 +30,10 @@ import contextlib
 import functools
 import hashlib
 import json
+import mmap
 import os
 import pickle
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -39,7 +47,7 @@ from mgpu_doctor.process import inputs
 
 _T = TypeVar("_T")
 
-FORMAT = 5  # bump when what an index holds changes
+FORMAT = 6  # bump when what an index holds changes (6: a header, then the entries, mapped)
 MAX_INDEXES = 8  # a few versions of the bundled matrix, with and without a team's own
 MAX_CANDIDATE_LISTS = 32  # a few environments (interpreters, queries) per index
 # The modules whose code decides what a matrix file yields (validation, vocabulary, limits): their
@@ -57,23 +65,44 @@ class MatrixIndex:
     key: str  # what the index was built from (see _key); "" for one that is not kept
     sources: tuple[str, ...]
     problems: tuple[Problem, ...]
-    blobs: tuple[bytes, ...]  # each entry pickled on its own, in the matrix's order
+    spans: tuple[tuple[int, int, int], ...]  # each entry's (start, length, CRC-32) in data, in order
     # version key -> a range as read (its specifier text, OPEN when open above its last report)
     # -> positions of the entries whose affects reads so
     by_key: dict[str, dict[str, tuple[int, ...]]]
     # the ids merged into another entry -> the entry each became (an acknowledgement naming one)
     replaced: dict[str, str] = field(default_factory=dict)
+    # the entries pickled one after another (in memory, or the kept file mapped past its header)
+    data: bytes | memoryview = field(default=b"", repr=False)
     _entries: dict[int, KnownIssue] = field(default_factory=dict, repr=False)
+    # builds the index again from the matrix, for a kept file found damaged while it is read
+    _rebuild: Callable[[], MatrixIndex] | None = field(default=None, repr=False)
 
     @property
     def count(self) -> int:
-        return len(self.blobs)
+        return len(self.spans)
 
     def entry(self, position: int) -> KnownIssue:
         found = self._entries.get(position)
         if found is None:
-            found = self._entries[position] = pickle.loads(self.blobs[position])
+            start, length, crc = self.spans[position]
+            blob = self.data[start:start + length]
+            try:
+                intact = len(blob) == length and zlib.crc32(blob) == crc
+                found = pickle.loads(blob) if intact else None
+            except Exception:  # noqa: BLE001 - a damaged entry of a kept file: rebuilt below
+                found = None
+            if not isinstance(found, KnownIssue):
+                self._recover()
+                return self.entry(position)
+            self._entries[position] = found
         return found
+
+    def _recover(self) -> None:
+        """The entries again from the matrix: the kept file was damaged after its header."""
+        if self._rebuild is None:
+            raise RuntimeError("an index built in memory holds an entry it cannot read")
+        fresh, self._rebuild = self._rebuild(), None
+        self.data, self.spans = fresh.data, fresh.spans
 
     def _read(self, positions: list[int]) -> tuple[KnownIssue, ...]:
         """The entries at ``positions``, in the matrix's order (``~i``: entry ``i``, only counted)."""
@@ -164,9 +193,14 @@ def compile_index(matrix: Matrix) -> MatrixIndex:
             bucket = text + (_OPEN + "open" if issue.reading(key).open_above else "")
             by_key.setdefault(key, {}).setdefault(bucket, []).append(position)
     dump = functools.partial(pickle.dumps, protocol=pickle.HIGHEST_PROTOCOL)
-    return MatrixIndex("", matrix.sources, matrix.problems, tuple(dump(i) for i in matrix.issues),
+    blobs = [dump(i) for i in matrix.issues]
+    starts = [0]
+    for blob in blobs:
+        starts.append(starts[-1] + len(blob))
+    spans = tuple((start, len(blob), zlib.crc32(blob)) for start, blob in zip(starts, blobs, strict=False))
+    return MatrixIndex("", matrix.sources, matrix.problems, spans,
                        {k: {t: tuple(p) for t, p in texts.items()} for k, texts in by_key.items()},
-                       matrix.replaced)
+                       matrix.replaced, b"".join(blobs))
 
 
 # One process reads one matrix version many times (tests, `fleet`): the index is kept per key.
@@ -188,7 +222,20 @@ def load_index(bundled: Path, extra: Sequence[Path] = ()) -> MatrixIndex:
         index = replace(compile_index(load_matrix(bundled, tuple(extra))), key=key)
         if path is not None and _key(bundled, extra) == key:  # no file changed while it was read
             _write(path, index)
+    elif path is not None:
+        index._rebuild = functools.partial(_rebuilt, path, bundled, tuple(extra), key)
     _LOADED[key] = index
+    return index
+
+
+def _rebuilt(path: Path, bundled: Path, extra: tuple[Path, ...], key: str) -> MatrixIndex:
+    """The index compiled again, written over the damaged file ``path``."""
+    index = replace(compile_index(load_matrix(bundled, extra)), key=key)
+    if _key(bundled, extra) == key:
+        _write(path, index)
+    else:
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
     return index
 
 
@@ -209,21 +256,35 @@ def _key(bundled: Path, extra: Sequence[Path]) -> str | None:
     return digest.hexdigest()
 
 
-def _read(path: Path) -> MatrixIndex | None:
-    """The index kept at ``path``; None (and the file dropped) for anything but an intact one.
+_HEAD = 40  # the header's SHA-256 (32 bytes), then its length (8 bytes, little-endian)
 
-    The file is the SHA-256 of its payload, then the payload: damage anywhere is found before
-    anything is unpickled. It is written by this user into their own cache directory (0700).
+
+def _read(path: Path) -> MatrixIndex | None:
+    """The index kept at ``path``; None (and the file dropped) for anything but an intact header
+    and a file as long as the header says.
+
+    The file is the header's SHA-256 and length, the header (the index without its entries),
+    then the entries, each checked by its CRC-32 when it is read (:meth:`MatrixIndex.entry`):
+    damage is found before anything damaged is unpickled. It is written by this user into their
+    own cache directory (0700).
     """
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    head, payload = data[:32], data[32:]
     index = None
-    if len(head) == 32 and hashlib.sha256(payload).digest() == head:
-        with contextlib.suppress(Exception):  # an index of another build: rebuilt, never an error
-            index = pickle.loads(payload)
+    try:
+        with open(path, "rb") as kept:
+            mapped = mmap.mmap(kept.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # absent, unreadable, empty
+        mapped = None
+    if mapped is not None and len(mapped) >= _HEAD:
+        length = int.from_bytes(mapped[32:_HEAD], "little")
+        header = mapped[_HEAD:_HEAD + length]
+        if len(header) == length and hashlib.sha256(header).digest() == mapped[:32]:
+            with contextlib.suppress(Exception):  # an index of another build: rebuilt, never an error
+                index = pickle.loads(header)
+        data = memoryview(mapped)[_HEAD + length:]
+        if isinstance(index, MatrixIndex) and len(data) == sum(span[1] for span in index.spans):
+            index.data = data
+        else:
+            index = None
     if not isinstance(index, MatrixIndex) or f"index-{index.key}.pickle" != path.name:
         with contextlib.suppress(OSError):
             path.unlink(missing_ok=True)
@@ -232,8 +293,10 @@ def _read(path: Path) -> MatrixIndex | None:
 
 
 def _write(path: Path, index: MatrixIndex) -> None:
-    payload = pickle.dumps(replace(index, _entries={}), pickle.HIGHEST_PROTOCOL)
-    _replace(path, hashlib.sha256(payload).digest() + payload, "index-*.pickle", MAX_INDEXES)
+    header = pickle.dumps(replace(index, data=b"", _entries={}, _rebuild=None), pickle.HIGHEST_PROTOCOL)
+    data = bytes(index.data)
+    head = hashlib.sha256(header).digest() + len(header).to_bytes(8, "little")
+    _replace(path, head + header + data, "index-*.pickle", MAX_INDEXES)
 
 
 def _replace(path: Path, data: bytes, kind: str, keep: int) -> None:
