@@ -174,3 +174,22 @@ def test_an_acknowledge_file_naming_a_renamed_code_still_holds_and_says_its_new_
     assert any("'gpus.none', now called 'gpu.none'" in n for n in report["notes"])
     current, report = _gate(tmp_path, capsys, "gpu.none")
     assert current == 0 and not any("now called" in n for n in report["notes"])
+
+
+def test_is_declared_reads_a_placeholder_as_one_or_more_whole_segments():
+    """Segment by segment it decides what the pattern of each declared code (a placeholder as
+    ``.+`` between escaped segments) decided, for every declared code against codes of 1-4 extra
+    segments, renamed codes and near misses."""
+    def by_pattern(code: str, declared: str) -> bool:
+        parts = [".+" if re.fullmatch(r"[A-Z][A-Z_]*", s) else re.escape(s) for s in declared.split(".")]
+        return re.fullmatch(r"\.".join(parts), code) is not None
+
+    declared = sorted(set(all_declared()))
+    fills = ["lstm", "tf-1234-gru-hang", "a.b", "x.y.z"]
+    codes = {re.sub(r"\b[A-Z][A-Z_]*\b", fill, d) for d in declared for fill in fills}
+    codes |= {c + ".extra" for c in list(codes)[:200]} | {c.rsplit(".", 1)[0] for c in declared}
+    codes |= set(RENAMED) | set(RENAMED.values()) | {"known-issue.", "smoke..hang", ".x"}
+    assert any("." in c and re.search(r"[A-Z]", d) for c in codes for d in declared)
+    for code in sorted(codes):
+        for one in declared:
+            assert is_declared(code, [one]) == by_pattern(code, one), (code, one)
