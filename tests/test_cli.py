@@ -369,3 +369,18 @@ def test_the_quick_check_compiles_no_pattern_it_does_not_use(tmp_path):
                               timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == []
+
+
+def test_one_command_freezes_what_importing_built_and_leaves_collection_on():
+    """The console script runs one command: its imports are kept out of later collections. A
+    process calling main() again (these tests) is not frozen: cycles it makes must stay collectable."""
+    import gc
+
+    gc.unfreeze()
+    assert main(["matrix", "show", "keras-21081-torch-ddp-callbacks-get-wrapper"]) == 0
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
+    try:
+        assert main(["matrix", "show", "keras-21081-torch-ddp-callbacks-get-wrapper"], one_command=True) == 0
+        assert gc.get_freeze_count() > 1000 and gc.isenabled()
+    finally:
+        gc.unfreeze()

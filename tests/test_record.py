@@ -161,3 +161,40 @@ def test_a_record_compiles_no_code(monkeypatch):
     assert compiled == []
     dataclass(frozen=True)(type("Compiled", (), _body()))
     assert compiled  # the test can see what it counts
+
+
+def test_where_dataclasses_keep_fields_otherwise_dataclass_reads_them(monkeypatch):
+    """A Python whose dataclasses module lacks the private marker the fields are recorded with:
+    dataclass() reads them, and the records behave the same."""
+    import mgpu_doctor.record as record_module
+
+    monkeypatch.setattr(record_module, "_FIELD", None)
+    standard, mine = _pair()
+    for args, kwargs in CALLS:
+        one, other = standard(*args, **kwargs), mine(*args, **kwargs)
+        assert repr(one) == repr(other) and dataclasses.asdict(one) == dataclasses.asdict(other)
+        assert mine(*args, **kwargs) == other and hash(mine(*args, **kwargs)) == hash(other)
+        assert dataclasses.replace(other, count=5).count == 5
+
+
+def test_what_a_record_refuses_as_dataclass_does():
+    for body in ({"__annotations__": {"a": "int", "b": "int"}, "a": 1},  # non-default after default
+                 {"__annotations__": {"a": "list[int]"}, "a": []}):       # a mutable default
+        with pytest.raises((TypeError, ValueError)):
+            dataclass(frozen=True)(type("Standard", (), dict(body)))
+        with pytest.raises((TypeError, ValueError)):
+            record(type("Mine", (), dict(body)))
+    with pytest.raises(TypeError, match="ClassVar"):
+        record(type("Shared", (), {"__annotations__": {"n": "ClassVar[int]"}, "n": 1}))
+
+
+def test_a_redeclared_field_keeps_its_place_and_takes_the_new_default():
+    def build(decorate):
+        base = decorate(type("Base", (), {"__annotations__": {"a": "int", "b": "int"}, "b": 1}))
+        return decorate(type("Child", (base,), {"__annotations__": {"a": "int", "c": "int"}, "a": 0, "c": 2}))
+
+    for decorate in (dataclass(frozen=True), record):
+        child = build(decorate)
+        assert [f.name for f in dataclasses.fields(child)] == ["a", "b", "c"]
+        assert repr(child()).endswith("(a=0, b=1, c=2)")
+        assert child.a == 0 and "field" not in repr(vars(child).get("c"))

@@ -9,6 +9,7 @@ May import: every package (the command line is the top).
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import sys
@@ -52,17 +53,33 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, one_command: bool = False) -> int:
+    """Run one command line; ``one_command``: the process runs this one and ends (the console
+    script), so what importing built is kept out of the cyclic collector (see _settle)."""
     # SIGTERM and SIGHUP (schedulers, CI, a closed terminal) stop the doctor like Ctrl-C does:
     # the children are killed, what finished is kept and reported, exit 128 + the signal.
     with interrupts.stop_signals_raise(), guarded_streams():
-        return _main(argv)
+        return _main(argv, one_command)
 
 
-def _main(argv: Sequence[str] | None) -> int:
+def _settle() -> None:
+    """Importing a command builds thousands of objects that live as long as the process (modules,
+    classes, functions); each collection the allocations trigger walks them all again, for
+    nothing. Collections are paused while importing, and what was imported is frozen out of
+    every later one: 7 % of `check --quick` (counted with callgrind). Only in a process that
+    runs one command: what is frozen is never collected as a cycle."""
+    gc.freeze()
+    gc.enable()
+
+
+def _main(argv: Sequence[str] | None, one_command: bool = False) -> int:
     try:
         words = list(sys.argv[1:] if argv is None else argv)
+        if one_command:
+            gc.disable()
         parser = build_parser(words[0] if words and words[0] in COMMANDS else None)
+        if one_command:
+            _settle()
         args = parser.parse_args(words)
         if args.command is None:
             parser.print_help(sys.stderr)
@@ -100,4 +117,4 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def console_main() -> None:
-    sys.exit(main())
+    sys.exit(main(one_command=True))
