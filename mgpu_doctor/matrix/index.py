@@ -31,7 +31,6 @@ import functools
 import hashlib
 import json
 import mmap
-import os
 import pickle
 import zlib
 from collections.abc import Callable, Sequence
@@ -44,6 +43,7 @@ from mgpu_doctor.matrix.environment import Environment
 from mgpu_doctor.matrix.known_issues import KnownIssue, Matrix, Problem, known_issue_paths, load_matrix
 from mgpu_doctor.model import distributions, evidence, versions
 from mgpu_doctor.process import inputs
+from mgpu_doctor.process.cache_home import keep_file
 
 _T = TypeVar("_T")
 
@@ -143,8 +143,10 @@ class MatrixIndex:
         return self._kept(name, asked, lambda kept: all(isinstance(line, str) for line in kept), compute)
 
     def _positions(self, env: Environment) -> list[int]:
+        count = self.count
+
         def positions(kept: list[Any]) -> bool:
-            return all(isinstance(i, int) and -self.count <= i < self.count for i in kept)
+            return all(type(i) is int and -count <= i < count for i in kept)
 
         asked = [sorted(env.versions.items()), sorted(env.ranges.items())]
         return self._kept("candidates", asked, positions, lambda: self._candidate_positions(env))
@@ -164,7 +166,7 @@ class MatrixIndex:
         except (OSError, ValueError):
             pass
         value = compute()
-        _replace(path, json.dumps(value).encode(), f"{name}-*.json", MAX_CANDIDATE_LISTS)
+        keep_file(path, json.dumps(value).encode(), f"{name}-*.json", MAX_CANDIDATE_LISTS)
         return value
 
     def _candidate_positions(self, env: Environment) -> list[int]:
@@ -296,22 +298,6 @@ def _write(path: Path, index: MatrixIndex) -> None:
     header = pickle.dumps(replace(index, data=b"", _entries={}, _rebuild=None), pickle.HIGHEST_PROTOCOL)
     data = bytes(index.data)
     head = hashlib.sha256(header).digest() + len(header).to_bytes(8, "little")
-    _replace(path, head + header + data, "index-*.pickle", MAX_INDEXES)
+    keep_file(path, head + header + data, "index-*.pickle", MAX_INDEXES)
 
-
-def _replace(path: Path, data: bytes, kind: str, keep: int) -> None:
-    """Write ``data`` to ``path`` whole, and keep the ``keep`` newest files of its ``kind``."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        temporary.write_bytes(data)
-        os.replace(temporary, path)  # another doctor reading at the same time sees all or nothing
-        kept = sorted(path.parent.glob(kind), key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in kept[keep:]:
-            old.unlink(missing_ok=True)
-    except OSError:
-        pass
-    finally:
-        with contextlib.suppress(OSError):
-            temporary.unlink(missing_ok=True)
 

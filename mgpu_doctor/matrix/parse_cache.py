@@ -15,12 +15,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mgpu_doctor.process.cache_home import cache_home
+from mgpu_doctor.process.cache_home import cache_home, keep_file
 
 FORMAT = 2  # bump when what an entry holds changes (2: the value's own SHA-256)
 MAX_ENTRIES = 64  # the bundled files of a few versions and a team's own; the oldest go first
@@ -91,20 +90,6 @@ def _write(entry: Path, digest: str, value: dict[str, Any]) -> None:
     # One JSON object, the value last, after its own checksum: damage anywhere in it is found.
     header = json.dumps({"format": FORMAT, "sha256": digest, "value_sha256": _sha256(value_text)})
     text = f"{header[:-1]}, {_VALUE_KEY}{value_text}}}"
-    temporary = entry.with_name(f".{entry.name}.{os.getpid()}.tmp")
-    try:
-        entry.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a team's own matrix may be private
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, entry)  # another doctor reading at the same time sees all or nothing
-        _prune(entry.parent)
-    except OSError:
-        pass
-    finally:
-        with contextlib.suppress(OSError):
-            temporary.unlink(missing_ok=True)
+    keep_file(entry, text.encode("utf-8"), "*.json", MAX_ENTRIES)
 
 
-def _prune(directory: Path) -> None:
-    entries = sorted(directory.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in entries[MAX_ENTRIES:]:
-        old.unlink(missing_ok=True)

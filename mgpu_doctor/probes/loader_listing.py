@@ -16,7 +16,7 @@ import os
 import shutil
 
 from mgpu_doctor.probes.library_version_sources import TOOL_TIMEOUT_S
-from mgpu_doctor.process.cache_home import cache_home
+from mgpu_doctor.process.cache_home import cache_home, keep_file
 from mgpu_doctor.process.childproc import run_tool
 
 LOADER_CACHE = "/etc/ld.so.cache"
@@ -40,7 +40,7 @@ def loader_listing(loader_cache: str = LOADER_CACHE, path: str | None = None) ->
     ran = run_tool([ldconfig, "-p"], TOOL_TIMEOUT_S, keep_bytes=KEEP_BYTES)
     listing = ran.stdout if not ran.start_error and ran.returncode == 0 and not ran.timed_out else ""
     if kept is not None and listing:
-        _keep(kept, f"{key}\n{listing}")
+        keep_file(kept, f"{key}\n{listing}".encode())
     return listing
 
 
@@ -52,18 +52,3 @@ def _key(ldconfig: str, loader_cache: str) -> str:
         return ""
     return (f"{FORMAT} {os.uname().nodename} {ldconfig} {tool.st_size} {tool.st_mtime_ns} "
             f"{loader_cache} {listed.st_dev} {listed.st_ino} {listed.st_size} {listed.st_mtime_ns}")
-
-
-def _keep(kept: os.PathLike[str], text: str) -> None:
-    path = os.fspath(kept)
-    temporary = f"{path}.{os.getpid()}.tmp"
-    try:
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        with open(temporary, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(temporary, path)  # another doctor reading at the same time sees all or nothing
-    except OSError:
-        pass
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
