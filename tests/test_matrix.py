@@ -405,7 +405,7 @@ def test_every_condition_an_entry_can_carry_is_a_query_term() -> None:
     words = {"layers": vocabulary.LAYERS, "usage": vocabulary.USAGES, "strategy": vocabulary.STRATEGIES,
              "scenario": vocabulary.SCENARIOS, "platform": vocabulary.PLATFORMS,
              "cpu_vendor": vocabulary.CPU_VENDORS, "interconnect": vocabulary.INTERCONNECTS,
-             "backend": vocabulary.BACKENDS}
+             "peer_access": vocabulary.PEER_ACCESS, "backend": vocabulary.BACKENDS}
     for key in CONDITION_KEYS:
         if key in term_of:
             parse_query([term_of[key]])
@@ -693,3 +693,25 @@ def test_an_estimator_query_no_longer_warns_of_the_train_loop_leak(capsys):
     found = {f["code"]: f for c in json.loads(capsys.readouterr().out)["checks"] for f in c["findings"]}
     leak = found["known-issue.tf-24047-estimator-train-loop-optimizer-leak-tf112"]
     assert leak["severity"] == "info" and leak["condition"]["wanted"] == ["fit_in_loop"]
+
+
+@pytest.mark.parametrize(("statuses", "peer_access", "verdict"), [
+    ({}, "supported", Verdict.NO_MATCH),  # NVML: every pair ok
+    ({(0, 1): 5, (1, 0): 5}, "unsupported", Verdict.MATCHES),  # NVML_P2P_STATUS_NOT_SUPPORTED
+    ({(0, 1): 6, (1, 0): 6}, None, Verdict.CANNOT_TELL),  # NVML_P2P_STATUS_UNKNOWN says nothing
+])
+def test_peer_access_is_nvml_s_p2p_status_and_decides_the_cumem_host_entry(statuses, peer_access, verdict):
+    # nccl#1838: GPUs without peer access, whatever their name (it named the reporters' L4 and T4)
+    from mgpu_doctor.environment.machine import machine_facts
+    from tests.fake_nvml import FakeMachine, gpus
+    from tests.scenarios import nvml_of, snapshot, tf_view
+
+    snap = snapshot(nvml_of(FakeMachine(gpus=gpus(2, name="NVIDIA L4", cc=(8, 9)), p2p=statuses)),
+                    tf_view(2, cc="8.9", name="NVIDIA L4"))
+    assert machine_facts(snap).peer_access == peer_access
+    env = environment_from_snapshot(snap)
+    env = replace(env, versions={**env.versions, "nccl": "2.27.3"})
+    a = assess(_issue("nccl-1838-cumem-host-no-p2p-error-217"), env)
+    assert a.verdict is verdict, a
+    if peer_access is None:
+        assert "peer access unsupported: NVML gave no P2P status between the GPUs" in a.unknown

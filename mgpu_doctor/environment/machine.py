@@ -1,5 +1,6 @@
 """The machine facts the matrix matches: how many GPUs train and their compute capabilities and
-names, how many workers (TF_CONFIG), the platform, the GPUs' interconnect, Keras's backend."""
+names, how many workers (TF_CONFIG), the platform, the GPUs' interconnect and peer-to-peer access,
+Keras's backend."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ class MachineFacts:
     platform: str | None = None
     cpu_vendor: str | None = None
     interconnect: str | None = None
+    peer_access: str | None = None
     backend: str | None = None
     missing: dict[str, str] = field(default_factory=dict)
     # The GPU count is the training's, not this machine's (training/apply.py): unknown, it is a
@@ -40,12 +42,13 @@ def machine_facts(snapshot: Snapshot) -> MachineFacts:
     ccs: tuple[str, ...] | None = None
     names: tuple[str, ...] | None = None
     interconnect: str | None = None
+    peer_access: str | None = None
     if isinstance(nvml, Unavailable) and nvml.reason == "absent":
         gpus = 0  # no NVIDIA driver at all: no GPU to train on (an NVML that failed says nothing)
-        for key in ("compute_capability", "gpu_name", "interconnect"):
+        for key in ("compute_capability", "gpu_name", "interconnect", "peer_access"):
             missing[key] = "no NVIDIA driver"
     elif isinstance(nvml, Unavailable):
-        for key in ("gpus", "compute_capability", "gpu_name", "interconnect"):
+        for key in ("gpus", "compute_capability", "gpu_name", "interconnect", "peer_access"):
             missing[key] = f"NVML {nvml.reason}"
     else:
         gpus = len(nvml.gpus)
@@ -55,6 +58,10 @@ def machine_facts(snapshot: Snapshot) -> MachineFacts:
         interconnect = _interconnect(snapshot)
         if interconnect is None:
             missing["interconnect"] = "no GPU-to-GPU link facts" if len(nvml.gpus) > 1 else "one GPU"
+        peer_access = _peer_access(snapshot)
+        if peer_access is None:
+            missing["peer_access"] = "NVML gave no P2P status between the GPUs" if len(nvml.gpus) > 1 \
+                else "one GPU"
     if not isinstance(tf, Unavailable) and not isinstance(tf.physical_devices, Unavailable):
         # What TensorFlow sees is what training gets (CUDA_VISIBLE_DEVICES, MIG applied).
         gpus = sum(1 for d in tf.physical_devices if d.device_type == "GPU")
@@ -72,8 +79,8 @@ def machine_facts(snapshot: Snapshot) -> MachineFacts:
         if gpus:
             missing.pop("gpus", None)
     return MachineFacts(gpus=gpus, workers=workers, compute_capabilities=ccs, gpu_names=names,
-                        platform=_platform(snapshot), interconnect=interconnect, backend=_backend(snapshot),
-                        missing=missing)
+                        platform=_platform(snapshot), interconnect=interconnect, peer_access=peer_access,
+                        backend=_backend(snapshot), missing=missing)
 
 
 def _capability(text: str) -> str:
@@ -95,6 +102,20 @@ def _interconnect(snapshot: Snapshot) -> str | None:
         return "nvlink"
     if all(isinstance(n, int) for n in counts):
         return "pcie"
+    return None
+
+
+def _peer_access(snapshot: Snapshot) -> str | None:
+    """"unsupported" when NVML says some GPU pair cannot read the other's memory directly,
+    "supported" when it says every pair can; None when it did not say for every pair."""
+    nvml = snapshot.nvml
+    if isinstance(nvml, Unavailable) or len(nvml.gpus) < 2 or not nvml.links:
+        return None
+    statuses = [lk.p2p_read for lk in nvml.links]
+    if any(isinstance(s, str) and s not in ("ok", "unknown") for s in statuses):
+        return "unsupported"
+    if all(s == "ok" for s in statuses):
+        return "supported"
     return None
 
 

@@ -36,7 +36,8 @@ def environment_from_resolved(env: ResolvedEnvironment) -> Environment:
     return Environment(
         versions=versions, gpus=m.gpus, workers=m.workers, compute_capabilities=m.compute_capabilities,
         gpu_names=m.gpu_names, platform=m.platform, cpu_vendor=m.cpu_vendor, interconnect=m.interconnect,
-        backend=m.backend, layers=u.layers, usage=u.usage, strategy=u.strategy, scenario=u.scenario,
+        peer_access=m.peer_access, backend=m.backend, layers=u.layers, usage=u.usage, strategy=u.strategy,
+        scenario=u.scenario,
         usage_undecided=u.usage_undecided, missing=missing, ranges=ranges, sources={**u.sources, **sources},
         gpus_of_training=m.gpus_of_training,
     )

@@ -20,6 +20,7 @@ from mgpu_doctor.matrix.known_issues import (
     ENV_KEYS,
     INTERCONNECTS,
     LAYERS,
+    PEER_ACCESS,
     PLATFORMS,
     SCENARIOS,
     STRATEGIES,
@@ -47,6 +48,7 @@ class Environment:
     platform: str | None = None
     cpu_vendor: str | None = None
     interconnect: str | None = None
+    peer_access: str | None = None  # "unsupported": some GPU pair without peer-to-peer access
     backend: str | None = None
     layers: tuple[str, ...] | None = None
     usage: tuple[str, ...] | None = None
@@ -71,7 +73,8 @@ class BadEnvironment(ValueError):
 
 _CHOICES: dict[str, tuple[str, ...]] = {
     "strategy": tuple(s for s in STRATEGIES if s != ANY_STRATEGY), "scenario": SCENARIOS,
-    "platform": PLATFORMS, "cpu_vendor": CPU_VENDORS, "interconnect": INTERCONNECTS, "backend": BACKENDS,
+    "platform": PLATFORMS, "cpu_vendor": CPU_VENDORS, "interconnect": INTERCONNECTS,
+    "peer_access": PEER_ACCESS, "backend": BACKENDS,
 }
 _LISTS: dict[str, tuple[str, tuple[str, ...] | None]] = {
     # key -> (Environment field, allowed words or None for free text)

@@ -31,11 +31,12 @@ USAGES = tuple(vocab.USAGES)
 PLATFORMS = tuple(vocab.PLATFORMS)
 CPU_VENDORS = tuple(vocab.CPU_VENDORS)
 INTERCONNECTS = tuple(vocab.INTERCONNECTS)
+PEER_ACCESS = tuple(vocab.PEER_ACCESS)
 BACKENDS = tuple(vocab.BACKENDS)
 SOURCE_KINDS = ("issue", "pull-request", "commit", "release-note", "doc", "write-up")
 CONDITION_KEYS = ("layers", "usage", "without_usage", "min_gpus", "max_gpus", "min_workers", "max_workers",
                   "strategy", "scenario", "compute_capability", "gpu_names", "platform", "cpu_vendor",
-                  "interconnect", "backend")
+                  "interconnect", "peer_access", "backend")
 # Conditions on how the model is trained, which a machine's snapshot cannot show.
 USAGE_KEYS = ("layers", "usage", "without_usage", "strategy", "scenario")
 ISSUE_KEYS = ("id", "title", "symptom", "confidence", "summary", "workaround", "fixed_in",
@@ -57,7 +58,7 @@ GENERIC_ADVICE = "Generic advice:"
 # The keys of `matrix query` and of an entry's examples.
 ENV_KEYS = VERSION_KEYS + ("gpus", "workers", "layers", "usage", "strategy", "scenario",
                            "compute_capability", "gpu_name", "platform", "cpu_vendor", "interconnect",
-                           "backend")
+                           "peer_access", "backend")
 KNOWN_ISSUES_DIR = "known-issues"
 
 
@@ -119,6 +120,7 @@ class Conditions:
     platform: str | None = None
     cpu_vendor: str | None = None
     interconnect: str | None = None
+    peer_access: str | None = None  # NVML's P2P status between the GPUs
     backend: str | None = None  # Keras 3's backend
 
 
@@ -509,7 +511,8 @@ def _conditions(raw: Any, bad: Any) -> Conditions:
             bad(f"conditions.{high}", f"smaller than {low}: the entry can never match")
     strings: dict[str, str | None] = {}
     for key, allowed in (("scenario", SCENARIOS), ("platform", PLATFORMS), ("cpu_vendor", CPU_VENDORS),
-                         ("interconnect", INTERCONNECTS), ("backend", BACKENDS)):
+                         ("interconnect", INTERCONNECTS), ("peer_access", PEER_ACCESS),
+                         ("backend", BACKENDS)):
         value = raw.get(key)
         if value is not None and not isinstance(value, str):
             bad(f"conditions.{key}", "must be a string")
@@ -532,7 +535,7 @@ def _conditions(raw: Any, bad: Any) -> Conditions:
         min_gpus=counts["min_gpus"], max_gpus=counts["max_gpus"], min_workers=counts["min_workers"],
         max_workers=counts["max_workers"], scenario=strings["scenario"], compute_capability=cc,
         platform=strings["platform"], cpu_vendor=strings["cpu_vendor"], interconnect=strings["interconnect"],
-        backend=strings["backend"],
+        peer_access=strings["peer_access"], backend=strings["backend"],
     )
 
 

@@ -200,6 +200,7 @@ def _assess_machine(issue: KnownIssue, env: Environment, record: _Recorder) -> N
     for name, wanted_value, have_value in (("platform", c.platform, env.platform),
                                             ("CPU vendor", c.cpu_vendor, env.cpu_vendor),
                                             ("interconnect", c.interconnect, env.interconnect),
+                                            ("peer access", c.peer_access, env.peer_access),
                                             ("backend", c.backend, env.backend)):
         if wanted_value is None:
             continue

@@ -201,6 +201,10 @@ SCENARIOS: dict[str, str] = {
 PLATFORMS: dict[str, str] = {"linux": "Linux", "windows": "Windows", "wsl": "WSL 2"}
 CPU_VENDORS: dict[str, str] = {"amd": "AMD CPUs", "intel": "Intel CPUs"}
 INTERCONNECTS: dict[str, str] = {"nvlink": "NVLink between the GPUs", "pcie": "PCIe only between the GPUs"}
+# Whether the GPUs can read each other's memory directly (NVML's P2P status between each pair):
+# "unsupported" when some pair cannot (a cloud VM's L4s or T4s, a chipset that forbids it).
+PEER_ACCESS: dict[str, str] = {"unsupported": "GPUs without peer-to-peer access between some pair",
+                               "supported": "peer-to-peer access between every pair of GPUs"}
 # Keras 3's backend (KERAS_BACKEND); `backend=` in a query.
 DEFAULT_BACKEND = "tensorflow"  # Keras 3 without KERAS_BACKEND
 BACKENDS: dict[str, str] = {"tensorflow": "the TensorFlow backend", "jax": "the JAX backend",
