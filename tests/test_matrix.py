@@ -404,7 +404,7 @@ def test_every_condition_an_entry_can_carry_is_a_query_term() -> None:
                "without_usage": "usage=memory_growth"}  # decided by the usage named (or not)
     words = {"layers": vocabulary.LAYERS, "usage": vocabulary.USAGES, "strategy": vocabulary.STRATEGIES,
              "scenario": vocabulary.SCENARIOS, "platform": vocabulary.PLATFORMS,
-             "cpu_vendor": vocabulary.CPU_VENDORS, "interconnect": vocabulary.INTERCONNECTS,
+             "cpu_vendor": vocabulary.CPU_VENDORS, "cpu_arch": vocabulary.CPU_ARCHS, "interconnect": vocabulary.INTERCONNECTS,
              "peer_access": vocabulary.PEER_ACCESS, "backend": vocabulary.BACKENDS}
     for key in CONDITION_KEYS:
         if key in term_of:
@@ -715,3 +715,22 @@ def test_peer_access_is_nvml_s_p2p_status_and_decides_the_cumem_host_entry(statu
     assert a.verdict is verdict, a
     if peer_access is None:
         assert "peer access unsupported: NVML gave no P2P status between the GPUs" in a.unknown
+
+
+@pytest.mark.parametrize(("machine", "cpu_arch", "verdict"), [
+    ("aarch64", "aarch64", Verdict.MATCHES),
+    ("arm64", "aarch64", Verdict.MATCHES),  # macOS's name for it
+    ("x86_64", "x86_64", Verdict.NO_MATCH),
+    ("", None, Verdict.CANNOT_TELL),  # a pasted text without the machine type
+])
+def test_cpu_arch_is_the_host_s_machine_type_and_decides_the_arm_proxy_hang(machine, cpu_arch, verdict):
+    # NCCL 2.28.9's weak CAS "can only happen on aarch64 (Grace)" (marin#7344): not the GB200 name
+    from mgpu_doctor.environment.machine import machine_facts
+    from tests.scenarios import healthy_8gpu_nvlink
+
+    snap = healthy_8gpu_nvlink()
+    snap = replace(snap, host=replace(snap.host, machine=machine))
+    assert machine_facts(snap).cpu_arch == cpu_arch
+    env = environment_from_snapshot(snap)
+    env = replace(env, versions={**env.versions, "nccl": "2.28.9"})
+    assert assess(_issue("nccl-2293-arm-proxy-op-slot-leak-silent-hang"), env).verdict is verdict

@@ -1,6 +1,6 @@
 """The machine facts the matrix matches: how many GPUs train and their compute capabilities and
-names, how many workers (TF_CONFIG), the platform, the GPUs' interconnect and peer-to-peer access,
-Keras's backend."""
+names, how many workers (TF_CONFIG), the platform and CPU architecture, the GPUs' interconnect and
+peer-to-peer access, Keras's backend."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ class MachineFacts:
     gpu_names: tuple[str, ...] | None = None
     platform: str | None = None
     cpu_vendor: str | None = None
+    cpu_arch: str | None = None
     interconnect: str | None = None
     peer_access: str | None = None
     backend: str | None = None
@@ -79,7 +80,8 @@ def machine_facts(snapshot: Snapshot) -> MachineFacts:
         if gpus:
             missing.pop("gpus", None)
     return MachineFacts(gpus=gpus, workers=workers, compute_capabilities=ccs, gpu_names=names,
-                        platform=_platform(snapshot), interconnect=interconnect, peer_access=peer_access,
+                        platform=_platform(snapshot), cpu_arch=_cpu_arch(snapshot, missing),
+                        interconnect=interconnect, peer_access=peer_access,
                         backend=_backend(snapshot), missing=missing)
 
 
@@ -117,6 +119,19 @@ def _peer_access(snapshot: Snapshot) -> str | None:
     if all(s == "ok" for s in statuses):
         return "supported"
     return None
+
+
+# platform.machine()'s names for the architectures the matrix knows (macOS says arm64, Windows AMD64)
+_ARCH_NAMES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+
+
+def _cpu_arch(snapshot: Snapshot, missing: dict[str, str]) -> str | None:
+    machine = snapshot.host.machine
+    arch = _ARCH_NAMES.get(machine.strip().lower())
+    if arch is None:
+        missing["cpu_arch"] = f"machine {machine!r} is neither x86_64 nor aarch64" if machine else \
+            "the host's machine type is not known"
+    return arch
 
 
 def _platform(snapshot: Snapshot) -> str | None:

@@ -16,6 +16,7 @@ from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.matrix.known_issues import (
     ANY_STRATEGY,
     BACKENDS,
+    CPU_ARCHS,
     CPU_VENDORS,
     ENV_KEYS,
     INTERCONNECTS,
@@ -47,6 +48,7 @@ class Environment:
     gpu_names: tuple[str, ...] | None = None
     platform: str | None = None
     cpu_vendor: str | None = None
+    cpu_arch: str | None = None  # x86_64, aarch64
     interconnect: str | None = None
     peer_access: str | None = None  # "unsupported": some GPU pair without peer-to-peer access
     backend: str | None = None
@@ -73,7 +75,8 @@ class BadEnvironment(ValueError):
 
 _CHOICES: dict[str, tuple[str, ...]] = {
     "strategy": tuple(s for s in STRATEGIES if s != ANY_STRATEGY), "scenario": SCENARIOS,
-    "platform": PLATFORMS, "cpu_vendor": CPU_VENDORS, "interconnect": INTERCONNECTS,
+    "platform": PLATFORMS, "cpu_vendor": CPU_VENDORS, "cpu_arch": CPU_ARCHS,
+    "interconnect": INTERCONNECTS,
     "peer_access": PEER_ACCESS, "backend": BACKENDS,
 }
 _LISTS: dict[str, tuple[str, tuple[str, ...] | None]] = {

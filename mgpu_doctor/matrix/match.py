@@ -199,6 +199,7 @@ def _assess_machine(issue: KnownIssue, env: Environment, record: _Recorder) -> N
                    f"GPU {', '.join(sorted(set(env.gpu_names))) or '(none)'}, not {wanted_names}", "")
     for name, wanted_value, have_value in (("platform", c.platform, env.platform),
                                             ("CPU vendor", c.cpu_vendor, env.cpu_vendor),
+                                            ("CPU arch", c.cpu_arch, env.cpu_arch),
                                             ("interconnect", c.interconnect, env.interconnect),
                                             ("peer access", c.peer_access, env.peer_access),
                                             ("backend", c.backend, env.backend)):

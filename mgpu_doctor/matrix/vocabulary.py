@@ -200,6 +200,8 @@ SCENARIOS: dict[str, str] = {
 
 PLATFORMS: dict[str, str] = {"linux": "Linux", "windows": "Windows", "wsl": "WSL 2"}
 CPU_VENDORS: dict[str, str] = {"amd": "AMD CPUs", "intel": "Intel CPUs"}
+# The host's CPU architecture (Python's platform.machine(), arm64 read as aarch64).
+CPU_ARCHS: dict[str, str] = {"x86_64": "an x86-64 host", "aarch64": "an aarch64 (ARM) host such as Grace"}
 INTERCONNECTS: dict[str, str] = {"nvlink": "NVLink between the GPUs", "pcie": "PCIe only between the GPUs"}
 # Whether the GPUs can read each other's memory directly (NVML's P2P status between each pair):
 # "unsupported" when some pair cannot (a cloud VM's L4s or T4s, a chipset that forbids it).
