@@ -676,6 +676,12 @@ def test_a_narrow_usage_word_names_the_broader_word_it_is_a_case_of() -> None:
     # the NCCL bootstrap failure: stray connections to its port, not every 2-GPU machine
     ("nccl-1612-bootstrap-fails-peer-closes-before-magic", ["nccl==2.25.1", "gpus=2"],
      "if you run where other traffic reaches NCCL's bootstrap ports", "bootstrap_port_traffic"),
+    # MultiWorkerMirroredStrategy with NCCL: a worker without a GPU, not every NCCL cluster
+    ("tf-60847-mwms-nccl-cpu-worker-hang", ["tensorflow==2.11.0", "workers=2"],
+     "if you include a worker without a GPU", "nccl_all_reduce,cpu_only_worker"),
+    # NCCL's tuning by the local CPU vendor: hosts of both vendors, not every multi-worker job
+    ("nccl-1136-mixed-intel-amd-nodes-hang", ["nccl==2.19.3", "workers=2"],
+     "if you run one job across hosts of both CPU vendors", "mixed_cpu_vendors"),
 ])
 def test_an_entry_narrowed_to_its_trigger_is_conditional_without_it(issue_id, query, phrase, with_trigger):
     env, _ = parse_query(query)

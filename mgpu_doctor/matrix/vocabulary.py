@@ -181,6 +181,8 @@ USAGES: dict[str, str] = {
     "batchnorm_renorm": "use batch renormalisation (BatchNormalization(renorm=True))",
     "tensor_to_numpy": "pass TensorFlow tensors straight to NumPy functions (np.array(t), np.sum(t)) "
                        "instead of converting them with t.numpy() first",
+    "cpu_only_worker": "include a worker without a GPU (CPU only) in the multi-worker cluster",
+    "mixed_cpu_vendors": "run one job across hosts of both CPU vendors (Intel and AMD nodes together)",
     "bootstrap_port_traffic": "run where other traffic reaches NCCL's bootstrap ports (a security or "
                               "port scanner, a health check that connects and closes)",
     "infinite_pydataset": "feed fit from an infinite PyDataset (its num_batches returns None) with "

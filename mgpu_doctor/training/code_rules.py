@@ -27,6 +27,7 @@ NOT_DECIDED = frozenset({
     "nested_model",  # a library's model (KerasCV, KerasHub backbones) nests sub-models the code never shows
     "fewer_files_than_workers",  # how many files the data is in is the data's, not the code's
     "bootstrap_port_traffic",  # the network's, not the code's
+    "cpu_only_worker", "mixed_cpu_vendors",  # the cluster's machines, not the code's
     "tensor_to_numpy",  # np.sum(x) does not show whether x is a tensor
 })
 DECIDED = tuple(w for w in vocab.USAGES if w not in NOT_DECIDED)
