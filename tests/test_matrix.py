@@ -400,6 +400,7 @@ def test_every_condition_an_entry_can_carry_is_a_query_term() -> None:
     from mgpu_doctor.matrix.known_issues import CONDITION_KEYS
 
     term_of = {"min_gpus": "gpus=2", "max_gpus": "gpus=2", "min_workers": "workers=2", "max_workers": "workers=2",
+               "min_ranks": "workers=17",
                "compute_capability": "compute_capability=7.5", "gpu_names": "gpu_name=RTX 2080 Ti",
                "without_usage": "usage=memory_growth"}  # decided by the usage named (or not)
     words = {"layers": vocabulary.LAYERS, "usage": vocabulary.USAGES, "strategy": vocabulary.STRATEGIES,
@@ -740,3 +741,16 @@ def test_cpu_arch_is_the_host_s_machine_type_and_decides_the_arm_proxy_hang(mach
     env = environment_from_snapshot(snap)
     env = replace(env, versions={**env.versions, "nccl": "2.28.9"})
     assert assess(_issue("nccl-2293-arm-proxy-op-slot-leak-silent-hang"), env).verdict is verdict
+
+
+@pytest.mark.parametrize(("terms", "verdict"), [
+    (["workers=17", "gpus=8"], Verdict.MATCHES),  # 136 ranks
+    (["workers=16", "gpus=8"], Verdict.NO_MATCH),  # 128: the thread's "> 128 ranks" is not met
+    (["workers=33", "gpus=4"], Verdict.MATCHES),  # 132: the ranks count, however the GPUs are spread
+    (["workers=17"], Verdict.CANNOT_TELL),  # GPUs per worker not known
+])
+def test_min_ranks_counts_every_gpu_of_every_worker(terms, verdict):
+    # nccl#947: "Running > 128 ranks we reproducibly get an error" (UCX + SHARP over InfiniBand)
+    env, _ = parse_query(["nccl==2.18.3", "usage=infiniband", *terms])
+    a = assess(_issue("nccl-947-ucx-sharp-socket-reset-2171-218"), env)
+    assert a.verdict is verdict, a

@@ -36,8 +36,8 @@ PEER_ACCESS = tuple(vocab.PEER_ACCESS)
 BACKENDS = tuple(vocab.BACKENDS)
 SOURCE_KINDS = ("issue", "pull-request", "commit", "release-note", "doc", "write-up")
 CONDITION_KEYS = ("layers", "usage", "without_usage", "min_gpus", "max_gpus", "min_workers", "max_workers",
-                  "strategy", "scenario", "compute_capability", "gpu_names", "platform", "cpu_vendor",
-                  "cpu_arch", "interconnect", "peer_access", "backend")
+                  "min_ranks", "strategy", "scenario", "compute_capability", "gpu_names", "platform",
+                  "cpu_vendor", "cpu_arch", "interconnect", "peer_access", "backend")
 # Conditions on how the model is trained, which a machine's snapshot cannot show.
 USAGE_KEYS = ("layers", "usage", "without_usage", "strategy", "scenario")
 ISSUE_KEYS = ("id", "title", "symptom", "confidence", "summary", "workaround", "fixed_in",
@@ -114,6 +114,7 @@ class Conditions:
     max_gpus: int | None = None
     min_workers: int | None = None  # workers of a multi-worker job
     max_workers: int | None = None
+    min_ranks: int | None = None  # GPUs over all workers (workers x GPUs per worker): NCCL's ranks
     strategy: tuple[str, ...] = ()  # any one of them; "any": any distribution strategy
     scenario: str | None = None
     compute_capability: str | None = None
@@ -502,7 +503,7 @@ def _conditions(raw: Any, bad: Any) -> Conditions:
     for word in sorted(set(lists["usage"]) & set(lists["without_usage"])):
         bad("conditions.without_usage", f"{word!r} is in usage too: the entry can never match")
     counts: dict[str, int | None] = {}
-    for key in ("min_gpus", "max_gpus", "min_workers", "max_workers"):
+    for key in ("min_gpus", "max_gpus", "min_workers", "max_workers", "min_ranks"):
         value = raw.get(key)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             bad(f"conditions.{key}", "must be a positive integer")
@@ -535,7 +536,8 @@ def _conditions(raw: Any, bad: Any) -> Conditions:
         layers=lists["layers"], usage=lists["usage"], without_usage=lists["without_usage"],
         strategy=lists["strategy"], gpu_names=lists["gpu_names"],
         min_gpus=counts["min_gpus"], max_gpus=counts["max_gpus"], min_workers=counts["min_workers"],
-        max_workers=counts["max_workers"], scenario=strings["scenario"], compute_capability=cc,
+        max_workers=counts["max_workers"], min_ranks=counts["min_ranks"], scenario=strings["scenario"],
+        compute_capability=cc,
         platform=strings["platform"], cpu_vendor=strings["cpu_vendor"], cpu_arch=strings["cpu_arch"],
         interconnect=strings["interconnect"],
         peer_access=strings["peer_access"], backend=strings["backend"],

@@ -174,6 +174,8 @@ def _assess_machine(issue: KnownIssue, env: Environment, record: _Recorder) -> N
             ok = (low is None or have >= low) and (high is None or have <= high)
             came = f" ({env.sources[key]})" if key in env.sources else ""
             record(_tri(ok), f"{have} {unit}{came}, {wanted}", f"{have} {unit}{came}, needs {wanted}", "")
+    if c.min_ranks is not None:
+        _assess_ranks(c.min_ranks, env, record)
     if c.compute_capability is not None:
         spec = parse_specifier(c.compute_capability)
         if not env.compute_capabilities:
@@ -213,6 +215,21 @@ def _assess_machine(issue: KnownIssue, env: Environment, record: _Recorder) -> N
             came = f" ({env.sources[name]})" if name == "backend" and name in env.sources else ""
             record(_tri(have_value == wanted_value), f"{name} {have_value}{came}",
                    f"{name} {have_value}{came}, not {wanted_value}", "")
+
+
+def _assess_ranks(low: int, env: Environment, record: _Recorder) -> None:
+    """NCCL's ranks in a multi-worker job: every GPU of every worker (workers x GPUs per worker)."""
+    wanted = f"at least {low} ranks (GPUs over all workers)"
+    if env.workers is None:
+        record(Tri.UNKNOWN, "", "", f"{wanted}: worker count {env.missing.get('workers', 'not known')}",
+               is_usage=True, decider=Decider("workers", (wanted,)))
+    elif env.gpus is None:
+        record(Tri.UNKNOWN, "", "", f"{wanted}: GPU count {env.missing.get('gpus', 'not known')}",
+               decider=Decider("gpus", (wanted,)))
+    else:
+        ranks = env.workers * env.gpus
+        shown = f"{env.workers} worker(s) x {env.gpus} GPU(s) = {ranks} ranks"
+        record(_tri(ranks >= low), f"{shown}, {wanted}", f"{shown}, needs {wanted}", "")
 
 
 def _assess_usage(issue: KnownIssue, env: Environment, record: _Recorder) -> None:
