@@ -91,6 +91,7 @@ PRESENT_ONLY_SNIPPETS: dict[str, str] = {
     "cudnn_autotune_off": "os.environ['TF_CUDNN_USE_AUTOTUNE'] = '0'",
     "nccl_algo_nvls": "os.environ['NCCL_ALGO'] = 'NVLS'",
     "jit_compile": "tf.config.optimizer.set_jit(True)",
+    "channels_first": "x = tf.keras.layers.Conv2D(32, 3, data_format='channels_first')(x)",
     "permuted_visible_devices": "os.environ['CUDA_VISIBLE_DEVICES'] = '1,2,3,0'",
     "retracing": "for shape in shapes:\n    f = tf.function(step)",
     "sparse_gradients": "e = tf.keras.layers.Embedding(1000, 64)",
@@ -296,3 +297,8 @@ def test_a_switch_left_off_is_not_its_word() -> None:
     assert "recurrent_dropout" not in words("x = tf.keras.layers.GRU(8, recurrent_dropout=0.0)(x)")
     assert "batchnorm_renorm" not in words("x = tf.keras.layers.BatchNormalization(renorm=False)(x)")
     assert "recurrent_dropout" in words("x = tf.keras.layers.GRU(8, recurrent_dropout=cfg.rdrop)(x)")
+
+
+def test_channels_first_is_read_where_the_code_sets_it_and_channels_last_is_not() -> None:
+    assert "channels_first" in words("tf.keras.backend.set_image_data_format('channels_first')")
+    assert "channels_first" not in words("x = tf.keras.layers.Conv2D(8, 3, data_format='channels_last')(x)")

@@ -680,6 +680,9 @@ def test_a_narrow_usage_word_names_the_broader_word_it_is_a_case_of() -> None:
     # MultiWorkerMirroredStrategy with NCCL: a worker without a GPU, not every NCCL cluster
     ("tf-60847-mwms-nccl-cpu-worker-hang", ["tensorflow==2.11.0", "workers=2"],
      "if you include a worker without a GPU", "nccl_all_reduce,cpu_only_worker"),
+    # SyncBatchNormalization's NaN: channels-first feature maps, not every SyncBatchNormalization
+    ("tf-43165-syncbn-channels-first-nan", ["tensorflow==2.3.0", "gpus=2", "strategy=mirrored", "layers=sync_batchnorm"],
+     "if you lay image tensors out channels-first", "channels_first"),
     # NCCL's tuning by the local CPU vendor: hosts of both vendors, not every multi-worker job
     ("nccl-1136-mixed-intel-amd-nodes-hang", ["nccl==2.19.3", "workers=2"],
      "if you run one job across hosts of both CPU vendors", "mixed_cpu_vendors"),

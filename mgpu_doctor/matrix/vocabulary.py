@@ -179,6 +179,8 @@ USAGES: dict[str, str] = {
                                "hvd.callbacks.MetricAverageCallback",
     "recurrent_dropout": "give recurrent layers a recurrent dropout (LSTM or GRU with recurrent_dropout > 0)",
     "batchnorm_renorm": "use batch renormalisation (BatchNormalization(renorm=True))",
+    "channels_first": "lay image tensors out channels-first (data_format='channels_first', NCHW), in the "
+                      "layers or in keras.json",
     "tensor_to_numpy": "pass TensorFlow tensors straight to NumPy functions (np.array(t), np.sum(t)) "
                        "instead of converting them with t.numpy() first",
     "cpu_only_worker": "include a worker without a GPU (CPU only) in the multi-worker cluster",

@@ -29,6 +29,7 @@ NOT_DECIDED = frozenset({
     "bootstrap_port_traffic",  # the network's, not the code's
     "cpu_only_worker", "mixed_cpu_vendors",  # the cluster's machines, not the code's
     "tensor_to_numpy",  # np.sum(x) does not show whether x is a tensor
+    "channels_first",  # ~/.keras/keras.json's image_data_format sets it outside the code
 })
 DECIDED = tuple(w for w in vocab.USAGES if w not in NOT_DECIDED)
 
@@ -102,6 +103,7 @@ USAGE_STRINGS = {
     "TF_DETERMINISTIC_OPS": "op_determinism", "TF_CUDNN_USE_AUTOTUNE": "cudnn_autotune_off",
     "tf_xla_auto_jit": "jit_compile",
     "top_k_categorical_accuracy": "top_k_metric",  # metrics=['top_k_categorical_accuracy'], also sparse_
+    "channels_first": "channels_first",  # data_format='channels_first', set_image_data_format(...)
 }
 BASE_CLASSES = {"Layer": ("layers", "custom_layer"), "Metric": ("usage", "custom_metric"),
                 "Loss": ("usage", "custom_loss"), "Sequence": ("usage", "python_generator"),
