@@ -92,6 +92,7 @@ PRESENT_ONLY_SNIPPETS: dict[str, str] = {
     "nccl_algo_nvls": "os.environ['NCCL_ALGO'] = 'NVLS'",
     "jit_compile": "tf.config.optimizer.set_jit(True)",
     "channels_first": "x = tf.keras.layers.Conv2D(32, 3, data_format='channels_first')(x)",
+    "dataset_rebuilt": "for fold in folds:\n    ds = tf.data.Dataset.from_generator(make(fold), output_signature=s)",
     "permuted_visible_devices": "os.environ['CUDA_VISIBLE_DEVICES'] = '1,2,3,0'",
     "retracing": "for shape in shapes:\n    f = tf.function(step)",
     "sparse_gradients": "e = tf.keras.layers.Embedding(1000, 64)",
@@ -302,3 +303,9 @@ def test_a_switch_left_off_is_not_its_word() -> None:
 def test_channels_first_is_read_where_the_code_sets_it_and_channels_last_is_not() -> None:
     assert "channels_first" in words("tf.keras.backend.set_image_data_format('channels_first')")
     assert "channels_first" not in words("x = tf.keras.layers.Conv2D(8, 3, data_format='channels_last')(x)")
+
+
+def test_a_dataset_built_once_is_not_rebuilt() -> None:
+    assert "dataset_rebuilt" not in words("ds = tf.data.Dataset.from_tensor_slices(x)\nfor e in range(3):\n"
+                                          "    model.fit(ds)")
+    assert "dataset_rebuilt" not in words("for e in range(3):\n    ds = ds.shuffle(100)")  # a transformation

@@ -683,6 +683,9 @@ def test_a_narrow_usage_word_names_the_broader_word_it_is_a_case_of() -> None:
     # SyncBatchNormalization's NaN: channels-first feature maps, not every SyncBatchNormalization
     ("tf-43165-syncbn-channels-first-nan", ["tensorflow==2.3.0", "gpus=2", "strategy=mirrored", "layers=sync_batchnorm"],
      "if you lay image tensors out channels-first", "channels_first"),
+    # from_generator's captured objects: datasets built per fold, not every fit in a loop
+    ("tf-57690-from-generator-objects-not-released-tf210", ["tensorflow==2.10.0"],
+     "if you build tf.data datasets over and over", "python_generator,dataset_rebuilt"),
     # NCCL's tuning by the local CPU vendor: hosts of both vendors, not every multi-worker job
     ("nccl-1136-mixed-intel-amd-nodes-hang", ["nccl==2.19.3", "workers=2"],
      "if you run one job across hosts of both CPU vendors", "mixed_cpu_vendors"),

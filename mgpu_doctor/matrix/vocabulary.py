@@ -108,6 +108,8 @@ USAGES: dict[str, str] = {
     "retracing": "let a tf.function trace again and again (new input shapes, Python arguments, a "
                  "tf.function or model created inside a loop)",
     "model_reload": "load models over and over in one process (load_model, tf.saved_model.load in a loop)",
+    "dataset_rebuilt": "build tf.data datasets over and over in one process (a new pipeline per fold, "
+                       "trial or call)",
     "dataset_shuffle": "shuffle a tf.data pipeline (Dataset.shuffle) and iterate it epoch after epoch",
     "py_function": "call Python code from the graph with tf.py_function (in a layer, a Dataset.map "
                    "or eagerly)",

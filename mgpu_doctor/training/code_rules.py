@@ -30,6 +30,7 @@ NOT_DECIDED = frozenset({
     "cpu_only_worker", "mixed_cpu_vendors",  # the cluster's machines, not the code's
     "tensor_to_numpy",  # np.sum(x) does not show whether x is a tensor
     "channels_first",  # ~/.keras/keras.json's image_data_format sets it outside the code
+    "dataset_rebuilt",  # read in a loop; a helper that builds the dataset, called in a loop, is not followed
 })
 DECIDED = tuple(w for w in vocab.USAGES if w not in NOT_DECIDED)
 
@@ -109,6 +110,11 @@ BASE_CLASSES = {"Layer": ("layers", "custom_layer"), "Metric": ("usage", "custom
                 "Loss": ("usage", "custom_loss"), "Sequence": ("usage", "python_generator"),
                 "PyDataset": ("usage", "python_generator")}
 MODEL_BUILDERS = ("Model", "Sequential", "clone_model", "load_model", "model_from_json")
+# Calls that build a new tf.data dataset from data (not a transformation of another dataset).
+DATASET_BUILDERS = ("from_tensor_slices", "from_tensors", "from_generator", "TFRecordDataset",
+                    "TextLineDataset", "FixedLengthRecordDataset", "list_files",
+                    "image_dataset_from_directory", "text_dataset_from_directory",
+                    "timeseries_dataset_from_array")
 _PY2_PRINT = re.compile(r"^(\s*)print\s+(?![\s(=])(.*)$")
 _PY2_EXCEPT = re.compile(r"^(\s*except\s+[\w.]+)\s*,\s*(\w+)\s*:")
 _PROMPT = re.compile(r"^(\s*)(?:>>>|\.\.\.)(?: |$)")
@@ -447,6 +453,8 @@ class _Reader(ast.NodeVisitor):
                 self.add("usage", "several_models", node, f"{dotted}(){loop}")
             if last == "load_model" and self.loops:
                 self.add("usage", "model_reload", node, f"{dotted}(){loop}")
+        if last in DATASET_BUILDERS and self.loops and not self.in_tf_function:
+            self.add("usage", "dataset_rebuilt", node, f"{dotted}(){loop}")
         if last == "function" and self.loops and dotted.endswith("tf.function"):
             self.add("usage", "retracing", node, f"{dotted}(){loop}")
         if dotted.startswith(("tf.random.", "random.")) and "tf.random." in f"tf.{dotted}" and self.loops \
