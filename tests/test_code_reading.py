@@ -48,6 +48,7 @@ USAGE_SNIPPETS: dict[str, str] = {
     "gpus_inferred": "parallel = multi_gpu_model(model)",
     "predict_in_loop": "for x in frames:\n    y = model.predict(x)",
     "fit_in_loop": "for fold in folds:\n    model.fit(fold.x, fold.y)",
+    "strings_split_map": "ds = ds.map(lambda line: tf.strings.split(line, ','))",
     "recurrent_dropout": "x = tf.keras.layers.LSTM(64, dropout=0.2, recurrent_dropout=0.2)(x)",
     "metric_average_callback": "callbacks = [hvd.callbacks.MetricAverageCallback()]",
     "batchnorm_renorm": "x = tf.keras.layers.BatchNormalization(renorm=True)(x)",

@@ -686,6 +686,9 @@ def test_a_narrow_usage_word_names_the_broader_word_it_is_a_case_of() -> None:
     # from_generator's captured objects: datasets built per fold, not every fit in a loop
     ("tf-57690-from-generator-objects-not-released-tf210", ["tensorflow==2.10.0"],
      "if you build tf.data datasets over and over", "python_generator,dataset_rebuilt"),
+    # the eager tf.data leak: tf.strings.split in the map function, not every string feature
+    ("tf-35152-strings-split-dataset-map-leak-tf21rc1", ["tensorflow==2.1.0rc1"],
+     "if you split strings with tf.strings.split", "strings_split_map"),
     # NCCL's tuning by the local CPU vendor: hosts of both vendors, not every multi-worker job
     ("nccl-1136-mixed-intel-amd-nodes-hang", ["nccl==2.19.3", "workers=2"],
      "if you run one job across hosts of both CPU vendors", "mixed_cpu_vendors"),

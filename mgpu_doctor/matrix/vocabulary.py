@@ -94,6 +94,7 @@ USAGES: dict[str, str] = {
     "custom_metric": "compile the model with a custom metric (a keras.metrics.Metric subclass, "
                      "or add_metric)",
     "string_input": "feed string (tf.string) features through the distributed input pipeline",
+    "strings_split_map": "split strings with tf.strings.split in the input pipeline (a Dataset.map function)",
     "fixed_batch_size": "rely on a fixed batch size in the input pipeline or the model (batch(..., "
                         "drop_remainder=True) with code that uses it, batch_input_shape)",
     "train_on_batch": "train batch by batch with Model.train_on_batch / test_on_batch",

@@ -453,6 +453,8 @@ class _Reader(ast.NodeVisitor):
                 self.add("usage", "several_models", node, f"{dotted}(){loop}")
             if last == "load_model" and self.loops:
                 self.add("usage", "model_reload", node, f"{dotted}(){loop}")
+        if dotted.endswith("strings.split"):  # the map function is often defined apart from its map()
+            self.add("usage", "strings_split_map", node, f"{dotted}()")
         if last in DATASET_BUILDERS and self.loops and not self.in_tf_function:
             self.add("usage", "dataset_rebuilt", node, f"{dotted}(){loop}")
         if last == "function" and self.loops and dotted.endswith("tf.function"):
