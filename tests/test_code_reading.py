@@ -48,6 +48,7 @@ USAGE_SNIPPETS: dict[str, str] = {
     "gpus_inferred": "parallel = multi_gpu_model(model)",
     "predict_in_loop": "for x in frames:\n    y = model.predict(x)",
     "fit_in_loop": "for fold in folds:\n    model.fit(fold.x, fold.y)",
+    "eager_tensors_in_loop": "for i in range(2000):\n    c = tf.constant(5.0)",
     "strings_split_map": "ds = ds.map(lambda line: tf.strings.split(line, ','))",
     "recurrent_dropout": "x = tf.keras.layers.LSTM(64, dropout=0.2, recurrent_dropout=0.2)(x)",
     "metric_average_callback": "callbacks = [hvd.callbacks.MetricAverageCallback()]",
@@ -310,3 +311,9 @@ def test_a_dataset_built_once_is_not_rebuilt() -> None:
     assert "dataset_rebuilt" not in words("ds = tf.data.Dataset.from_tensor_slices(x)\nfor e in range(3):\n"
                                           "    model.fit(ds)")
     assert "dataset_rebuilt" not in words("for e in range(3):\n    ds = ds.shuffle(100)")  # a transformation
+
+
+def test_a_tensor_created_in_a_traced_loop_is_not_eager() -> None:
+    assert "eager_tensors_in_loop" not in words("@tf.function\ndef step():\n    for i in range(3):\n"
+                                                "        c = tf.constant(1.0)\n")
+    assert "eager_tensors_in_loop" not in words("c = tf.constant(1.0)\nfor i in range(3):\n    print(c)")

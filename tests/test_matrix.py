@@ -689,6 +689,9 @@ def test_a_narrow_usage_word_names_the_broader_word_it_is_a_case_of() -> None:
     # the eager tf.data leak: tf.strings.split in the map function, not every string feature
     ("tf-35152-strings-split-dataset-map-leak-tf21rc1", ["tensorflow==2.1.0rc1"],
      "if you split strings with tf.strings.split", "strings_split_map"),
+    # the eager tensor leak of 2.16.1: tf.constant in a loop too, not only tf.random ops
+    ("tf-68196-eager-constant-loop-leak-tf2161", ["tensorflow==2.16.1"],
+     "if you create tensors eagerly in a Python loop", "eager_tensors_in_loop"),
     # NCCL's tuning by the local CPU vendor: hosts of both vendors, not every multi-worker job
     ("nccl-1136-mixed-intel-amd-nodes-hang", ["nccl==2.19.3", "workers=2"],
      "if you run one job across hosts of both CPU vendors", "mixed_cpu_vendors"),

@@ -116,6 +116,9 @@ USAGES: dict[str, str] = {
                    "or eagerly)",
     "eager_random": "call tf.random ops eagerly, outside a tf.function, over and over (with or without "
                     "tf.random.set_seed)",
+    # eager_random is one case of it, which naming eager_random names too
+    "eager_tensors_in_loop": "create tensors eagerly in a Python loop, outside a tf.function (tf.constant, "
+                             "tf.convert_to_tensor, tf.random ops), over and over",
     "summary_writer": "write TensorBoard summaries (tf.summary writers, FileWriter, the TensorBoard "
                       "callback)",
     "multiprocessing_workers": "feed fit from a generator, Sequence or PyDataset with workers > 1 or "
@@ -225,6 +228,7 @@ BACKENDS: dict[str, str] = {"tensorflow": "the TensorFlow backend", "jax": "the 
 BROADER_USAGE: dict[str, str] = {
     "datasets_from_function": "distribute_dataset",
     "frozen_nested_model": "nested_model",
+    "eager_random": "eager_tensors_in_loop",
 }
 
 

@@ -462,6 +462,9 @@ class _Reader(ast.NodeVisitor):
         if dotted.startswith(("tf.random.", "random.")) and "tf.random." in f"tf.{dotted}" and self.loops \
                 and not self.in_tf_function:
             self.add("usage", "eager_random", node, f"{dotted}() eagerly{loop}")
+        if dotted.endswith(("tf.constant", "tf.convert_to_tensor")) and self.loops \
+                and not self.in_tf_function:
+            self.add("usage", "eager_tensors_in_loop", node, f"{dotted}() eagerly{loop}")
         if last == "map" and _dotted(keywords.get("num_parallel_calls")).endswith("AUTOTUNE"):
             self.calls.setdefault("map AUTOTUNE", node.lineno + self.offset)
         if last == "batch" and node.args and _int(node.args[0]) == 1:
