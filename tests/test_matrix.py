@@ -766,3 +766,19 @@ def test_min_ranks_counts_every_gpu_of_every_worker(terms, verdict):
     env, _ = parse_query(["nccl==2.18.3", "usage=infiniband", *terms])
     a = assess(_issue("nccl-947-ucx-sharp-socket-reset-2171-218"), env)
     assert a.verdict is verdict, a
+
+
+def test_a_last_batch_of_one_is_a_case_of_an_uneven_last_batch() -> None:
+    # tensorflow#46205: len(train) % batch_size == 1, not any uneven last batch
+    one = _issue("tf-batchnorm-nan-last-batch-of-one")
+    env, _ = parse_query(["tensorflow==2.8.2", "gpus=1", "layers=batchnorm", "scenario=uneven_final_batch"])
+    a = assess(one, env)
+    assert a.verdict is Verdict.MATCHES and a.usage_unknown == ("if the last batch holds exactly one sample "
+                                                                "(the dataset size is one more than a multiple "
+                                                                "of the batch size)",), a
+    env, _ = parse_query(["tensorflow==2.8.2", "gpus=1", "layers=batchnorm", "scenario=final_batch_of_one"])
+    assert assess(one, env).verdict is Verdict.MATCHES and not assess(one, env).usage_unknown
+    # an entry that needs any uneven last batch holds for a last batch of one
+    env, _ = parse_query(["tensorflow==2.8.0", "gpus=2", "strategy=mirrored", "scenario=final_batch_of_one"])
+    a = assess(_issue("tf-mirrored-nan-empty-replica-batch"), env)
+    assert a.verdict is Verdict.MATCHES and "scenario uneven_final_batch (named as final_batch_of_one)" in a.agrees

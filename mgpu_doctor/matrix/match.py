@@ -278,11 +278,14 @@ def _assess_usage(issue: KnownIssue, env: Environment, record: _Recorder) -> Non
             record(_tri(ok), f"strategy {env.strategy}{origin('strategy')}",
                    f"strategy {env.strategy}{origin('strategy')}, not {' or '.join(c.strategy)}", "")
     if c.scenario is not None:
-        if env.scenario is None:
+        # not known, or known only as the broader case (an uneven last batch for a last batch of one)
+        if env.scenario is None or vocab.BROADER_SCENARIO.get(c.scenario) == env.scenario:
             record(Tri.UNKNOWN, "", "", f"if {vocab.SCENARIOS.get(c.scenario, c.scenario)}", is_usage=True,
                    decider=Decider("scenario", (c.scenario,)))
         else:
-            record(_tri(env.scenario == c.scenario), f"scenario {env.scenario}{origin('scenario')}",
+            ok = c.scenario in (env.scenario, vocab.BROADER_SCENARIO.get(env.scenario))
+            named = f" (named as {env.scenario})" if ok and env.scenario != c.scenario else ""
+            record(_tri(ok), f"scenario {c.scenario}{named}{origin('scenario')}",
                    f"scenario {env.scenario}{origin('scenario')}, not {c.scenario}", "")
 
 

@@ -205,8 +205,13 @@ USAGES: dict[str, str] = {
 SCENARIOS: dict[str, str] = {
     "uneven_final_batch": "the dataset size is not a multiple of the global batch size "
                           "(the last batch leaves a replica short or empty)",
+    # one case of uneven_final_batch, which naming it names too
+    "final_batch_of_one": "the last batch holds exactly one sample (the dataset size is one more than a "
+                          "multiple of the batch size)",
     "even": "every batch is full",
 }
+# A scenario that is one case of a broader one: an entry that needs the broader one holds for it.
+BROADER_SCENARIO: dict[str, str] = {"final_batch_of_one": "uneven_final_batch"}
 
 PLATFORMS: dict[str, str] = {"linux": "Linux", "windows": "Windows", "wsl": "WSL 2"}
 CPU_VENDORS: dict[str, str] = {"amd": "AMD CPUs", "intel": "Intel CPUs"}
