@@ -107,6 +107,12 @@ def _interconnect(snapshot: Snapshot) -> str | None:
     return None
 
 
+def lacks_peer_access(status: str | Unavailable) -> bool:
+    """NVML's P2P status between two GPUs says one cannot read the other's memory directly
+    (not_supported, chipset_not_supported, disabled_by_regkey, ...); "unknown" says nothing."""
+    return isinstance(status, str) and status not in ("ok", "unknown")
+
+
 def _peer_access(snapshot: Snapshot) -> str | None:
     """"unsupported" when NVML says some GPU pair cannot read the other's memory directly,
     "supported" when it says every pair can; None when it did not say for every pair."""
@@ -114,7 +120,7 @@ def _peer_access(snapshot: Snapshot) -> str | None:
     if isinstance(nvml, Unavailable) or len(nvml.gpus) < 2 or not nvml.links:
         return None
     statuses = [lk.p2p_read for lk in nvml.links]
-    if any(isinstance(s, str) and s not in ("ok", "unknown") for s in statuses):
+    if any(lacks_peer_access(s) for s in statuses):
         return "unsupported"
     if all(s == "ok" for s in statuses):
         return "supported"
