@@ -276,3 +276,16 @@ def test_most_checks_skipped_for_missing_facts_is_a_warning_that_says_so(scenari
     assert mostly_skipped([run_check(c, resolve(cpu_box)) for c in CHECKS]) is None
     quick = replace(scenario("sick-box"), tensorflow=skipped("--quick", cause="quick"))
     assert mostly_skipped([run_check(c, resolve(quick)) for c in CHECKS]) is None
+
+
+def test_an_unknown_p2p_status_is_not_a_missing_peer_access() -> None:
+    # NVML_P2P_STATUS_UNKNOWN says nothing; the matrix's peer_access reads the statuses the same way
+    from mgpu_doctor.checks.gpus import check_gpu_interconnect
+    from tests.fake_nvml import FakeMachine, gpus
+    from tests.scenarios import nvml_of, snapshot, tf_view
+
+    def codes(status: int) -> set[str]:
+        snap = snapshot(nvml_of(FakeMachine(gpus=gpus(2), p2p={(0, 1): status, (1, 0): status})), tf_view(2))
+        return {f.code for f in check_gpu_interconnect(snap)}
+
+    assert "gpu.no-p2p" in codes(5) and "gpu.no-p2p" not in codes(6)

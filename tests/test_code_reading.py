@@ -48,6 +48,8 @@ USAGE_SNIPPETS: dict[str, str] = {
     "gpus_inferred": "parallel = multi_gpu_model(model)",
     "predict_in_loop": "for x in frames:\n    y = model.predict(x)",
     "fit_in_loop": "for fold in folds:\n    model.fit(fold.x, fold.y)",
+    "eager_tensors_in_loop": "for i in range(2000):\n    c = tf.constant(5.0)",
+    "strings_split_map": "ds = ds.map(lambda line: tf.strings.split(line, ','))",
     "recurrent_dropout": "x = tf.keras.layers.LSTM(64, dropout=0.2, recurrent_dropout=0.2)(x)",
     "metric_average_callback": "callbacks = [hvd.callbacks.MetricAverageCallback()]",
     "batchnorm_renorm": "x = tf.keras.layers.BatchNormalization(renorm=True)(x)",
@@ -91,6 +93,8 @@ PRESENT_ONLY_SNIPPETS: dict[str, str] = {
     "cudnn_autotune_off": "os.environ['TF_CUDNN_USE_AUTOTUNE'] = '0'",
     "nccl_algo_nvls": "os.environ['NCCL_ALGO'] = 'NVLS'",
     "jit_compile": "tf.config.optimizer.set_jit(True)",
+    "channels_first": "x = tf.keras.layers.Conv2D(32, 3, data_format='channels_first')(x)",
+    "dataset_rebuilt": "for fold in folds:\n    ds = tf.data.Dataset.from_generator(make(fold), output_signature=s)",
     "permuted_visible_devices": "os.environ['CUDA_VISIBLE_DEVICES'] = '1,2,3,0'",
     "retracing": "for shape in shapes:\n    f = tf.function(step)",
     "sparse_gradients": "e = tf.keras.layers.Embedding(1000, 64)",
@@ -296,3 +300,20 @@ def test_a_switch_left_off_is_not_its_word() -> None:
     assert "recurrent_dropout" not in words("x = tf.keras.layers.GRU(8, recurrent_dropout=0.0)(x)")
     assert "batchnorm_renorm" not in words("x = tf.keras.layers.BatchNormalization(renorm=False)(x)")
     assert "recurrent_dropout" in words("x = tf.keras.layers.GRU(8, recurrent_dropout=cfg.rdrop)(x)")
+
+
+def test_channels_first_is_read_where_the_code_sets_it_and_channels_last_is_not() -> None:
+    assert "channels_first" in words("tf.keras.backend.set_image_data_format('channels_first')")
+    assert "channels_first" not in words("x = tf.keras.layers.Conv2D(8, 3, data_format='channels_last')(x)")
+
+
+def test_a_dataset_built_once_is_not_rebuilt() -> None:
+    assert "dataset_rebuilt" not in words("ds = tf.data.Dataset.from_tensor_slices(x)\nfor e in range(3):\n"
+                                          "    model.fit(ds)")
+    assert "dataset_rebuilt" not in words("for e in range(3):\n    ds = ds.shuffle(100)")  # a transformation
+
+
+def test_a_tensor_created_in_a_traced_loop_is_not_eager() -> None:
+    assert "eager_tensors_in_loop" not in words("@tf.function\ndef step():\n    for i in range(3):\n"
+                                                "        c = tf.constant(1.0)\n")
+    assert "eager_tensors_in_loop" not in words("c = tf.constant(1.0)\nfor i in range(3):\n    print(c)")

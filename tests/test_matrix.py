@@ -400,12 +400,13 @@ def test_every_condition_an_entry_can_carry_is_a_query_term() -> None:
     from mgpu_doctor.matrix.known_issues import CONDITION_KEYS
 
     term_of = {"min_gpus": "gpus=2", "max_gpus": "gpus=2", "min_workers": "workers=2", "max_workers": "workers=2",
+               "min_ranks": "workers=17",
                "compute_capability": "compute_capability=7.5", "gpu_names": "gpu_name=RTX 2080 Ti",
                "without_usage": "usage=memory_growth"}  # decided by the usage named (or not)
     words = {"layers": vocabulary.LAYERS, "usage": vocabulary.USAGES, "strategy": vocabulary.STRATEGIES,
              "scenario": vocabulary.SCENARIOS, "platform": vocabulary.PLATFORMS,
-             "cpu_vendor": vocabulary.CPU_VENDORS, "interconnect": vocabulary.INTERCONNECTS,
-             "backend": vocabulary.BACKENDS}
+             "cpu_vendor": vocabulary.CPU_VENDORS, "cpu_arch": vocabulary.CPU_ARCHS, "interconnect": vocabulary.INTERCONNECTS,
+             "peer_access": vocabulary.PEER_ACCESS, "backend": vocabulary.BACKENDS}
     for key in CONDITION_KEYS:
         if key in term_of:
             parse_query([term_of[key]])
@@ -676,6 +677,24 @@ def test_a_narrow_usage_word_names_the_broader_word_it_is_a_case_of() -> None:
     # the NCCL bootstrap failure: stray connections to its port, not every 2-GPU machine
     ("nccl-1612-bootstrap-fails-peer-closes-before-magic", ["nccl==2.25.1", "gpus=2"],
      "if you run where other traffic reaches NCCL's bootstrap ports", "bootstrap_port_traffic"),
+    # MultiWorkerMirroredStrategy with NCCL: a worker without a GPU, not every NCCL cluster
+    ("tf-60847-mwms-nccl-cpu-worker-hang", ["tensorflow==2.11.0", "workers=2"],
+     "if you include a worker without a GPU", "nccl_all_reduce,cpu_only_worker"),
+    # SyncBatchNormalization's NaN: channels-first feature maps, not every SyncBatchNormalization
+    ("tf-43165-syncbn-channels-first-nan", ["tensorflow==2.3.0", "gpus=2", "strategy=mirrored", "layers=sync_batchnorm"],
+     "if you lay image tensors out channels-first", "channels_first"),
+    # from_generator's captured objects: datasets built per fold, not every fit in a loop
+    ("tf-57690-from-generator-objects-not-released-tf210", ["tensorflow==2.10.0"],
+     "if you build tf.data datasets over and over", "python_generator,dataset_rebuilt"),
+    # the eager tf.data leak: tf.strings.split in the map function, not every string feature
+    ("tf-35152-strings-split-dataset-map-leak-tf21rc1", ["tensorflow==2.1.0rc1"],
+     "if you split strings with tf.strings.split", "strings_split_map"),
+    # the eager tensor leak of 2.16.1: tf.constant in a loop too, not only tf.random ops
+    ("tf-68196-eager-constant-loop-leak-tf2161", ["tensorflow==2.16.1"],
+     "if you create tensors eagerly in a Python loop", "eager_tensors_in_loop"),
+    # NCCL's tuning by the local CPU vendor: hosts of both vendors, not every multi-worker job
+    ("nccl-1136-mixed-intel-amd-nodes-hang", ["nccl==2.19.3", "workers=2"],
+     "if you run one job across hosts of both CPU vendors", "mixed_cpu_vendors"),
 ])
 def test_an_entry_narrowed_to_its_trigger_is_conditional_without_it(issue_id, query, phrase, with_trigger):
     env, _ = parse_query(query)
@@ -693,3 +712,73 @@ def test_an_estimator_query_no_longer_warns_of_the_train_loop_leak(capsys):
     found = {f["code"]: f for c in json.loads(capsys.readouterr().out)["checks"] for f in c["findings"]}
     leak = found["known-issue.tf-24047-estimator-train-loop-optimizer-leak-tf112"]
     assert leak["severity"] == "info" and leak["condition"]["wanted"] == ["fit_in_loop"]
+
+
+@pytest.mark.parametrize(("statuses", "peer_access", "verdict"), [
+    ({}, "supported", Verdict.NO_MATCH),  # NVML: every pair ok
+    ({(0, 1): 5, (1, 0): 5}, "unsupported", Verdict.MATCHES),  # NVML_P2P_STATUS_NOT_SUPPORTED
+    ({(0, 1): 6, (1, 0): 6}, None, Verdict.CANNOT_TELL),  # NVML_P2P_STATUS_UNKNOWN says nothing
+])
+def test_peer_access_is_nvml_s_p2p_status_and_decides_the_cumem_host_entry(statuses, peer_access, verdict):
+    # nccl#1838: GPUs without peer access, whatever their name (it named the reporters' L4 and T4)
+    from mgpu_doctor.environment.machine import machine_facts
+    from tests.fake_nvml import FakeMachine, gpus
+    from tests.scenarios import nvml_of, snapshot, tf_view
+
+    snap = snapshot(nvml_of(FakeMachine(gpus=gpus(2, name="NVIDIA L4", cc=(8, 9)), p2p=statuses)),
+                    tf_view(2, cc="8.9", name="NVIDIA L4"))
+    assert machine_facts(snap).peer_access == peer_access
+    env = environment_from_snapshot(snap)
+    env = replace(env, versions={**env.versions, "nccl": "2.27.3"})
+    a = assess(_issue("nccl-1838-cumem-host-no-p2p-error-217"), env)
+    assert a.verdict is verdict, a
+    if peer_access is None:
+        assert "peer access unsupported: NVML gave no P2P status between the GPUs" in a.unknown
+
+
+@pytest.mark.parametrize(("machine", "cpu_arch", "verdict"), [
+    ("aarch64", "aarch64", Verdict.MATCHES),
+    ("arm64", "aarch64", Verdict.MATCHES),  # macOS's name for it
+    ("x86_64", "x86_64", Verdict.NO_MATCH),
+    ("", None, Verdict.CANNOT_TELL),  # a pasted text without the machine type
+])
+def test_cpu_arch_is_the_host_s_machine_type_and_decides_the_arm_proxy_hang(machine, cpu_arch, verdict):
+    # NCCL 2.28.9's weak CAS "can only happen on aarch64 (Grace)" (marin#7344): not the GB200 name
+    from mgpu_doctor.environment.machine import machine_facts
+    from tests.scenarios import healthy_8gpu_nvlink
+
+    snap = healthy_8gpu_nvlink()
+    snap = replace(snap, host=replace(snap.host, machine=machine))
+    assert machine_facts(snap).cpu_arch == cpu_arch
+    env = environment_from_snapshot(snap)
+    env = replace(env, versions={**env.versions, "nccl": "2.28.9"})
+    assert assess(_issue("nccl-2293-arm-proxy-op-slot-leak-silent-hang"), env).verdict is verdict
+
+
+@pytest.mark.parametrize(("terms", "verdict"), [
+    (["workers=17", "gpus=8"], Verdict.MATCHES),  # 136 ranks
+    (["workers=16", "gpus=8"], Verdict.NO_MATCH),  # 128: the thread's "> 128 ranks" is not met
+    (["workers=33", "gpus=4"], Verdict.MATCHES),  # 132: the ranks count, however the GPUs are spread
+    (["workers=17"], Verdict.CANNOT_TELL),  # GPUs per worker not known
+])
+def test_min_ranks_counts_every_gpu_of_every_worker(terms, verdict):
+    # nccl#947: "Running > 128 ranks we reproducibly get an error" (UCX + SHARP over InfiniBand)
+    env, _ = parse_query(["nccl==2.18.3", "usage=infiniband", *terms])
+    a = assess(_issue("nccl-947-ucx-sharp-socket-reset-2171-218"), env)
+    assert a.verdict is verdict, a
+
+
+def test_a_last_batch_of_one_is_a_case_of_an_uneven_last_batch() -> None:
+    # tensorflow#46205: len(train) % batch_size == 1, not any uneven last batch
+    one = _issue("tf-batchnorm-nan-last-batch-of-one")
+    env, _ = parse_query(["tensorflow==2.8.2", "gpus=1", "layers=batchnorm", "scenario=uneven_final_batch"])
+    a = assess(one, env)
+    assert a.verdict is Verdict.MATCHES and a.usage_unknown == ("if the last batch holds exactly one sample "
+                                                                "(the dataset size is one more than a multiple "
+                                                                "of the batch size)",), a
+    env, _ = parse_query(["tensorflow==2.8.2", "gpus=1", "layers=batchnorm", "scenario=final_batch_of_one"])
+    assert assess(one, env).verdict is Verdict.MATCHES and not assess(one, env).usage_unknown
+    # an entry that needs any uneven last batch holds for a last batch of one
+    env, _ = parse_query(["tensorflow==2.8.0", "gpus=2", "strategy=mirrored", "scenario=final_batch_of_one"])
+    a = assess(_issue("tf-mirrored-nan-empty-replica-batch"), env)
+    assert a.verdict is Verdict.MATCHES and "scenario uneven_final_batch (named as final_batch_of_one)" in a.agrees

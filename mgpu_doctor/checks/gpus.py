@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from mgpu_doctor.checks.base import CheckSkipped
 from mgpu_doctor.checks.facts_access import gib, need, need_any, need_gpus, skip_reason
+from mgpu_doctor.environment.machine import lacks_peer_access
 from mgpu_doctor.environment.visibility import cuda_enumeration_order
 from mgpu_doctor.model.findings import Finding, Severity
 from mgpu_doctor.model.snapshot import GpuFacts, NvmlFacts, Snapshot
@@ -301,7 +302,7 @@ def check_gpu_interconnect(snapshot: Snapshot) -> list[Finding]:
         raise CheckSkipped("only one GPU")
     if not nvml.links:
         raise CheckSkipped("no GPU-to-GPU link facts")
-    no_p2p = [lk for lk in nvml.links if isinstance(lk.p2p_read, str) and lk.p2p_read != "ok"]
+    no_p2p = [lk for lk in nvml.links if lacks_peer_access(lk.p2p_read)]
     findings = []
     if no_p2p:
         findings.append(Finding(

@@ -62,8 +62,8 @@ def add_parser(sub: Any) -> None:
         "cuda, cudnn, nccl, cublas, driver, numpy, protobuf, ml-dtypes, h5py, jax, jaxlib, "
         "nvidia-* wheels. "
         "Conditions: gpus=N, layers=a,b, usage=a,b, strategy=, scenario=, workers=K, backend=, "
-        "compute_capability=7.5, platform=, cpu_vendor=, interconnect=. Same findings and "
-        "formats as `check`; the training profile of the working directory applies too.")
+        "compute_capability=7.5, platform=, cpu_vendor=, cpu_arch=, interconnect=, peer_access=. "
+        "Same findings and formats as `check`; the training profile of the working directory applies too.")
     query.add_argument("terms", nargs="+", metavar="KEY==VERSION|KEY=VALUE")
     add_training_options(query)
     add_matrix_option(query)

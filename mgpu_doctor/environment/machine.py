@@ -1,5 +1,6 @@
 """The machine facts the matrix matches: how many GPUs train and their compute capabilities and
-names, how many workers (TF_CONFIG), the platform, the GPUs' interconnect, Keras's backend."""
+names, how many workers (TF_CONFIG), the platform and CPU architecture, the GPUs' interconnect and
+peer-to-peer access, Keras's backend."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ class MachineFacts:
     gpu_names: tuple[str, ...] | None = None
     platform: str | None = None
     cpu_vendor: str | None = None
+    cpu_arch: str | None = None
     interconnect: str | None = None
+    peer_access: str | None = None
     backend: str | None = None
     missing: dict[str, str] = field(default_factory=dict)
     # The GPU count is the training's, not this machine's (training/apply.py): unknown, it is a
@@ -41,12 +44,13 @@ def machine_facts(snapshot: Snapshot) -> MachineFacts:
     ccs: tuple[str, ...] | None = None
     names: tuple[str, ...] | None = None
     interconnect: str | None = None
+    peer_access: str | None = None
     if isinstance(nvml, Unavailable) and nvml.reason == "absent":
         gpus = 0  # no NVIDIA driver at all: no GPU to train on (an NVML that failed says nothing)
-        for key in ("compute_capability", "gpu_name", "interconnect"):
+        for key in ("compute_capability", "gpu_name", "interconnect", "peer_access"):
             missing[key] = "no NVIDIA driver"
     elif isinstance(nvml, Unavailable):
-        for key in ("gpus", "compute_capability", "gpu_name", "interconnect"):
+        for key in ("gpus", "compute_capability", "gpu_name", "interconnect", "peer_access"):
             missing[key] = f"NVML {nvml.reason}"
     else:
         gpus = len(nvml.gpus)
@@ -56,6 +60,10 @@ def machine_facts(snapshot: Snapshot) -> MachineFacts:
         interconnect = _interconnect(snapshot)
         if interconnect is None:
             missing["interconnect"] = "no GPU-to-GPU link facts" if len(nvml.gpus) > 1 else "one GPU"
+        peer_access = _peer_access(snapshot)
+        if peer_access is None:
+            missing["peer_access"] = "NVML gave no P2P status between the GPUs" if len(nvml.gpus) > 1 \
+                else "one GPU"
     if not isinstance(tf, Unavailable) and not isinstance(tf.physical_devices, Unavailable):
         # What TensorFlow sees is what training gets (CUDA_VISIBLE_DEVICES, MIG applied).
         gpus = sum(1 for d in tf.physical_devices if d.device_type == "GPU")
@@ -73,8 +81,9 @@ def machine_facts(snapshot: Snapshot) -> MachineFacts:
         if gpus:
             missing.pop("gpus", None)
     return MachineFacts(gpus=gpus, workers=workers, compute_capabilities=ccs, gpu_names=names,
-                        platform=_platform(snapshot), interconnect=interconnect, backend=_backend(snapshot),
-                        missing=missing)
+                        platform=_platform(snapshot), cpu_arch=_cpu_arch(snapshot, missing),
+                        interconnect=interconnect, peer_access=peer_access,
+                        backend=_backend(snapshot), missing=missing)
 
 
 def _capability(text: str) -> str:
@@ -97,6 +106,39 @@ def _interconnect(snapshot: Snapshot) -> str | None:
     if all(isinstance(n, int) for n in counts):
         return "pcie"
     return None
+
+
+def lacks_peer_access(status: str | Unavailable) -> bool:
+    """NVML's P2P status between two GPUs says one cannot read the other's memory directly
+    (not_supported, chipset_not_supported, disabled_by_regkey, ...); "unknown" says nothing."""
+    return isinstance(status, str) and status not in ("ok", "unknown")
+
+
+def _peer_access(snapshot: Snapshot) -> str | None:
+    """"unsupported" when NVML says some GPU pair cannot read the other's memory directly,
+    "supported" when it says every pair can; None when it did not say for every pair."""
+    nvml = snapshot.nvml
+    if isinstance(nvml, Unavailable) or len(nvml.gpus) < 2 or not nvml.links:
+        return None
+    statuses = [lk.p2p_read for lk in nvml.links]
+    if any(lacks_peer_access(s) for s in statuses):
+        return "unsupported"
+    if all(s == "ok" for s in statuses):
+        return "supported"
+    return None
+
+
+# platform.machine()'s names for the architectures the matrix knows (macOS says arm64, Windows AMD64)
+_ARCH_NAMES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+
+
+def _cpu_arch(snapshot: Snapshot, missing: dict[str, str]) -> str | None:
+    machine = snapshot.host.machine
+    arch = _ARCH_NAMES.get(machine.strip().lower())
+    if arch is None:
+        missing["cpu_arch"] = f"machine {machine!r} is neither x86_64 nor aarch64" if machine else \
+            "the host's machine type is not known"
+    return arch
 
 
 def _platform(snapshot: Snapshot) -> str | None:

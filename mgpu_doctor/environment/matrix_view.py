@@ -35,8 +35,10 @@ def environment_from_resolved(env: ResolvedEnvironment) -> Environment:
     m, u = env.machine, env.usage
     return Environment(
         versions=versions, gpus=m.gpus, workers=m.workers, compute_capabilities=m.compute_capabilities,
-        gpu_names=m.gpu_names, platform=m.platform, cpu_vendor=m.cpu_vendor, interconnect=m.interconnect,
-        backend=m.backend, layers=u.layers, usage=u.usage, strategy=u.strategy, scenario=u.scenario,
+        gpu_names=m.gpu_names, platform=m.platform, cpu_vendor=m.cpu_vendor, cpu_arch=m.cpu_arch,
+        interconnect=m.interconnect,
+        peer_access=m.peer_access, backend=m.backend, layers=u.layers, usage=u.usage, strategy=u.strategy,
+        scenario=u.scenario,
         usage_undecided=u.usage_undecided, missing=missing, ranges=ranges, sources={**u.sources, **sources},
         gpus_of_training=m.gpus_of_training,
     )

@@ -91,11 +91,12 @@ def resolve_query(terms: list[str]) -> tuple[ResolvedEnvironment, dict[str, str]
 def machine_of(env: Environment) -> MachineFacts:
     facts = {"gpus": env.gpus, "workers": env.workers, "compute_capability": env.compute_capabilities,
              "gpu_name": env.gpu_names, "platform": env.platform, "cpu_vendor": env.cpu_vendor,
-             "interconnect": env.interconnect, "backend": env.backend}
+             "cpu_arch": env.cpu_arch, "interconnect": env.interconnect, "peer_access": env.peer_access,
+             "backend": env.backend}
     return MachineFacts(
         gpus=env.gpus, workers=env.workers, compute_capabilities=env.compute_capabilities,
-        gpu_names=env.gpu_names, platform=env.platform, cpu_vendor=env.cpu_vendor,
-        interconnect=env.interconnect, backend=env.backend,
+        gpu_names=env.gpu_names, platform=env.platform, cpu_vendor=env.cpu_vendor, cpu_arch=env.cpu_arch,
+        interconnect=env.interconnect, peer_access=env.peer_access, backend=env.backend,
         missing={key: NOT_NAMED for key, value in facts.items() if value is None},
     )
 

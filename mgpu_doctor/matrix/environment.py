@@ -16,10 +16,12 @@ from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.matrix.known_issues import (
     ANY_STRATEGY,
     BACKENDS,
+    CPU_ARCHS,
     CPU_VENDORS,
     ENV_KEYS,
     INTERCONNECTS,
     LAYERS,
+    PEER_ACCESS,
     PLATFORMS,
     SCENARIOS,
     STRATEGIES,
@@ -47,7 +49,9 @@ class Environment:
     gpu_names: tuple[str, ...] | None = None
     platform: str | None = None
     cpu_vendor: str | None = None
+    cpu_arch: str | None = None  # x86_64, aarch64
     interconnect: str | None = None
+    peer_access: str | None = None  # "unsupported": some GPU pair without peer-to-peer access
     backend: str | None = None
     layers: tuple[str, ...] | None = None
     usage: tuple[str, ...] | None = None
@@ -72,7 +76,9 @@ class BadEnvironment(ValueError):
 
 _CHOICES: dict[str, tuple[str, ...]] = {
     "strategy": tuple(s for s in STRATEGIES if s != ANY_STRATEGY), "scenario": SCENARIOS,
-    "platform": PLATFORMS, "cpu_vendor": CPU_VENDORS, "interconnect": INTERCONNECTS, "backend": BACKENDS,
+    "platform": PLATFORMS, "cpu_vendor": CPU_VENDORS, "cpu_arch": CPU_ARCHS,
+    "interconnect": INTERCONNECTS,
+    "peer_access": PEER_ACCESS, "backend": BACKENDS,
 }
 _LISTS: dict[str, tuple[str, tuple[str, ...] | None]] = {
     # key -> (Environment field, allowed words or None for free text)

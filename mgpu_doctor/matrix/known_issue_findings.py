@@ -19,7 +19,8 @@ TRAINING_OPTIONS = {k: OPTIONS[k] for k in ("strategy", "usage", "layers", "scen
 # The strategies most multi-GPU training uses: an entry that needs one of them is decided by
 # something rarer first (a usage, a layer), where it names one.
 COMMON_STRATEGIES = ("mirrored", ANY_STRATEGY)
-_FACTS = {"cpu_vendor": "CPU vendor", "gpu_name": "GPU name", "gpus": "GPU count"}
+_FACTS = {"cpu_vendor": "CPU vendor", "cpu_arch": "CPU architecture",
+          "peer_access": "GPU peer-to-peer access", "gpu_name": "GPU name", "gpus": "GPU count"}
 
 
 def worth_reporting(a: Assessment) -> bool:

@@ -31,12 +31,14 @@ SCENARIOS = tuple(vocab.SCENARIOS)
 USAGES = tuple(vocab.USAGES)
 PLATFORMS = tuple(vocab.PLATFORMS)
 CPU_VENDORS = tuple(vocab.CPU_VENDORS)
+CPU_ARCHS = tuple(vocab.CPU_ARCHS)
 INTERCONNECTS = tuple(vocab.INTERCONNECTS)
+PEER_ACCESS = tuple(vocab.PEER_ACCESS)
 BACKENDS = tuple(vocab.BACKENDS)
 SOURCE_KINDS = ("issue", "pull-request", "commit", "release-note", "doc", "write-up")
 CONDITION_KEYS = ("layers", "usage", "without_usage", "min_gpus", "max_gpus", "min_workers", "max_workers",
-                  "strategy", "scenario", "compute_capability", "gpu_names", "platform", "cpu_vendor",
-                  "interconnect", "backend")
+                  "min_ranks", "strategy", "scenario", "compute_capability", "gpu_names", "platform",
+                  "cpu_vendor", "cpu_arch", "interconnect", "peer_access", "backend")
 # Conditions on how the model is trained, which a machine's snapshot cannot show.
 USAGE_KEYS = ("layers", "usage", "without_usage", "strategy", "scenario")
 ISSUE_KEYS = ("id", "title", "symptom", "confidence", "summary", "workaround", "fixed_in",
@@ -57,8 +59,8 @@ NONE_CONFIRMED = "None confirmed"  # the sources suggest something that nobody c
 GENERIC_ADVICE = "Generic advice:"
 # The keys of `matrix query` and of an entry's examples.
 ENV_KEYS = VERSION_KEYS + ("gpus", "workers", "layers", "usage", "strategy", "scenario",
-                           "compute_capability", "gpu_name", "platform", "cpu_vendor", "interconnect",
-                           "backend")
+                           "compute_capability", "gpu_name", "platform", "cpu_vendor", "cpu_arch",
+                           "interconnect", "peer_access", "backend")
 KNOWN_ISSUES_DIR = "known-issues"
 
 
@@ -113,13 +115,16 @@ class Conditions:
     max_gpus: int | None = None
     min_workers: int | None = None  # workers of a multi-worker job
     max_workers: int | None = None
+    min_ranks: int | None = None  # GPUs over all workers (workers x GPUs per worker): NCCL's ranks
     strategy: tuple[str, ...] = ()  # any one of them; "any": any distribution strategy
     scenario: str | None = None
     compute_capability: str | None = None
     gpu_names: tuple[str, ...] = ()  # any one of them, a case-insensitive part of NVML's name
     platform: str | None = None
     cpu_vendor: str | None = None
+    cpu_arch: str | None = None  # x86_64, aarch64
     interconnect: str | None = None
+    peer_access: str | None = None  # NVML's P2P status between the GPUs
     backend: str | None = None  # Keras 3's backend
 
 
@@ -499,7 +504,7 @@ def _conditions(raw: Any, bad: Any) -> Conditions:
     for word in sorted(set(lists["usage"]) & set(lists["without_usage"])):
         bad("conditions.without_usage", f"{word!r} is in usage too: the entry can never match")
     counts: dict[str, int | None] = {}
-    for key in ("min_gpus", "max_gpus", "min_workers", "max_workers"):
+    for key in ("min_gpus", "max_gpus", "min_workers", "max_workers", "min_ranks"):
         value = raw.get(key)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             bad(f"conditions.{key}", "must be a positive integer")
@@ -510,7 +515,8 @@ def _conditions(raw: Any, bad: Any) -> Conditions:
             bad(f"conditions.{high}", f"smaller than {low}: the entry can never match")
     strings: dict[str, str | None] = {}
     for key, allowed in (("scenario", SCENARIOS), ("platform", PLATFORMS), ("cpu_vendor", CPU_VENDORS),
-                         ("interconnect", INTERCONNECTS), ("backend", BACKENDS)):
+                         ("cpu_arch", CPU_ARCHS), ("interconnect", INTERCONNECTS),
+                         ("peer_access", PEER_ACCESS), ("backend", BACKENDS)):
         value = raw.get(key)
         if value is not None and not isinstance(value, str):
             bad(f"conditions.{key}", "must be a string")
@@ -531,9 +537,11 @@ def _conditions(raw: Any, bad: Any) -> Conditions:
         layers=lists["layers"], usage=lists["usage"], without_usage=lists["without_usage"],
         strategy=lists["strategy"], gpu_names=lists["gpu_names"],
         min_gpus=counts["min_gpus"], max_gpus=counts["max_gpus"], min_workers=counts["min_workers"],
-        max_workers=counts["max_workers"], scenario=strings["scenario"], compute_capability=cc,
-        platform=strings["platform"], cpu_vendor=strings["cpu_vendor"], interconnect=strings["interconnect"],
-        backend=strings["backend"],
+        max_workers=counts["max_workers"], min_ranks=counts["min_ranks"], scenario=strings["scenario"],
+        compute_capability=cc,
+        platform=strings["platform"], cpu_vendor=strings["cpu_vendor"], cpu_arch=strings["cpu_arch"],
+        interconnect=strings["interconnect"],
+        peer_access=strings["peer_access"], backend=strings["backend"],
     )
 
 

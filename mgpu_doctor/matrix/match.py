@@ -174,6 +174,8 @@ def _assess_machine(issue: KnownIssue, env: Environment, record: _Recorder) -> N
             ok = (low is None or have >= low) and (high is None or have <= high)
             came = f" ({env.sources[key]})" if key in env.sources else ""
             record(_tri(ok), f"{have} {unit}{came}, {wanted}", f"{have} {unit}{came}, needs {wanted}", "")
+    if c.min_ranks is not None:
+        _assess_ranks(c.min_ranks, env, record)
     if c.compute_capability is not None:
         spec = parse_specifier(c.compute_capability)
         if not env.compute_capabilities:
@@ -199,7 +201,9 @@ def _assess_machine(issue: KnownIssue, env: Environment, record: _Recorder) -> N
                    f"GPU {', '.join(sorted(set(env.gpu_names))) or '(none)'}, not {wanted_names}", "")
     for name, wanted_value, have_value in (("platform", c.platform, env.platform),
                                             ("CPU vendor", c.cpu_vendor, env.cpu_vendor),
+                                            ("CPU arch", c.cpu_arch, env.cpu_arch),
                                             ("interconnect", c.interconnect, env.interconnect),
+                                            ("peer access", c.peer_access, env.peer_access),
                                             ("backend", c.backend, env.backend)):
         if wanted_value is None:
             continue
@@ -211,6 +215,21 @@ def _assess_machine(issue: KnownIssue, env: Environment, record: _Recorder) -> N
             came = f" ({env.sources[name]})" if name == "backend" and name in env.sources else ""
             record(_tri(have_value == wanted_value), f"{name} {have_value}{came}",
                    f"{name} {have_value}{came}, not {wanted_value}", "")
+
+
+def _assess_ranks(low: int, env: Environment, record: _Recorder) -> None:
+    """NCCL's ranks in a multi-worker job: every GPU of every worker (workers x GPUs per worker)."""
+    wanted = f"at least {low} ranks (GPUs over all workers)"
+    if env.workers is None:
+        record(Tri.UNKNOWN, "", "", f"{wanted}: worker count {env.missing.get('workers', 'not known')}",
+               is_usage=True, decider=Decider("workers", (wanted,)))
+    elif env.gpus is None:
+        record(Tri.UNKNOWN, "", "", f"{wanted}: GPU count {env.missing.get('gpus', 'not known')}",
+               decider=Decider("gpus", (wanted,)))
+    else:
+        ranks = env.workers * env.gpus
+        shown = f"{env.workers} worker(s) x {env.gpus} GPU(s) = {ranks} ranks"
+        record(_tri(ranks >= low), f"{shown}, {wanted}", f"{shown}, needs {wanted}", "")
 
 
 def _assess_usage(issue: KnownIssue, env: Environment, record: _Recorder) -> None:
@@ -259,11 +278,14 @@ def _assess_usage(issue: KnownIssue, env: Environment, record: _Recorder) -> Non
             record(_tri(ok), f"strategy {env.strategy}{origin('strategy')}",
                    f"strategy {env.strategy}{origin('strategy')}, not {' or '.join(c.strategy)}", "")
     if c.scenario is not None:
-        if env.scenario is None:
+        # not known, or known only as the broader case (an uneven last batch for a last batch of one)
+        if env.scenario is None or vocab.BROADER_SCENARIO.get(c.scenario) == env.scenario:
             record(Tri.UNKNOWN, "", "", f"if {vocab.SCENARIOS.get(c.scenario, c.scenario)}", is_usage=True,
                    decider=Decider("scenario", (c.scenario,)))
         else:
-            record(_tri(env.scenario == c.scenario), f"scenario {env.scenario}{origin('scenario')}",
+            ok = c.scenario in (env.scenario, vocab.BROADER_SCENARIO.get(env.scenario))
+            named = f" (named as {env.scenario})" if ok and env.scenario != c.scenario else ""
+            record(_tri(ok), f"scenario {c.scenario}{named}{origin('scenario')}",
                    f"scenario {env.scenario}{origin('scenario')}, not {c.scenario}", "")
 
 

@@ -94,6 +94,7 @@ USAGES: dict[str, str] = {
     "custom_metric": "compile the model with a custom metric (a keras.metrics.Metric subclass, "
                      "or add_metric)",
     "string_input": "feed string (tf.string) features through the distributed input pipeline",
+    "strings_split_map": "split strings with tf.strings.split in the input pipeline (a Dataset.map function)",
     "fixed_batch_size": "rely on a fixed batch size in the input pipeline or the model (batch(..., "
                         "drop_remainder=True) with code that uses it, batch_input_shape)",
     "train_on_batch": "train batch by batch with Model.train_on_batch / test_on_batch",
@@ -108,11 +109,16 @@ USAGES: dict[str, str] = {
     "retracing": "let a tf.function trace again and again (new input shapes, Python arguments, a "
                  "tf.function or model created inside a loop)",
     "model_reload": "load models over and over in one process (load_model, tf.saved_model.load in a loop)",
+    "dataset_rebuilt": "build tf.data datasets over and over in one process (a new pipeline per fold, "
+                       "trial or call)",
     "dataset_shuffle": "shuffle a tf.data pipeline (Dataset.shuffle) and iterate it epoch after epoch",
     "py_function": "call Python code from the graph with tf.py_function (in a layer, a Dataset.map "
                    "or eagerly)",
     "eager_random": "call tf.random ops eagerly, outside a tf.function, over and over (with or without "
                     "tf.random.set_seed)",
+    # eager_random is one case of it, which naming eager_random names too
+    "eager_tensors_in_loop": "create tensors eagerly in a Python loop, outside a tf.function (tf.constant, "
+                             "tf.convert_to_tensor, tf.random ops), over and over",
     "summary_writer": "write TensorBoard summaries (tf.summary writers, FileWriter, the TensorBoard "
                       "callback)",
     "multiprocessing_workers": "feed fit from a generator, Sequence or PyDataset with workers > 1 or "
@@ -179,8 +185,12 @@ USAGES: dict[str, str] = {
                                "hvd.callbacks.MetricAverageCallback",
     "recurrent_dropout": "give recurrent layers a recurrent dropout (LSTM or GRU with recurrent_dropout > 0)",
     "batchnorm_renorm": "use batch renormalisation (BatchNormalization(renorm=True))",
+    "channels_first": "lay image tensors out channels-first (data_format='channels_first', NCHW), in the "
+                      "layers or in keras.json",
     "tensor_to_numpy": "pass TensorFlow tensors straight to NumPy functions (np.array(t), np.sum(t)) "
                        "instead of converting them with t.numpy() first",
+    "cpu_only_worker": "include a worker without a GPU (CPU only) in the multi-worker cluster",
+    "mixed_cpu_vendors": "run one job across hosts of both CPU vendors (Intel and AMD nodes together)",
     "bootstrap_port_traffic": "run where other traffic reaches NCCL's bootstrap ports (a security or "
                               "port scanner, a health check that connects and closes)",
     "infinite_pydataset": "feed fit from an infinite PyDataset (its num_batches returns None) with "
@@ -195,12 +205,23 @@ USAGES: dict[str, str] = {
 SCENARIOS: dict[str, str] = {
     "uneven_final_batch": "the dataset size is not a multiple of the global batch size "
                           "(the last batch leaves a replica short or empty)",
+    # one case of uneven_final_batch, which naming it names too
+    "final_batch_of_one": "the last batch holds exactly one sample (the dataset size is one more than a "
+                          "multiple of the batch size)",
     "even": "every batch is full",
 }
+# A scenario that is one case of a broader one: an entry that needs the broader one holds for it.
+BROADER_SCENARIO: dict[str, str] = {"final_batch_of_one": "uneven_final_batch"}
 
 PLATFORMS: dict[str, str] = {"linux": "Linux", "windows": "Windows", "wsl": "WSL 2"}
 CPU_VENDORS: dict[str, str] = {"amd": "AMD CPUs", "intel": "Intel CPUs"}
+# The host's CPU architecture (Python's platform.machine(), arm64 read as aarch64).
+CPU_ARCHS: dict[str, str] = {"x86_64": "an x86-64 host", "aarch64": "an aarch64 (ARM) host such as Grace"}
 INTERCONNECTS: dict[str, str] = {"nvlink": "NVLink between the GPUs", "pcie": "PCIe only between the GPUs"}
+# Whether the GPUs can read each other's memory directly (NVML's P2P status between each pair):
+# "unsupported" when some pair cannot (a cloud VM's L4s or T4s, a chipset that forbids it).
+PEER_ACCESS: dict[str, str] = {"unsupported": "GPUs without peer-to-peer access between some pair",
+                               "supported": "peer-to-peer access between every pair of GPUs"}
 # Keras 3's backend (KERAS_BACKEND); `backend=` in a query.
 DEFAULT_BACKEND = "tensorflow"  # Keras 3 without KERAS_BACKEND
 BACKENDS: dict[str, str] = {"tensorflow": "the TensorFlow backend", "jax": "the JAX backend",
@@ -212,6 +233,7 @@ BACKENDS: dict[str, str] = {"tensorflow": "the TensorFlow backend", "jax": "the 
 BROADER_USAGE: dict[str, str] = {
     "datasets_from_function": "distribute_dataset",
     "frozen_nested_model": "nested_model",
+    "eager_random": "eager_tensors_in_loop",
 }
 
 

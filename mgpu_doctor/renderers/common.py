@@ -173,8 +173,10 @@ def fleet_heading(report: Report) -> str:
 CONDITION_TOPICS = {"strategy": "your strategy", "usage": "how you train", "layers": "your layers",
                     "scenario": "the last batch", "workers": "the workers", "gpus": "the GPUs you train on"}
 # Machine facts in words, where the key does not read as one.
-FACT_NAMES = {"cpu_vendor": "CPU vendor", "gpu_name": "GPU name", "compute_capability": "compute capability",
-              "gpus": "GPU count", "reported": "a report on these versions"}
+FACT_NAMES = {"cpu_vendor": "CPU vendor", "cpu_arch": "CPU architecture",
+              "peer_access": "GPU peer-to-peer access", "gpu_name": "GPU name",
+              "compute_capability": "compute capability", "gpus": "GPU count",
+              "reported": "a report on these versions"}
 
 
 def training_parts(profile: TrainingProfile | None) -> tuple[list[str], list[str], list[str]]:

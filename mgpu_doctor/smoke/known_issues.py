@@ -98,8 +98,10 @@ def run_environment(environment: Environment, run: SmokeRunLike, strategy: str =
     usage = getattr(run, "usage", ())
     if run.layer == USER_MODEL:  # the user's model: what the training profile knows of it
         layers, usage = environment.layers, environment.usage
-    # the checkpoint and usage scenarios train on full batches: "even" in the matrix's words
-    scenario = run.scenario if run.scenario in vocab.SCENARIOS else "even"
+    # the checkpoint and usage scenarios train on full batches: "even" in the matrix's words; the
+    # uneven scenario adds one sample to full batches (smoke/plan.py): its last batch holds one
+    scenario = "final_batch_of_one" if run.scenario == "uneven_final_batch" else \
+        run.scenario if run.scenario in vocab.SCENARIOS else "even"
     env = replace(environment, gpus=run.devices, layers=layers, scenario=scenario,
                   strategy=strategy, usage=tuple(usage) if isinstance(usage, tuple) else None)
     workers = getattr(run, "workers", None)

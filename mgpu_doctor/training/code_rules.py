@@ -27,7 +27,10 @@ NOT_DECIDED = frozenset({
     "nested_model",  # a library's model (KerasCV, KerasHub backbones) nests sub-models the code never shows
     "fewer_files_than_workers",  # how many files the data is in is the data's, not the code's
     "bootstrap_port_traffic",  # the network's, not the code's
+    "cpu_only_worker", "mixed_cpu_vendors",  # the cluster's machines, not the code's
     "tensor_to_numpy",  # np.sum(x) does not show whether x is a tensor
+    "channels_first",  # ~/.keras/keras.json's image_data_format sets it outside the code
+    "dataset_rebuilt",  # read in a loop; a helper that builds the dataset, called in a loop, is not followed
 })
 DECIDED = tuple(w for w in vocab.USAGES if w not in NOT_DECIDED)
 
@@ -101,11 +104,17 @@ USAGE_STRINGS = {
     "TF_DETERMINISTIC_OPS": "op_determinism", "TF_CUDNN_USE_AUTOTUNE": "cudnn_autotune_off",
     "tf_xla_auto_jit": "jit_compile",
     "top_k_categorical_accuracy": "top_k_metric",  # metrics=['top_k_categorical_accuracy'], also sparse_
+    "channels_first": "channels_first",  # data_format='channels_first', set_image_data_format(...)
 }
 BASE_CLASSES = {"Layer": ("layers", "custom_layer"), "Metric": ("usage", "custom_metric"),
                 "Loss": ("usage", "custom_loss"), "Sequence": ("usage", "python_generator"),
                 "PyDataset": ("usage", "python_generator")}
 MODEL_BUILDERS = ("Model", "Sequential", "clone_model", "load_model", "model_from_json")
+# Calls that build a new tf.data dataset from data (not a transformation of another dataset).
+DATASET_BUILDERS = ("from_tensor_slices", "from_tensors", "from_generator", "TFRecordDataset",
+                    "TextLineDataset", "FixedLengthRecordDataset", "list_files",
+                    "image_dataset_from_directory", "text_dataset_from_directory",
+                    "timeseries_dataset_from_array")
 _PY2_PRINT = re.compile(r"^(\s*)print\s+(?![\s(=])(.*)$")
 _PY2_EXCEPT = re.compile(r"^(\s*except\s+[\w.]+)\s*,\s*(\w+)\s*:")
 _PROMPT = re.compile(r"^(\s*)(?:>>>|\.\.\.)(?: |$)")
@@ -444,11 +453,18 @@ class _Reader(ast.NodeVisitor):
                 self.add("usage", "several_models", node, f"{dotted}(){loop}")
             if last == "load_model" and self.loops:
                 self.add("usage", "model_reload", node, f"{dotted}(){loop}")
+        if dotted.endswith("strings.split"):  # the map function is often defined apart from its map()
+            self.add("usage", "strings_split_map", node, f"{dotted}()")
+        if last in DATASET_BUILDERS and self.loops and not self.in_tf_function:
+            self.add("usage", "dataset_rebuilt", node, f"{dotted}(){loop}")
         if last == "function" and self.loops and dotted.endswith("tf.function"):
             self.add("usage", "retracing", node, f"{dotted}(){loop}")
         if dotted.startswith(("tf.random.", "random.")) and "tf.random." in f"tf.{dotted}" and self.loops \
                 and not self.in_tf_function:
             self.add("usage", "eager_random", node, f"{dotted}() eagerly{loop}")
+        if dotted.endswith(("tf.constant", "tf.convert_to_tensor")) and self.loops \
+                and not self.in_tf_function:
+            self.add("usage", "eager_tensors_in_loop", node, f"{dotted}() eagerly{loop}")
         if last == "map" and _dotted(keywords.get("num_parallel_calls")).endswith("AUTOTUNE"):
             self.calls.setdefault("map AUTOTUNE", node.lineno + self.offset)
         if last == "batch" and node.args and _int(node.args[0]) == 1:
