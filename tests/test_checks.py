@@ -289,3 +289,4 @@ def test_an_unknown_p2p_status_is_not_a_missing_peer_access() -> None:
         return {f.code for f in check_gpu_interconnect(snap)}
 
     assert "gpu.no-p2p" in codes(5) and "gpu.no-p2p" not in codes(6)
+    assert "gpu.p2p-unknown" in codes(6) and "gpu.p2p-unknown" not in codes(5) | codes(0)  # said, not dropped

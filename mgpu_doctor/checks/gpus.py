@@ -293,7 +293,7 @@ def check_cuda_device_order(snapshot: Snapshot) -> list[Finding]:
     )]
 
 
-INTERCONNECT_CODES = ("gpu.no-p2p", "gpu.no-nvlink", "gpu.cross-socket")
+INTERCONNECT_CODES = ("gpu.no-p2p", "gpu.p2p-unknown", "gpu.no-nvlink", "gpu.cross-socket")
 
 
 def check_gpu_interconnect(snapshot: Snapshot) -> list[Finding]:
@@ -314,6 +314,16 @@ def check_gpu_interconnect(snapshot: Snapshot) -> list[Finding]:
             fix="Expect slower gradient all-reduce. If P2P should work (same PCIe switch), "
             "check that IOMMU/ACS is not blocking it (`nvidia-smi topo -p2p r`); NCCL hangs on "
             "such machines are often cured with NCCL_P2P_DISABLE=1.",
+        ))
+    unknown = [lk for lk in nvml.links if lk.p2p_read == "unknown"]
+    if unknown:  # NVML_P2P_STATUS_UNKNOWN: neither a missing peer access nor a working one
+        findings.append(Finding(
+            "gpu.p2p-unknown", Severity.INFO,
+            f"Cannot tell whether {len(unknown)} GPU pair(s) access each other's memory directly: "
+            "NVML says the P2P status is unknown",
+            [f"GPU {lk.a} <-> GPU {lk.b}: P2P unknown, topology {lk.topology}" for lk in unknown[:12]],
+            fix="Ask the driver directly: `nvidia-smi topo -p2p r` (OK or NS per pair); where a pair "
+            "shows NS, expect all-reduce through host memory, as for gpu.no-p2p.",
         ))
     nvlinked = [lk for lk in nvml.links if isinstance(lk.nvlink_links, int) and lk.nvlink_links > 0]
     if not nvlinked and not any(isinstance(lk.nvlink_links, Unavailable) for lk in nvml.links):
