@@ -231,6 +231,8 @@ class Problem:
 
 @dataclass
 class LoadResult:
+    """The entries read so far and the problems found in them."""
+
     issues: list[KnownIssue] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
 

@@ -60,6 +60,8 @@ class LibraryProbeInput:
 
 @dataclass
 class _Dir:
+    """One directory discovery looks in, how it was found, and the toolkit or wheel it belongs to."""
+
     path: str
     found_by: str
     on_path: bool
@@ -70,6 +72,8 @@ class _Dir:
 
 @dataclass
 class _State:
+    """The directories found so far, in the loader's order, each once."""
+
     dirs: list[_Dir] = field(default_factory=list)
     seen_dirs: dict[str, _Dir] = field(default_factory=dict)
 
