@@ -358,12 +358,14 @@ def test_the_quick_check_compiles_no_pattern_it_does_not_use(tmp_path):
             "from mgpu_doctor.matrix import known_issues\n"
             "from mgpu_doctor.model import evidence\n"
             "from mgpu_doctor.probes import tensorflow\n"
-            "from mgpu_doctor.process import inputs\n"
+            "from mgpu_doctor.process import inputs, masking\n"
             "lazy = [evidence._words, evidence.frame_line, evidence._exception, evidence._library_path,\n"
             "        implied._tf_image, implied._ngc_image, tensorflow.notable_log, inputs._json_tokens,\n"
-            "        known_issues.frame_form, known_issues._status_prefix]\n"
+            "        known_issues.frame_form, known_issues._status_prefix, masking._userinfo_run,\n"
+            "        masking._token_patterns, masking._key_value, masking._assignment, masking._pem_begin]\n"
             "print(json.dumps([f.__qualname__ for f in lazy if f.cache_info().currsize]))\n")
-    env = {**os.environ, "MGPU_DOCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    # the credential patterns run only on a text that may hold one: none in a plain environment
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "MGPU_DOCTOR_CACHE_DIR": str(tmp_path / "cache")}
     for _ in range(2):  # the second run: the first builds the matrix index, which reads the signatures
         done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                               timeout=120, stdin=subprocess.DEVNULL)
