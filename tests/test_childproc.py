@@ -203,7 +203,7 @@ def test_a_stop_signal_right_after_the_child_starts_still_kills_it(tmp_path, mon
         os.kill(os.getpid(), signal.SIGTERM)  # delivered before Popen even returns
         return proc
 
-    monkeypatch.setattr(childproc.subprocess, "Popen", popen_then_sigterm)
+    monkeypatch.setattr(subprocess, "Popen", popen_then_sigterm)  # childproc imports it when it starts a child
     with interrupts.stop_signals_raise(), pytest.raises(interrupts.Interrupted) as caught:
         run_child(script(tmp_path, "time.sleep(600)\n"), timeout_s=60)
     assert caught.value.signum == signal.SIGTERM

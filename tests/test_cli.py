@@ -312,6 +312,7 @@ NOT_FOR_THE_QUICK_CHECK = (
     "mgpu_doctor.environment.library_view", "mgpu_doctor.model.libraries", "mgpu_doctor.model.drift",
     "mgpu_doctor.smoke_pipeline", "mgpu_doctor.gathering", "mgpu_doctor.smoke.judged", "mgpu_doctor.smoke.progress",
     "xml.etree.ElementTree", "statistics", "traceback", "email",
+    "subprocess", "tempfile",  # no child is started once the loader's listing is kept
     "tomllib",  # the matrix index answers for the matrices
     # the readers of the user's code and model (--code, --model, a paste)
     "mgpu_doctor.training.code", "mgpu_doctor.training.code_rules", "mgpu_doctor.probes.user_model",

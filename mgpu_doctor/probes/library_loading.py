@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import replace
 
 from mgpu_doctor.model.snapshot import LibraryCopy
@@ -56,6 +55,8 @@ def load_library_versions(copies: list[LibraryCopy], interpreter: Interpreter) -
 
 
 def _run_batch(batch: list[LibraryCopy], interpreter: Interpreter) -> dict[str, dict[str, str]]:
+    import tempfile  # here: only a run that loads libraries needs it (the quick check loads none)
+
     jobs = [{"path": c.path, "name": c.name} for c in batch]
     with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="mgpu-doctor-libs-", delete=False) as fh:
         json.dump(jobs, fh)
