@@ -212,6 +212,39 @@ def test_known_issue_ids_match_findings_of_the_known_issues_check():
     assert not entry.matches(Finding("known-issue.other", Severity.ERROR, "t"))
 
 
+# A merged entry of the bundled matrix: the ACS hang of NCCL 2.25-2.27 became the PCIe ACS/IOMMU entry.
+OLD_ACS, ACS = "nccl-2079-allreduce-deadlock-rtx5880-ada-amd-acs", "nccl-667-p2p-hang-pxb-pix-vtd"
+
+
+@pytest.mark.parametrize("prefix", ["known-issue.", "smoke.known-issue.", "hang.known-issue.",
+                                    "smoke.not-reproduced."])
+def test_a_code_naming_a_merged_known_issue_holds_for_the_entry_it_became(prefix):
+    from mgpu_doctor.gate.acks import merged_notes
+    from mgpu_doctor.matrix.index import load_index
+    from mgpu_doctor.matrix.paths import bundled_matrix_dir
+    from mgpu_doctor.model.findings import Finding
+
+    replaced = load_index(bundled_matrix_dir()).replaced
+    assert replaced[OLD_ACS] == ACS
+    [entry] = parse_acks({"acknowledge": [{"code": prefix + OLD_ACS, "reason": "r", "expires": TODAY}]}, "f")
+    assert entry.named_issue() == OLD_ACS  # so the merged ids are read at all
+    assert entry.matches(Finding(prefix + ACS, Severity.WARNING, "t"), replaced)
+    assert not entry.matches(Finding(prefix + ACS, Severity.WARNING, "t"))  # without the merges: no
+    other = "hang.known-issue." if prefix != "hang.known-issue." else "smoke.known-issue."
+    assert not entry.matches(Finding(other + ACS, Severity.WARNING, "t"), replaced)  # one code, one finding
+    assert merged_notes([entry], replaced) == [f"Acknowledge file f: acknowledge[1] names known issue {OLD_ACS!r}, merged "
+                                               f"into {ACS!r} (one cause): it applies to that entry; write "
+                                               "the new id."]
+
+
+def test_every_code_that_carries_a_known_issue_id_is_read_as_one():
+    from mgpu_doctor.code_table import all_declared
+    from mgpu_doctor.model.codes import KNOWN_ISSUE_PREFIXES
+
+    carrying = {code.removesuffix("ID") for code in all_declared() if code.endswith(".ID")}
+    assert carrying == set(KNOWN_ISSUE_PREFIXES)
+
+
 @pytest.mark.parametrize("text,message", [
     ('[[acknowledge]]\ncode = "x"\nexpires = 2026-01-01\n', "acknowledge[1]: field 'reason' is missing"),
     ('[[acknowledge]]\ncode = "x"\nreason = "r"\nexpires = "next week"\n', "acknowledge[1]: field 'expires' is not a date"),

@@ -93,7 +93,7 @@ def _load(args: argparse.Namespace) -> Matrix:
 
 
 def _affects(issue: KnownIssue) -> str:
-    return " ".join(f"{k}{v}" for k, v in issue.affects.items())
+    return " | ".join(" ".join(f"{k}{v}" for k, v in view.affects.items()) for view in issue.views())
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -134,7 +134,8 @@ def describe(issue: KnownIssue) -> str:
     conditions = condition_lines(issue)
     lines = [f"{issue.id}: {issue.title}", ""]
     lines += wrap("symptom:     ", f"{issue.symptom} ({issue.confidence})")
-    lines += wrap("affects:     ", ", ".join(f"{k} {v}" for k, v in issue.affects.items()))
+    lines += wrap("affects:     ", "; or ".join(", ".join(f"{k} {v}" for k, v in view.affects.items())
+                                                for view in issue.views()))
     lines += wrap("conditions:  ", "; ".join(x for x in conditions if x) or "none")
     if issue.fixed_in:
         lines += wrap("fixed in:    ", issue.fixed_in)

@@ -10,7 +10,9 @@ expires = 2026-12-31              # a TOML date (or "2026-12-31"); holds through
 Acknowledged findings are still reported, marked with the reason, but do not fail the gate.
 An expired acknowledgement fails it again. A code renamed since the file was written (see
 :mod:`mgpu_doctor.model.codes`) still matches, and the report says its new name; so does a known
-issue merged into another entry (its ``replaces``): the acknowledgement holds for that entry.
+issue merged into another entry (its ``replaces``), named by its id or in any code that carries
+one (``known-issue.ID``, ``smoke.known-issue.ID``, ``hang.known-issue.ID``, ...): the
+acknowledgement holds for that entry.
 Every problem in the file is one line naming the file, the entry and the field.
 """
 
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mgpu_doctor.matrix.toml_files import TOMLDecodeError, load_toml
-from mgpu_doctor.model.codes import canonical
+from mgpu_doctor.model.codes import canonical, known_issue_of
 from mgpu_doctor.model.findings import Acknowledgement, CheckOutcome, Finding
 from mgpu_doctor.process.inputs import InputError
 from mgpu_doctor.record import record
@@ -52,16 +54,16 @@ class AckEntry:
         with the entry each became (an acknowledgement of the old id holds for that entry)."""
         if self.code:
             code = canonical(self.code)
-            if code.startswith(KNOWN_ISSUE_CODE_PREFIX) and replaced:
-                code = KNOWN_ISSUE_CODE_PREFIX + merged(code[len(KNOWN_ISSUE_CODE_PREFIX):], replaced)
+            named = known_issue_of(code)
+            if named is not None and replaced:
+                code = named[0] + merged(named[1], replaced)
             return finding.code == code
         return known_issue_id(finding) == merged(self.known_issue, replaced or {})
 
     def named_issue(self) -> str:
-        """The known-issue id it names ("" when none)."""
-        code = canonical(self.code) if self.code else ""
-        return code[len(KNOWN_ISSUE_CODE_PREFIX):] if code.startswith(KNOWN_ISSUE_CODE_PREFIX) \
-            else self.known_issue
+        """The known-issue id it names, by itself or in a code ("" when none)."""
+        named = known_issue_of(canonical(self.code)) if self.code else None
+        return named[1] if named is not None else self.known_issue
 
     @property
     def renamed_to(self) -> str | None:

@@ -49,15 +49,18 @@ def admits_minor(spec_text: str | None, minor: str) -> bool:
                for text in range_texts(spec_text))
 
 
+def entry_admits(issue: KnownIssue, key: str, minor: str) -> bool:
+    """Whether some alternative of the entry's ``affects`` admits a release of ``minor`` of ``key``."""
+    return any(admits_minor(view.affects.get(key), minor) for view in issue.views())
+
+
 def coverage(issues: Iterable[KnownIssue]) -> Coverage:
     issues = list(issues)
     leaks = [i for i in issues if i.symptom == "leak"]
     return Coverage(
-        tensorflow={m: sum(admits_minor(i.affects.get("tensorflow"), m) for i in issues)
-                    for m in TENSORFLOW_MINORS},
-        tensorflow_leaks={m: sum(admits_minor(i.affects.get("tensorflow"), m) for i in leaks)
-                          for m in TENSORFLOW_MINORS},
-        keras3={m: sum(admits_minor(i.affects.get("keras"), m) for i in issues) for m in KERAS3_MINORS},
+        tensorflow={m: sum(entry_admits(i, "tensorflow", m) for i in issues) for m in TENSORFLOW_MINORS},
+        tensorflow_leaks={m: sum(entry_admits(i, "tensorflow", m) for i in leaks) for m in TENSORFLOW_MINORS},
+        keras3={m: sum(entry_admits(i, "keras", m) for i in issues) for m in KERAS3_MINORS},
         symptoms={s: sum(i.symptom == s for i in issues) for s in SYMPTOMS},
         total=len(issues),
     )

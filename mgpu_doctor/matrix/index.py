@@ -9,7 +9,8 @@ under a key made of every file's SHA-256, the directories read, and the SHA-256 
 validates them: an edited, added or removed file (or an upgrade) is another key, never a stale hit.
 
 An index holds each entry pickled on its own, bucketed by the version keys its ``affects`` names
-and, within a key, by its specifier text. :meth:`MatrixIndex.candidates` unpickles only the
+and, within a key, by its specifier text (an entry whose ``affects`` lists alternatives once per
+alternative: a slot each). :meth:`MatrixIndex.candidates` unpickles only the
 entries that could be reported for an environment (see there), so a run reads a few dozen
 entries whatever the size of the matrix. The file is a small header (the buckets, where each
 entry lies, its CRC-32) checked by its SHA-256, then the entries one after another, mapped and
@@ -47,7 +48,7 @@ from mgpu_doctor.process.cache_home import keep_file
 
 _T = TypeVar("_T")
 
-FORMAT = 6  # bump when what an index holds changes (6: a header, then the entries, mapped)
+FORMAT = 7  # bump when what an index holds changes (7: a header, then the entries mapped)
 MAX_INDEXES = 8  # a few versions of the bundled matrix, with and without a team's own
 MAX_CANDIDATE_LISTS = 32  # a few environments (interpreters, queries) per index
 # The modules whose code decides what a matrix file yields (validation, vocabulary, limits): their
@@ -67,8 +68,11 @@ class MatrixIndex:
     problems: tuple[Problem, ...]
     spans: tuple[tuple[int, int, int], ...]  # each entry's (start, length, CRC-32) in data, in order
     # version key -> a range as read (its specifier text, OPEN when open above its last report)
-    # -> positions of the entries whose affects reads so
+    # -> the slots whose affects reads so
     by_key: dict[str, dict[str, tuple[int, ...]]]
+    # slot -> the position of its entry: one slot per entry, one per alternative of an entry whose
+    # affects lists alternatives
+    slots: tuple[int, ...] = ()
     # the ids merged into another entry -> the entry each became (an acknowledgement naming one)
     replaced: dict[str, str] = field(default_factory=dict)
     # the entries pickled one after another (in memory, or the kept file mapped past its header)
@@ -170,30 +174,37 @@ class MatrixIndex:
         return value
 
     def _candidate_positions(self, env: Environment) -> list[int]:
+        """Decided per slot (an alternative of an entry), then per entry: a candidate where one of
+        its slots is, only counted where every such slot is."""
         known = set(env.versions) | set(env.ranges)
         wanted: set[int] = set()
         for key in known | {_UNDECIDED_KEY}:  # TensorFlow's entries: not known, they may wait on it
-            for positions in self.by_key.get(key, {}).values():
-                wanted.update(positions)
+            for slots in self.by_key.get(key, {}).values():
+                wanted.update(slots)
         counted: set[int] = set()
         for key, version in env.versions.items():
-            for bucket, positions in self.by_key.get(key, {}).items():
+            for bucket, slots in self.by_key.get(key, {}).items():
                 text, _, open_above = bucket.partition(_OPEN)
                 place = ranges.reading(key, text, fixed=not open_above).place(version)
                 if place is ranges.Place.OUT:
-                    wanted.difference_update(positions)
+                    wanted.difference_update(slots)
                 elif place is ranges.Place.OLDER_REPORT:
-                    counted.update(positions)
-        return sorted((i if i not in counted else ~i for i in wanted), key=lambda i: i if i >= 0 else ~i)
+                    counted.update(slots)
+        shown = {self.slots[s] for s in wanted - counted}
+        entries = {self.slots[s] for s in wanted}
+        return sorted((i if i in shown else ~i for i in entries), key=lambda i: i if i >= 0 else ~i)
 
 
 def compile_index(matrix: Matrix) -> MatrixIndex:
     """The index of a loaded matrix."""
     by_key: dict[str, dict[str, list[int]]] = {}
+    slots: list[int] = []
     for position, issue in enumerate(matrix.issues):
-        for key, text in issue.affects.items():
-            bucket = text + (_OPEN + "open" if issue.reading(key).open_above else "")
-            by_key.setdefault(key, {}).setdefault(bucket, []).append(position)
+        for view in issue.views():
+            for key, text in view.affects.items():
+                bucket = text + (_OPEN + "open" if view.reading(key).open_above else "")
+                by_key.setdefault(key, {}).setdefault(bucket, []).append(len(slots))
+            slots.append(position)
     dump = functools.partial(pickle.dumps, protocol=pickle.HIGHEST_PROTOCOL)
     blobs = [dump(i) for i in matrix.issues]
     starts = [0]
@@ -202,7 +213,7 @@ def compile_index(matrix: Matrix) -> MatrixIndex:
     spans = tuple((start, len(blob), zlib.crc32(blob)) for start, blob in zip(starts, blobs, strict=False))
     return MatrixIndex("", matrix.sources, matrix.problems, spans,
                        {k: {t: tuple(p) for t, p in texts.items()} for k, texts in by_key.items()},
-                       matrix.replaced, b"".join(blobs))
+                       replaced=matrix.replaced, slots=tuple(slots), data=b"".join(blobs))
 
 
 # One process reads one matrix version many times (tests, `fleet`): the index is kept per key.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +193,10 @@ class KnownIssue:
     # fix is named: past its last report the entry is then outside, not "no fix known"
     range_closed: str = ""
     replaces: tuple[str, ...] = ()  # the ids of entries merged into this one
+    # ``affects`` written as a list of tables: each alternative (all its keys hold), the entry
+    # applying where one does (``affects`` is then the first); () for one table. Read through
+    # :meth:`views`.
+    alternatives: tuple[dict[str, str], ...] = ()
     # each key's range as OSV reads it, parsed when the entry is made (and pickled with it: a run
     # that reads the entry from the index parses no specifier)
     readings: dict[str, Reading] = field(init=False, repr=False, compare=False)
@@ -204,6 +208,14 @@ class KnownIssue:
     def reading(self, key: str) -> Reading:
         """The range of ``key`` as OSV reads it (``mgpu_doctor.matrix.ranges``)."""
         return self.readings[key]
+
+    def views(self) -> tuple[KnownIssue, ...]:
+        """The entry once per alternative of its ``affects``, each with that alternative's ranges
+        alone (the entry itself when it has one table): one of them matching is the entry matching,
+        as OSV reads several ``affected`` records of one vulnerability."""
+        if not self.alternatives:
+            return (self,)
+        return tuple(replace(self, affects=alt, alternatives=()) for alt in self.alternatives)
 
 
 def known_issue_line(entry_id: str) -> str:
@@ -363,16 +375,14 @@ def parse_issue(raw: Any, file: str, index: int) -> tuple[KnownIssue | None, lis
         bad("range_closed", "must be a string: what a source says closes the range")
         range_closed = ""
     replaces = _word_list(raw, "replaces", None, bad, where="replaces")
-    affects = _affects(raw.get("affects", {}), bad)
-    if not affects and isinstance(raw.get("affects", {}), dict) and not raw.get("affects"):
-        bad("affects", "at least one version range is required (an entry for every version "
-            "would warn everyone)")
+    alternatives = _alternatives(raw.get("affects", {}), bad)
+    affects = alternatives[0] if alternatives else {}
     conditions = _conditions(raw.get("conditions", {}), bad)
     sources = _sources(raw.get("sources"), bad)
     examples = _examples(raw.get("examples", []), bad)
     signatures = _signatures(raw.get("signatures", []), sources, bad)
     if not problems:
-        _as_sources_say(affects, fixed_in, text["workaround"], sources, bad)
+        _as_sources_say(alternatives, fixed_in, text["workaround"], sources, bad)
     if problems:
         return None, problems
     return KnownIssue(
@@ -380,25 +390,37 @@ def parse_issue(raw: Any, file: str, index: int) -> tuple[KnownIssue | None, lis
         confidence=text["confidence"], summary=text["summary"], workaround=text["workaround"],
         affects=affects, conditions=conditions, sources=sources, examples=examples,
         fixed_in=fixed_in, origin=file, signatures=signatures, range_closed=range_closed,
-        replaces=replaces,
+        replaces=replaces, alternatives=alternatives if len(alternatives) > 1 else (),
     ), []
 
 
-def _as_sources_say(affects: dict[str, str], fixed_in: str, workaround: str, sources: tuple[Source, ...],
-                    bad: Any) -> None:
+def _as_sources_say(alternatives: tuple[dict[str, str], ...], fixed_in: str, workaround: str,
+                    sources: tuple[Source, ...], bad: Any) -> None:
     """The rules of "every entry as its sources say" that a machine can hold (matrices/README.md)."""
-    for key, text in ((k, t) for k, union in affects.items() for t in range_texts(union)):
-        for one in parse_specifier(text):
-            short = _short_bound(one.operator, one.version)
-            if short:
-                bad(f"affects.{key}", short)
-            # "<1.13.dev0" is "up to the last 1.12 release" (a series as the reporter wrote it), no fix;
-            # a bound on cuDNN, CUDA, the driver or a companion package is a compatibility limit
-            if (key in FIXED_BY_RELEASE and one.operator == "<" and not fixed_in.strip()
-                    and not one.version.endswith(".dev0")):
-                bad(f"affects.{key}", f"the upper bound {one} reads as a fix, but fixed_in is empty: name "
-                    "the release that fixed it in fixed_in, or bound by the last reported version (<=X.Y.Z, "
-                    "or <X.Y.dev0 for a series as written)")
+    for n, affects in enumerate(alternatives):
+        where = "affects" if len(alternatives) == 1 else f"affects[{n}]"
+        for key, text in ((k, t) for k, union in affects.items() for t in range_texts(union)):
+            _bound_as_said(f"{where}.{key}", key, text, fixed_in, bad)
+    _fix_and_workaround_as_said(fixed_in, workaround, sources, bad)
+
+
+def _bound_as_said(where: str, key: str, text: str, fixed_in: str, bad: Any) -> None:
+    """A range's bounds: a short version is its series, an upper bound on a release is a fix."""
+    for one in parse_specifier(text):
+        short = _short_bound(one.operator, one.version)
+        if short:
+            bad(where, short)
+        # "<1.13.dev0" is "up to the last 1.12 release" (a series as the reporter wrote it), no fix;
+        # a bound on cuDNN, CUDA, the driver or a companion package is a compatibility limit
+        if (key in FIXED_BY_RELEASE and one.operator == "<" and not fixed_in.strip()
+                and not one.version.endswith(".dev0")):
+            bad(where, f"the upper bound {one} reads as a fix, but fixed_in is empty: name "
+                "the release that fixed it in fixed_in, or bound by the last reported version (<=X.Y.Z, "
+                "or <X.Y.dev0 for a series as written)")
+
+
+def _fix_and_workaround_as_said(fixed_in: str, workaround: str, sources: tuple[Source, ...],
+                                bad: Any) -> None:
     if fixed_in.strip():
         named = set(_release_number().findall(fixed_in))
         if not any(s.kind in FIX_SOURCE_KINDS for s in sources) and \
@@ -447,42 +469,68 @@ def _choice(value: Any, allowed: tuple[str, ...], name: str, bad: Any) -> None:
         bad(name, f"{value!r} is not one of {', '.join(allowed)}")
 
 
-def _affects(raw: Any, bad: Any) -> dict[str, str]:
+def _alternatives(raw: Any, bad: Any) -> tuple[dict[str, str], ...]:
+    """``affects``: one table (every key holds), or a list of tables, alternatives of which one
+    holding is enough (one mechanism reported under TensorFlow's versions by one thread and under
+    NCCL's by another). Each alternative names at least one range."""
+    if not isinstance(raw, list):
+        one = _affects(raw, bad, "affects")
+        if not one and isinstance(raw, dict) and not raw:
+            bad("affects", "at least one version range is required (an entry for every version "
+                "would warn everyone)")
+        return (one,) if one else ()
+    if len(raw) < 2:
+        bad("affects", "a list holds two or more alternative tables (one alternative is a table)")
+        return ()
+    out: list[dict[str, str]] = []
+    for n, table in enumerate(raw):
+        where = f"affects[{n}]"
+        one = _affects(table, bad, where)
+        if isinstance(table, dict) and not table:
+            bad(where, "an alternative names at least one version range")
+        elif one and one in out:
+            bad(where, f"the same ranges as affects[{out.index(one)}]")
+        out.append(one)
+    return tuple(out)
+
+
+def _affects(raw: Any, bad: Any, where: str) -> dict[str, str]:
     if not isinstance(raw, dict):
-        bad("affects", "must be a table")
+        bad(where, "must be a table (or a list of tables: alternatives)" if where == "affects"
+            else "must be a table")
         return {}
     out = {}
     for key, value in raw.items():
         if key not in VERSION_KEYS:
-            bad(f"affects.{key}", f"unknown key; allowed: {', '.join(VERSION_KEYS)}")
+            bad(f"{where}.{key}", f"unknown key; allowed: {', '.join(VERSION_KEYS)}")
             continue
         texts = value if isinstance(value, list) else [value]
         if not texts or not all(isinstance(t, str) for t in texts):
-            bad(f"affects.{key}", "must be a specifier string such as \">=2.0,<2.4\" (or a list of them: one "
+            bad(f"{where}.{key}", "must be a specifier string such as \">=2.0,<2.4\" (or a list of them: one "
                 "cause reported on several series)")
             continue
         try:
             for text in texts:
                 parse_specifier(text)
         except ValueError as exc:
-            bad(f"affects.{key}", str(exc))
+            bad(f"{where}.{key}", str(exc))
             continue
-        if isinstance(value, list) and not _disjoint_in_order(key, texts, bad):
+        if isinstance(value, list) and not _disjoint_in_order(f"{where}.{key}", texts, bad):
             continue
         out[key] = union_text(texts)
     return out
 
 
-def _disjoint_in_order(key: str, texts: list[str], bad: Any) -> bool:
+def _disjoint_in_order(where: str, texts: list[str], bad: Any) -> bool:
     """A list of ranges is a union of reports: two or more, oldest first, none overlapping."""
     if len(texts) < 2:
-        bad(f"affects.{key}", "a list holds two or more ranges (one range is a string)")
+        bad(where, "a list holds two or more ranges (one range is a string)")
         return False
     for earlier, later in zip(texts, texts[1:], strict=False):
         end, start = span(earlier).end, parse_version(_first_of(later))
         if end is None or start is None or start < end \
                 or range_in(parse_specifier(earlier), parse_specifier(later)) is not Tri.NO:
-            bad(f"affects.{key}", f"{earlier!r} then {later!r}: the ranges of a list are oldest first, each "
+            bad(where, f"{earlier!r} then {later!r}: the ranges of a list are oldest first, each "
                 "bounded above, and do not overlap")
             return False
     return True

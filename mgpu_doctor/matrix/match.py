@@ -12,6 +12,7 @@ Verdicts:
 from __future__ import annotations
 
 import enum
+from dataclasses import replace
 
 from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.matrix.environment import BadEnvironment, Environment, environment_from_mapping
@@ -86,6 +87,38 @@ class _Recorder:
 
 
 def assess(issue: KnownIssue, env: Environment) -> Assessment:
+    """The entry against ``env``; an entry whose ``affects`` lists alternatives is assessed once
+    per alternative (:func:`any_of`), its ``issue`` then the alternative that decides."""
+    if issue.alternatives:
+        return any_of([_assess_one(view, env) for view in issue.views()])
+    return _assess_one(issue, env)
+
+
+def any_of(alternatives: list[Assessment]) -> Assessment:
+    """One entry's alternatives as OSV reads several ``affected`` records: it matches where one
+    matches, is ruled out only where every one is, and is "cannot tell" otherwise; an alternative
+    whose versions are not known is "cannot tell", never dropped. Of several that cannot be told,
+    the one a finding would say most of: a known version that agrees (or straddles a bound), then
+    one between or just past the reports, then one further past them."""
+    matching = [a for a in alternatives if a.verdict is Verdict.MATCHES]
+    if matching:
+        return matching[0]
+    open_ = [a for a in alternatives if a.verdict is Verdict.CANNOT_TELL]
+    if open_:
+        return min(open_, key=_telling)
+    first = alternatives[0]
+    return replace(first, disagrees=tuple(dict.fromkeys(line for a in alternatives for line in a.disagrees)))
+
+
+def _telling(a: Assessment) -> int:
+    if (a.version_agrees or a.version_straddles) and a.unreported is None:
+        return 0
+    if a.unreported in (Place.BETWEEN, Place.NEXT_SERIES) and not a.version_missing:
+        return 1
+    return 2 if a.unreported is Place.OLDER_REPORT and not a.version_missing else 3
+
+
+def _assess_one(issue: KnownIssue, env: Environment) -> Assessment:
     record = _Recorder()
     _assess_versions(issue, env, record)
     version_agrees = bool(record.agrees)

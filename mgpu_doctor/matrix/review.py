@@ -70,8 +70,7 @@ def _range_bounds(issue: KnownIssue) -> list[Review]:
     text = " ".join([issue.title, issue.summary, issue.fixed_in, issue.range_closed]
                     + [f"{s.title} {s.note}" for s in issue.sources])
     found = []
-    for key in issue.affects:
-        reading = issue.reading(key)
+    for key, reading in ((k, view.reading(k)) for view in issue.views() for k in view.affects):
         if not reading.open_above:
             continue
         for span in reading.spans:
@@ -141,6 +140,10 @@ def _threads(issue: KnownIssue) -> set[str]:
 
 
 def _versions_overlap(a: KnownIssue, b: KnownIssue) -> bool:
-    common = set(a.affects) & set(b.affects)
+    """Some alternative of each entry's ``affects`` overlaps one of the other's on every key both name."""
+    return any(_overlap(x.affects, y.affects) for x in a.views() for y in b.views())
+
+
+def _overlap(a: dict[str, str], b: dict[str, str]) -> bool:
     return all(any(range_in(parse_specifier(x), parse_specifier(y)) is not Tri.NO
-                   for x in range_texts(a.affects[k]) for y in range_texts(b.affects[k])) for k in common)
+                   for x in range_texts(a[k]) for y in range_texts(b[k])) for k in set(a) & set(b))

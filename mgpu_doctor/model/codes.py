@@ -61,6 +61,12 @@ AREAS: dict[str, str] = {
     "hang": "a running job read while it hangs (`hang`, `report --hang`)",
 }
 
+# The codes whose last segment is a known-issue id (declared ``....ID``): the known-issues check and a
+# pasted log's line (``known-issue.ID``), the smoke trainings (a failure the matrix explains, or an
+# entry not reproduced) and a hung job's stacks. An acknowledgement naming one by an id merged into
+# another entry holds for that entry.
+KNOWN_ISSUE_PREFIXES = ("known-issue.", "smoke.known-issue.", "smoke.not-reproduced.", "hang.known-issue.")
+
 # Old code -> its current name. Findings carry the current name; what names an old one (an
 # acknowledge file) is read through this table.
 RENAMED: dict[str, str] = {
@@ -77,6 +83,12 @@ RENAMED: dict[str, str] = {
     "smoke.batch-size-sweep": "smoke.scaling-map",
 }
 _OLD_CRASHED = re.compile(rf"({_SEGMENT})\.crashed")
+
+
+def known_issue_of(code: str) -> tuple[str, str] | None:
+    """(its prefix, the known-issue id) of a code that names a known issue (:data:`KNOWN_ISSUE_PREFIXES`)."""
+    prefix = next((p for p in KNOWN_ISSUE_PREFIXES if code.startswith(p) and len(code) > len(p)), None)
+    return None if prefix is None else (prefix, code[len(prefix):])
 
 
 def crash_code(check_name: str) -> str:

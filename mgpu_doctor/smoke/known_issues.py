@@ -251,14 +251,16 @@ def still_happening(
     for issue in issues:
         if not (issue.conditions.layers or issue.conditions.scenario):
             continue
-        newer = [f"{key} {env.versions[key]}" for key, text in issue.affects.items()
-                 if key in env.versions and below(parse_specifier(range_texts(text)[-1]), env.versions[key])]
-        if not newer:
-            continue
-        unversioned = replace(issue, affects={k: v for k, v in issue.affects.items()
-                                              if f"{k} {env.versions.get(k)}" not in newer})
-        if assess(unversioned, env).verdict is Verdict.MATCHES:
-            found.append((issue, newer))
+        for view in issue.views():  # each alternative of its affects
+            newer = [f"{key} {have}" for key, text in view.affects.items() if (have := env.versions.get(key))
+                     and below(parse_specifier(range_texts(text)[-1]), have)]
+            if not newer:
+                continue
+            unversioned = replace(view, affects={k: v for k, v in view.affects.items()
+                                                 if f"{k} {env.versions.get(k)}" not in newer})
+            if assess(unversioned, env).verdict is Verdict.MATCHES:
+                found.append((view, newer))
+                break
     return found
 
 
