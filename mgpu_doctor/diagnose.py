@@ -17,7 +17,6 @@ smoke, hang, drift and paste packages.
 
 from __future__ import annotations
 
-import datetime as _dt
 from dataclasses import field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -50,6 +49,8 @@ from mgpu_doctor.training.apply import with_training
 from mgpu_doctor.training.declared import checked_recorded, over_recorded, query_profile
 
 if TYPE_CHECKING:
+    import datetime as _dt
+
     from mgpu_doctor.hang.section import HangRequest
     from mgpu_doctor.model.hang import HangReading
     from mgpu_doctor.model.libraries import LibrariesView
@@ -426,8 +427,11 @@ def smoke_section(options: DiagnoseOptions, facts: Facts, stream: TextIO | None,
 
 
 def today() -> _dt.date:
-    """The day acknowledgements expire against when the options name none (tests pin it here)."""
-    return _dt.date.today()
+    """The day acknowledgements expire against when the options name none (tests pin it here).
+    (datetime is imported here: only a run with an acknowledge file needs it.)"""
+    import datetime
+
+    return datetime.date.today()
 
 
 def acknowledge(report: Report, options: DiagnoseOptions) -> Report:

@@ -313,6 +313,7 @@ NOT_FOR_THE_QUICK_CHECK = (
     "mgpu_doctor.smoke_pipeline", "mgpu_doctor.gathering", "mgpu_doctor.smoke.judged", "mgpu_doctor.smoke.progress",
     "xml.etree.ElementTree", "statistics", "traceback", "email",
     "subprocess", "tempfile",  # no child is started once the loader's listing is kept
+    "datetime",  # the snapshot's time is written with time.strftime
     "tomllib",  # the matrix index answers for the matrices
     # the readers of the user's code and model (--code, --model, a paste)
     "mgpu_doctor.training.code", "mgpu_doctor.training.code_rules", "mgpu_doctor.probes.user_model",

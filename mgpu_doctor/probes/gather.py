@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -64,7 +64,7 @@ def gather_snapshot(options: GatherOptions, progress: Progress = lambda *_a, **_
         schema_version=SCHEMA_VERSION,
         kind=KIND,
         tool_version=__version__,
-        created=_dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+        created=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),  # ISO 8601, UTC, seconds
         host=host,
         python=python,
         packages=packages,
