@@ -191,8 +191,10 @@ def measure(runs: int) -> Figures:
         pitfall.append(run_once(PITFALL))
     with tempfile.TemporaryDirectory(prefix="mgpu-bench-cache-") as empty:
         cold = run_once(QUICK, {**ENV, "MGPU_DOCTOR_CACHE_DIR": empty})
-    # A module loaded from a file rather than by name (the package probe's code) is left out.
-    only_imports = [sys.executable, "-c", f"import importlib\nfor m in {imported_modules()!r}:\n"
+    # A module loaded from a file rather than by name (the package probe's code) is left out. The
+    # collector is paused, as the console script pauses it while it imports its command.
+    only_imports = [sys.executable, "-c", "import gc, importlib\ngc.disable()\n"
+                    f"for m in {imported_modules()!r}:\n"
                     "    try: importlib.import_module(m)\n    except ImportError: pass"]
     run_once(only_imports)
     imports, bare, beside = [], [], []
