@@ -389,7 +389,9 @@ def test_the_next_run_removes_the_folders_of_a_doctor_that_died(tmp_path):
     other = tmp_path / "mgpu-doctor-notes"
     live.mkdir()
     other.mkdir()
-    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    # an empty cache: the quick check runs `ldconfig -p` (its first child, its first folder); with
+    # the loader's listing kept it starts no child, and the folders wait for a run that does
+    env = {**os.environ, "TMPDIR": str(tmp_path), "MGPU_DOCTOR_CACHE_DIR": str(tmp_path / "cache")}
     env.pop("TF_CONFIG", None)
     done = subprocess.run([sys.executable, "-m", "mgpu_doctor", "check", "--quick"], env=env,
                           capture_output=True, text=True, timeout=120, check=False)
