@@ -17,7 +17,6 @@ smoke, hang, drift and paste packages.
 
 from __future__ import annotations
 
-from dataclasses import field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -44,7 +43,7 @@ from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.model.user_model import MODEL_CHECK
 from mgpu_doctor.probes.gather import GatherOptions, Progress, gather_snapshot
 from mgpu_doctor.process.interpreter import Interpreter
-from mgpu_doctor.record import record
+from mgpu_doctor.record import field, record, replace
 from mgpu_doctor.training.apply import with_training
 from mgpu_doctor.training.declared import checked_recorded, over_recorded, query_profile
 

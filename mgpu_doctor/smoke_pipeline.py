@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
@@ -35,7 +34,7 @@ from mgpu_doctor.multiworker.resume import KILL_EPOCH, KILL_TASK
 from mgpu_doctor.multiworker.suite import MultiWorkerPlan, run_plan
 from mgpu_doctor.probes.tensorflow import tensorflow_installed
 from mgpu_doctor.process.interpreter import Interpreter
-from mgpu_doctor.record import record
+from mgpu_doctor.record import record, replace
 from mgpu_doctor.smoke.judged import with_matrix_verdicts
 from mgpu_doctor.smoke.plan import LEVELS
 from mgpu_doctor.smoke.progress import ResultsFile, open_results

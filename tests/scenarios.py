@@ -7,7 +7,6 @@ files still load and match what this module builds.
 from __future__ import annotations
 
 import site
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from mgpu_doctor.model.snapshot import (
 )
 from mgpu_doctor.model.unavailable import absent, failed
 from mgpu_doctor.probes.nvml import gather_nvml
+from mgpu_doctor.record import replace
 from tests.fake_nvml import FakeGpu, FakeMachine, FakeNvml, bus, gpus, uuid
 
 DATA = Path(__file__).parent / "data"

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
 
 from mgpu_doctor.model.smoke_runs import SmokeRun, runs_from_report
+from mgpu_doctor.record import replace
 from mgpu_doctor.renderers.charts import Chart, Series, loss_charts
 from mgpu_doctor.renderers.svg import render_svg
 

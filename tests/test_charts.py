@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
-from dataclasses import replace
 from html.parser import HTMLParser
 
 import pytest
 
 from mgpu_doctor.cli import main
 from mgpu_doctor.model.smoke_runs import SmokeRun, runs_from_report
+from mgpu_doctor.record import replace
 from mgpu_doctor.renderers.charts import (
     SIMULATED_NOTE,
     all_charts,

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from mgpu_doctor.checks import CHECKS, UnknownCheckError, select_checks
 from mgpu_doctor.checks.base import Check
 from mgpu_doctor.model.findings import CheckStatus, Severity
 from mgpu_doctor.model.unavailable import failed, skipped
+from mgpu_doctor.record import replace
 from tests.checking import judge
 from tests.scenarios import packages, with_env
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -13,6 +12,7 @@ from mgpu_doctor.model.collective_facts import CollectiveFacts, ShmFacts
 from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Severity
 from mgpu_doctor.model.snapshot import Snapshot, load_snapshot
 from mgpu_doctor.model.unavailable import Unavailable, absent
+from mgpu_doctor.record import replace
 from tests import fake_host
 from tests.fake_host import FakeRoot, nvml_for
 from tests.scenarios import no_cuda_libraries, path_of, snapshot, tf_view

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
+from mgpu_doctor import record as records
 from mgpu_doctor.cli import main
 from mgpu_doctor.fleet.checks import FLEET_CHECKS, fleet_report
 from mgpu_doctor.fleet.compare import build_fleet
 from mgpu_doctor.fleet.facts import COMPARED_FACTS
 from mgpu_doctor.model.findings import Severity
 from mgpu_doctor.model.snapshot import Snapshot
+from mgpu_doctor.record import replace
 from tests import fake_host
 from tests.test_collective_checks import machine
 
@@ -137,7 +138,6 @@ def report_schema() -> dict:
 
 
 def test_the_schema_describes_every_collective_fact_field():
-    import dataclasses
 
     from mgpu_doctor.model import collective_facts as cf
 
@@ -146,7 +146,7 @@ def test_the_schema_describes_every_collective_fact_field():
              "pci_bridge": cf.PciBridge, "iommu": cf.IommuFacts, "shm": cf.ShmFacts, "cpus": cf.CpuFacts,
              "network": cf.NetworkFacts, "ib_device": cf.IbDevice, "container": cf.ContainerFacts}
     for name, cls in pairs.items():
-        assert {f.name for f in dataclasses.fields(cls)} == set(defs[name]["properties"]), name
+        assert {f.name for f in records.fields(cls)} == set(defs[name]["properties"]), name
     assert "collective" in defs["snapshot"]["properties"]
 
 

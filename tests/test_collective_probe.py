@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import time
@@ -10,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from mgpu_doctor import record as records
 from mgpu_doctor.environment.cpulist import format_cpulist, parse_cpulist
 from mgpu_doctor.model.collective_facts import CollectiveFacts, IommuFacts, PcieFacts, normalise_bus_id
 from mgpu_doctor.model.serde import from_jsonable, to_jsonable
@@ -223,7 +223,7 @@ def test_collective_facts_survive_the_json_round_trip(tmp_path):
     for build in (fake_host.workstation, fake_host.docker, fake_host.vm):
         facts = build(tmp_path / build.__name__).gather()
         data = json.loads(json.dumps(to_jsonable(facts)))
-        assert from_jsonable(CollectiveFacts, data) == dataclasses.replace(facts)
+        assert from_jsonable(CollectiveFacts, data) == records.replace(facts)
 
 
 def test_an_older_snapshot_has_them_as_not_in_this_snapshot():

@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from mgpu_doctor.model.snapshot import LibraryFacts, load_snapshot
 from mgpu_doctor.probes.libraries import LibraryProbeInput, gather_libraries
 from mgpu_doctor.probes.library_loading import load_library_versions
 from mgpu_doctor.process.interpreter import Interpreter
+from mgpu_doctor.record import replace
 from tests.checking import judge
 from tests.cuda_wheels import SITES, WheelsUnavailable, dist_version, site_dir
 from tests.scenarios import path_of

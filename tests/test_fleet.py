@@ -7,7 +7,6 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from mgpu_doctor.model.findings import Severity
 from mgpu_doctor.model.redact import host_hash
 from mgpu_doctor.model.snapshot import Snapshot, load_snapshot
 from mgpu_doctor.model.unavailable import failed
+from mgpu_doctor.record import replace
 from mgpu_doctor.renderers import OutputFormat, RenderOptions
 from tests.scenarios import path_of
 from tests.test_renderers import assert_golden

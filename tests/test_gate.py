@@ -5,12 +5,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import xml.etree.ElementTree as ET
-from dataclasses import replace
 from importlib import resources
 
 import jsonschema
 import pytest
 
+from mgpu_doctor import record as records
 from mgpu_doctor.checks import CHECKS
 from mgpu_doctor.cli import main
 from mgpu_doctor.diagnose import judge_snapshot
@@ -28,6 +28,7 @@ from mgpu_doctor.gate.requirements import (
 from mgpu_doctor.model.findings import Severity
 from mgpu_doctor.model.smoke_runs import SmokeRun
 from mgpu_doctor.model.unavailable import skipped
+from mgpu_doctor.record import replace
 from tests.scenarios import SCENARIOS, path_of, with_env
 
 TODAY = dt.date(2026, 6, 1)
@@ -329,7 +330,6 @@ def test_live_quick_report_validates_and_schema_rejects_a_broken_one(capsys, tmp
 
 def test_schema_describes_every_dataclass_field():
     """A field added to the report or snapshot must be documented in the shipped schema."""
-    import dataclasses
 
     from mgpu_doctor.environment import library_view
     from mgpu_doctor.model import findings, pasted, report, snapshot
@@ -357,9 +357,9 @@ def test_schema_describes_every_dataclass_field():
         "drift": Drift, "drift_row": DriftRow,
     }
     for name, cls in pairs.items():
-        assert {f.name for f in dataclasses.fields(cls)} <= set(defs[name]["properties"]), name
+        assert {f.name for f in records.fields(cls)} <= set(defs[name]["properties"]), name
     top = report_schema()["properties"]
-    assert {f.name for f in dataclasses.fields(report.Report)} <= set(top)
+    assert {f.name for f in records.fields(report.Report)} <= set(top)
 
 
 @pytest.mark.parametrize("argv", [

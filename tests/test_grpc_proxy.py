@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import socket
-from dataclasses import replace
 
 import pytest
 from packaging.version import Version
@@ -31,6 +30,7 @@ from mgpu_doctor.process.grpc_proxy import (
     reduce_proxy_value,
     route,
 )
+from mgpu_doctor.record import replace
 from tests import fake_host
 from tests.fake_host import nvml_for
 from tests.scenarios import snapshot, tf_view

@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 import statistics
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from mgpu_doctor.model.smoke_runs import InputRound, SmokeRun, runs_from_report
+from mgpu_doctor.record import replace
 from mgpu_doctor.smoke.input_bound import (
     MIN_SHORTFALL,
     input_bound,

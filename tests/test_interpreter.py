@@ -113,9 +113,8 @@ def test_the_check_passes_a_working_python_and_skips_only_an_unknown_one(scenari
     snapshot = scenario("mixed-models")
     [ok] = check_interpreter(snapshot)
     assert ok.code == "interpreter.runs" and ok.severity.value == "ok"
-    from dataclasses import replace
-
     from mgpu_doctor.checks.base import CheckSkipped
+    from mgpu_doctor.record import replace
 
     with pytest.raises(CheckSkipped):
         check_interpreter(replace(snapshot, python=failed("malformed data", cause="bad-result")))

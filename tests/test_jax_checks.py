@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import pytest
 
@@ -13,6 +12,7 @@ from mgpu_doctor.environment.resolve import resolve
 from mgpu_doctor.model.findings import CheckStatus, Severity
 from mgpu_doctor.model.snapshot import GpuProcess, JaxDevice, JaxFacts, Snapshot, load_snapshot
 from mgpu_doctor.model.unavailable import absent, failed, skipped
+from mgpu_doctor.record import replace
 from tests.checking import judge
 from tests.scenarios import packages, path_of, with_env
 

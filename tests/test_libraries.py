@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import site
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.probes.libraries import LibraryProbeInput, gather_libraries
 from mgpu_doctor.probes.library_loading import library_said, load_library_versions
 from mgpu_doctor.process.interpreter import Interpreter
+from mgpu_doctor.record import replace
 from tests.checking import judge
 from tests.scenarios import (
     AND_CUDA,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -20,6 +20,7 @@ from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Sever
 from mgpu_doctor.model.snapshot import Snapshot, load_snapshot
 from mgpu_doctor.model.unavailable import absent, skipped
 from mgpu_doctor.model.versions import Tri, parse_specifier, parse_version, version_in
+from mgpu_doctor.record import replace
 from mgpu_doctor.smoke.known_issues import smoke_findings, with_known_issues
 from tests.checking import judge
 

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import replace
 from pathlib import Path
 
 import jsonschema
@@ -31,6 +30,7 @@ from mgpu_doctor.multiworker.tf_config import (
     local_cluster,
     parse_tf_config,
 )
+from mgpu_doctor.record import replace
 
 
 def config(cluster, task=None) -> str:

@@ -1,7 +1,8 @@
 """`record` behaves as `@dataclass(frozen=True)` does, without compiling code per class.
 
 Each behaviour is checked on a pair of classes with one body: one made by the standard library,
-one by `record`; the two must agree (results, errors, what `dataclasses` reads of them)."""
+one by `record`; the two must agree (results, errors, and what `dataclasses`' functions read of
+the one, the record module's read of the other)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,15 @@ import builtins
 import copy
 import dataclasses
 import pickle
-from dataclasses import FrozenInstanceError, dataclass, field
+from dataclasses import dataclass
 
 import pytest
 
-from mgpu_doctor.record import record
+from mgpu_doctor import record as records
+from mgpu_doctor.record import FrozenInstanceError, record
 
 
-def _body() -> dict[str, object]:
+def _body(field=dataclasses.field) -> dict[str, object]:
     return {
         "__annotations__": {"name": "str", "count": "int", "tags": "tuple[str, ...]",
                             "hidden": "str", "note": "str", "derived": "int", "flag": "bool"},
@@ -30,10 +32,9 @@ def _body() -> dict[str, object]:
 
 
 def _pair(extra: dict[str, object] | None = None) -> tuple[type, type]:
-    made = []
-    for decorate in (dataclass(frozen=True), record):
-        made.append(decorate(type("Sample", (), {**_body(), **(extra or {})})))
-    return made[0], made[1]
+    standard = dataclass(frozen=True)(type("Sample", (), {**_body(), **(extra or {})}))
+    mine = record(type("Sample", (), {**_body(records.field), **(extra or {})}))
+    return standard, mine
 
 
 STANDARD, RECORD = _pair()
@@ -56,10 +57,11 @@ BAD_CALLS = [
 def test_construction_fields_repr_and_replace_agree(args, kwargs):
     standard, mine = STANDARD(*args, **kwargs), RECORD(*args, **kwargs)
     assert repr(mine) == repr(standard)
-    assert dataclasses.asdict(mine) == dataclasses.asdict(standard)
-    assert [f.name for f in dataclasses.fields(mine)] == [f.name for f in dataclasses.fields(standard)]
+    assert records.asdict(mine) == dataclasses.asdict(standard)
+    assert [f.name for f in records.fields(mine)] == [f.name for f in dataclasses.fields(standard)]
     assert RECORD.__match_args__ == STANDARD.__match_args__
-    changed = dataclasses.replace(mine, count=9)
+    assert records.is_record(mine) and records.is_record(RECORD) and not records.is_record(standard)
+    changed = records.replace(mine, count=9)
     assert changed.count == 9 and changed.name == mine.name and type(changed) is RECORD
 
 
@@ -88,13 +90,16 @@ def test_frozen():
         mine.name = "b"  # type: ignore[attr-defined]
     with pytest.raises(FrozenInstanceError):
         del mine.name  # type: ignore[attr-defined]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        STANDARD("a").name = "b"  # type: ignore[misc]
+    assert issubclass(FrozenInstanceError, AttributeError)  # caught where the standard one was
 
 
 def test_defaults_are_not_shared_and_init_false_reads_the_class_default():
     one, two = RECORD("a"), RECORD("b")
     assert one.tags == () and one.derived == 0 and "derived" not in vars(one)
     listed = record(type("Listed", (), {"__annotations__": {"items": "list[int]"},
-                                        "items": field(default_factory=list)}))
+                                        "items": records.field(default_factory=list)}))
     assert listed().items is not listed().items
     assert two.flag is False
 
@@ -137,7 +142,7 @@ class Stored:
 
     name: str
     tags: tuple[str, ...] = ()
-    derived: int = field(init=False, default=0)
+    derived: int = records.field(init=False, default=0)
 
 
 def test_copy_and_pickle_round_trip():
@@ -157,24 +162,35 @@ def test_a_record_compiles_no_code(monkeypatch):
 
     real_exec = builtins.exec
     monkeypatch.setattr(builtins, "exec", counting_exec)
-    record(type("Counted", (), _body()))
+    record(type("Counted", (), _body(records.field)))
     assert compiled == []
     dataclass(frozen=True)(type("Compiled", (), _body()))
     assert compiled  # the test can see what it counts
 
 
-def test_where_dataclasses_keep_fields_otherwise_dataclass_reads_them(monkeypatch):
-    """A Python whose dataclasses module lacks the private marker the fields are recorded with:
-    dataclass() reads them, and the records behave the same."""
-    import mgpu_doctor.record as record_module
+def test_a_mutable_record_is_a_plain_dataclass():
+    standard = dataclass(type("Loose", (), {"__annotations__": {"a": "int", "b": "list[int]"},
+                                             "b": dataclasses.field(default_factory=list)}))
+    mine = record(frozen=False)(type("Loose", (), {"__annotations__": {"a": "int", "b": "list[int]"},
+                                                    "b": records.field(default_factory=list)}))
+    one, other = standard(1), mine(1)
+    one.a, other.a = 2, 2
+    assert repr(one) == repr(other) and one.b is not standard(1).b and other.b is not mine(1).b
+    assert other == mine(2) and other != mine(3)
+    assert standard.__hash__ is None and mine.__hash__ is None  # compared and mutable: no hash
+    assert records.replace(other, a=5).a == 5
 
-    monkeypatch.setattr(record_module, "_FIELD", None)
-    standard, mine = _pair()
-    for args, kwargs in CALLS:
-        one, other = standard(*args, **kwargs), mine(*args, **kwargs)
-        assert repr(one) == repr(other) and dataclasses.asdict(one) == dataclasses.asdict(other)
-        assert mine(*args, **kwargs) == other and hash(mine(*args, **kwargs)) == hash(other)
-        assert dataclasses.replace(other, count=5).count == 5
+
+def test_the_record_module_reads_what_dataclasses_reads():
+    assert repr(records.MISSING) == "MISSING"
+    with pytest.raises(ValueError):
+        records.field(default=1, default_factory=int)
+    with pytest.raises(TypeError):
+        records.fields(STANDARD("a"))  # a standard dataclass is not a record
+    with pytest.raises(ValueError, match="init=False"):
+        records.replace(RECORD("a"), derived=3)
+    nested = Stored("a", ("x",))
+    assert records.asdict(RECORD("a", 2, (nested,))) ["tags"] == ({"name": "a", "tags": ("x",), "derived": 0},)
 
 
 def test_what_a_record_refuses_as_dataclass_does():
@@ -193,8 +209,8 @@ def test_a_redeclared_field_keeps_its_place_and_takes_the_new_default():
         base = decorate(type("Base", (), {"__annotations__": {"a": "int", "b": "int"}, "b": 1}))
         return decorate(type("Child", (base,), {"__annotations__": {"a": "int", "c": "int"}, "a": 0, "c": 2}))
 
-    for decorate in (dataclass(frozen=True), record):
+    for decorate, fields in ((dataclass(frozen=True), dataclasses.fields), (record, records.fields)):
         child = build(decorate)
-        assert [f.name for f in dataclasses.fields(child)] == ["a", "b", "c"]
+        assert [f.name for f in fields(child)] == ["a", "b", "c"]
         assert repr(child()).endswith("(a=0, b=1, c=2)")
         assert child.a == 0 and "field" not in repr(vars(child).get("c"))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from mgpu_doctor import record as records
 from mgpu_doctor.checks import CHECKS
 from mgpu_doctor.diagnose import judge_snapshot
 from mgpu_doctor.model.findings import Section, Severity
@@ -65,7 +66,7 @@ def test_the_goldens_checks_exist():
 
 
 def test_the_level_that_ran_heads_the_human_and_markdown_reports(scenario):
-    from dataclasses import replace
+    from mgpu_doctor.record import replace
 
     report = report_for(scenario("mixed-models"), "mixed-models")
     human, markdown = OutputFormat.HUMAN.renderer(), OutputFormat.MARKDOWN.renderer()
@@ -222,16 +223,15 @@ HOSTILE = {"screen": "\x1b[2J", "title": "\x1b]0;owned\x07", "csi": "\x9b31m", "
 def hostile_report():
     """A stranger's snapshot whose values carry escape sequences and HTML: a GPU name, the
     TensorFlow version, an environment variable, a path."""
-    import dataclasses
 
     from tests.scenarios import with_env
 
     snap = SCENARIOS["mixed-models"]()
     bad = "".join(HOSTILE.values())
-    gpus = [dataclasses.replace(g, name=f"A100 {bad}") for g in snap.nvml.gpus]
-    snap = dataclasses.replace(snap, nvml=dataclasses.replace(snap.nvml, gpus=gpus),
-                               tensorflow=dataclasses.replace(snap.tensorflow, version=f"2.21.0{bad}"),
-                               python=dataclasses.replace(snap.python, executable=f"/opt/{bad}/python"))
+    gpus = [records.replace(g, name=f"A100 {bad}") for g in snap.nvml.gpus]
+    snap = records.replace(snap, nvml=records.replace(snap.nvml, gpus=gpus),
+                               tensorflow=records.replace(snap.tensorflow, version=f"2.21.0{bad}"),
+                               python=records.replace(snap.python, executable=f"/opt/{bad}/python"))
     return report_for(with_env(snap, TF_NOTE=bad, CUDA_VISIBLE_DEVICES=f"0,{bad}"), "hostile")
 
 

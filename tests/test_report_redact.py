@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
 
 import pytest
 
@@ -15,6 +14,7 @@ from mgpu_doctor.diagnose import judge_snapshot
 from mgpu_doctor.model.redact import Identity, redact_snapshot
 from mgpu_doctor.model.snapshot import load_snapshot
 from mgpu_doctor.process.masking import mask_env_value
+from mgpu_doctor.record import replace
 from tests.fake_nvml import FakeGpu, FakeMachine, FakeNvml, bus
 from tests.scenarios import SCENARIOS, path_of, with_env
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import jsonschema
@@ -25,6 +24,7 @@ from mgpu_doctor.model.findings import Severity
 from mgpu_doctor.model.snapshot import LibraryCopy, LibraryFacts, load_snapshot
 from mgpu_doctor.model.unavailable import skipped
 from mgpu_doctor.probes.libraries import LibraryProbeInput, gather_libraries
+from mgpu_doctor.record import replace
 from tests.scenarios import (
     HOST,
     libcuda_copy,

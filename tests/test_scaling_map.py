@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from mgpu_doctor.cli import main
 from mgpu_doctor.model.codes import canonical
 from mgpu_doctor.model.findings import CheckStatus, Severity
 from mgpu_doctor.model.smoke_runs import SmokeRun
+from mgpu_doctor.record import replace
 from mgpu_doctor.renderers.charts import input_charts, loss_charts, scaling_charts
 from mgpu_doctor.renderers.smoke_table import smoke_rows
 from mgpu_doctor.smoke.input_bound import input_bound

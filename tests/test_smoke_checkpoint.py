@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import sys
 import uuid
-from dataclasses import replace
 
 import pytest
 
@@ -18,6 +17,7 @@ from mgpu_doctor.matrix.match import Environment
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
 from mgpu_doctor.model.findings import Severity
 from mgpu_doctor.model.smoke_runs import SmokeRun
+from mgpu_doctor.record import replace
 from mgpu_doctor.smoke.checkpoint import RELOAD_TOLERANCE, CheckpointStep, checkpoint_status
 from mgpu_doctor.smoke.known_issues import run_environment, with_known_issues
 from mgpu_doctor.smoke.layers import layer_names

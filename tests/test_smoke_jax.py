@@ -10,13 +10,13 @@ import importlib.util
 import io
 import os
 import sys
-from dataclasses import replace
 
 import pytest
 
 from mgpu_doctor.model.findings import CheckStatus, Severity
 from mgpu_doctor.model.snapshot import PackageFacts
 from mgpu_doctor.process.interpreter import Interpreter
+from mgpu_doctor.record import replace
 from mgpu_doctor.smoke.jax_section import run_jax_section, worker_env
 from mgpu_doctor.smoke.plan import SmokeOptions, plan_runs
 from mgpu_doctor.smoke.request import smoke_backend

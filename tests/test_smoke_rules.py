@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import pytest
 
@@ -12,6 +11,7 @@ from mgpu_doctor.gate.requirements import LayerOutcome, layer_outcomes
 from mgpu_doctor.model.findings import CheckStatus, Severity
 from mgpu_doctor.model.serde import from_jsonable, to_jsonable
 from mgpu_doctor.model.smoke_runs import LEAK_SCENARIO, SCENARIOS, SmokeRun, SmokeSpec
+from mgpu_doctor.record import replace
 from mgpu_doctor.renderers import RenderOptions, junit
 from mgpu_doctor.smoke.layers import SMOKE_LAYERS
 from mgpu_doctor.smoke.measure import run_from_child, slope

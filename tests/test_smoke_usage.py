@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import sys
 import uuid
-from dataclasses import replace
 from importlib import metadata
 
 import pytest
@@ -19,6 +18,7 @@ from mgpu_doctor.matrix.known_issues import load_matrix
 from mgpu_doctor.matrix.paths import bundled_matrix_dir
 from mgpu_doctor.model.findings import CheckStatus, Severity
 from mgpu_doctor.model.smoke_runs import SmokeRun
+from mgpu_doctor.record import replace
 from mgpu_doctor.smoke.known_issues import run_environment, with_known_issues
 from mgpu_doctor.smoke.layers import layer_names
 from mgpu_doctor.smoke.plan import SmokeOptions, plan_runs

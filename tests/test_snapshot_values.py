@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
+from mgpu_doctor import record as records
 from mgpu_doctor.checks.snapshot_values import check_snapshot_values
 from mgpu_doctor.cli import main
 from tests.scenarios import SCENARIOS, path_of
@@ -18,10 +18,10 @@ def test_every_recorded_scenario_is_possible():
 def test_negative_sizes_counts_and_a_temperature_below_absolute_zero_are_named():
     snap = SCENARIOS["healthy-8gpu-nvlink"]()
     gpus = list(snap.nvml.gpus)
-    gpus[0] = dataclasses.replace(gpus[0], memory_total_bytes=-80 * 2**30, temperature_c=-300)
-    gpus[1] = dataclasses.replace(gpus[1], temperature_c=-20, pcie_width_current=-16)  # -20 °C is possible
-    snap = dataclasses.replace(snap, nvml=dataclasses.replace(snap.nvml, gpus=gpus),
-                               host=dataclasses.replace(snap.host, cpu_count=-4))
+    gpus[0] = records.replace(gpus[0], memory_total_bytes=-80 * 2**30, temperature_c=-300)
+    gpus[1] = records.replace(gpus[1], temperature_c=-20, pcie_width_current=-16)  # -20 °C is possible
+    snap = records.replace(snap, nvml=records.replace(snap.nvml, gpus=gpus),
+                               host=records.replace(snap.host, cpu_count=-4))
     [finding] = check_snapshot_values(snap)
     assert finding.code == "snapshot.damaged" and finding.severity.value == "error"
     assert finding.title == ("The snapshot is damaged: snapshot.host.cpu_count holds a value no machine "

@@ -97,9 +97,8 @@ def test_not_installed_needs_no_child(tmp_path):
 
 def test_a_tensorflow_child_that_cannot_start_is_an_error_not_an_import_failure(tmp_path, current_packages,
                                                                                 scenario):
-    from dataclasses import replace
-
     from mgpu_doctor.checks.tensorflow import check_tensorflow_import
+    from mgpu_doctor.record import replace
 
     not_a_program = tmp_path / "python"
     not_a_program.write_bytes(b"\x7fELF\x02garbage")

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import pytest
 from packaging.version import Version
@@ -16,6 +15,7 @@ from mgpu_doctor.diagnose import judge_snapshot
 from mgpu_doctor.environment.readings import Origin, reading, resolved
 from mgpu_doctor.matrix.compat_tables import bundled_tensorflow_requires_table
 from mgpu_doctor.model.versions import parse_pin, requirement_name
+from mgpu_doctor.record import replace
 from tests.scenarios import healthy_8gpu_nvlink
 
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import pytest
 
@@ -14,6 +13,7 @@ from mgpu_doctor.environment.machine import machine_facts
 from mgpu_doctor.environment.tf_config import read_tf_config
 from mgpu_doctor.fleet.facts import tf_config_of
 from mgpu_doctor.multiworker.tf_config import TfConfigError, parse_tf_config
+from mgpu_doctor.record import replace
 from tests.scenarios import healthy_8gpu_nvlink
 
 CLUSTER = {"chief": ["node0:2222"], "worker": ["node1:2222", "[fd00::2]:2222"], "ps": ["node3:2222"]}

@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,6 +26,7 @@ from mgpu_doctor.model.smoke_runs import SmokeRun
 from mgpu_doctor.model.training import TrainingProfile
 from mgpu_doctor.probes.user_model import ModelObservation, ModelRequest, observe_model
 from mgpu_doctor.process.interpreter import Interpreter
+from mgpu_doctor.record import replace
 from mgpu_doctor.smoke.known_issues import run_environment, with_known_issues
 from mgpu_doctor.smoke.plan import USER_MODEL, SmokeOptions, plan_runs
 from mgpu_doctor.smoke.rules import compare_with_single, smoke_outcomes

@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from packaging.version import Version
 
 from mgpu_doctor.checks.base import CheckSkipped
@@ -18,6 +16,7 @@ from mgpu_doctor.model.findings import Finding, Severity
 from mgpu_doctor.model.snapshot import LibraryFacts
 from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.model.versions import is_short, minor_text, parse_version
+from mgpu_doctor.record import replace
 
 CUDA_COMPAT_DOC = "https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html"
 

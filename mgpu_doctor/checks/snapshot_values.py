@@ -8,13 +8,13 @@ snapshot is damaged and names every such field, so nobody acts on the rest unwar
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterator
 from typing import Any
 
 from mgpu_doctor.model.findings import Finding, Severity
 from mgpu_doctor.model.snapshot import Snapshot
+from mgpu_doctor.record import fields, is_record
 
 CODES = ("snapshot.damaged",)
 ABSOLUTE_ZERO_C = -273.15
@@ -53,8 +53,8 @@ def _impossible(value: Any, path: str, name: str = "") -> Iterator[str]:
             what = "below absolute zero" if name == "temperature_c" else "below 0"
             yield f"{path}: {value} ({what})"
         return
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for f in dataclasses.fields(value):
+    if is_record(value) and not isinstance(value, type):
+        for f in fields(value):
             yield from _impossible(getattr(value, f.name), f"{path}.{f.name}", f.name)
     elif isinstance(value, list | tuple):
         for i, item in enumerate(value):

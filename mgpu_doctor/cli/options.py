@@ -8,7 +8,6 @@ import argparse
 import math
 import os
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
@@ -34,7 +33,7 @@ from mgpu_doctor.model.user_model import (
     check_reference,
 )
 from mgpu_doctor.process.interpreter import Interpreter
-from mgpu_doctor.record import record
+from mgpu_doctor.record import record, replace
 from mgpu_doctor.renderers import OutputFormat, RenderOptions
 from mgpu_doctor.smoke.layers import layer_names
 from mgpu_doctor.smoke.levels import DEFAULT_LEVEL, LEVELS, SMOKE_LEVELS

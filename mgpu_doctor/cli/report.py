@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 from typing import Any
 
 from mgpu_doctor.cli.common import interrupted_exit, progress_on_stderr
@@ -12,6 +11,7 @@ from mgpu_doctor.cli.hang import add_hang_options, hang_request, pid_argument
 from mgpu_doctor.cli.options import add_diagnose_options, diagnose_options, path_text
 from mgpu_doctor.cli.output import out, write_text
 from mgpu_doctor.diagnose import diagnose
+from mgpu_doctor.record import replace
 from mgpu_doctor.renderers import RenderOptions
 from mgpu_doctor.renderers.bug_report import render, verdict
 from mgpu_doctor.renderers.html_report import render as render_html

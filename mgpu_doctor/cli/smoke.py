@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import replace
 from typing import Any
 
 from mgpu_doctor.cli.common import emit, progress_on_stderr
@@ -29,6 +28,7 @@ from mgpu_doctor.cli.output import OutputUnwritable
 from mgpu_doctor.model.multiworker import KERAS_CHOICES
 from mgpu_doctor.process import interrupts
 from mgpu_doctor.process.interpreter import Interpreter
+from mgpu_doctor.record import replace
 from mgpu_doctor.smoke.plan import SMOKE_LEVELS
 
 

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import field
 
 from mgpu_doctor.matrix.implied_tables import bundled_keras_tensorflow_table, bundled_ngc_table
 from mgpu_doctor.model.versions import parse_version
-from mgpu_doctor.record import record
+from mgpu_doctor.record import field, record
 
 # The image patterns are compiled on first use: only `--image` reads them, `check --quick` never.
 

@@ -4,13 +4,11 @@ peer-to-peer access, Keras's backend."""
 
 from __future__ import annotations
 
-from dataclasses import field
-
 from mgpu_doctor.environment.tf_config import read_tf_config
 from mgpu_doctor.matrix.vocabulary import DEFAULT_BACKEND
 from mgpu_doctor.model.snapshot import Snapshot
 from mgpu_doctor.model.unavailable import Unavailable
-from mgpu_doctor.record import record
+from mgpu_doctor.record import field, record
 
 
 @record

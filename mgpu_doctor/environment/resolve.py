@@ -34,7 +34,6 @@ library copies in use) and ``machine`` (the facts the matrix matches).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import field
 from typing import TYPE_CHECKING
 
 from mgpu_doctor.environment.implied import ImageFacts, NotAnImage, image_facts, implied_tensorflow
@@ -72,7 +71,7 @@ from mgpu_doctor.model.distributions import TF_CPU_ONLY_DISTRIBUTIONS, TF_DISTRI
 from mgpu_doctor.model.snapshot import JaxFacts, PackageFacts, Snapshot, TensorFlowFacts
 from mgpu_doctor.model.unavailable import Unavailable, absent, failed, skipped
 from mgpu_doctor.model.versions import parse_version
-from mgpu_doctor.record import record
+from mgpu_doctor.record import field, record
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement

@@ -9,12 +9,11 @@ read it here. Refusing a TF_CONFIG that cannot work stays with the launcher
 from __future__ import annotations
 
 import json
-from dataclasses import field
 from typing import Any, Literal
 
 from mgpu_doctor.process.grpc_proxy import host_of
 from mgpu_doctor.process.inputs import InputError, parse_json
-from mgpu_doctor.record import record
+from mgpu_doctor.record import field, record
 
 # unset; ok: a JSON object; not-json: the JSON parser refused it; over-limit: beyond the limits on
 # what mgpu-doctor reads (depth, digits); not-object: JSON, but not an object.

@@ -14,10 +14,9 @@ Enumeration"): the first MIG entry counts, as its parent GPU; later MIG entries 
 from __future__ import annotations
 
 import bisect
-from dataclasses import field
 
 from mgpu_doctor.model.snapshot import GpuFacts
-from mgpu_doctor.record import record
+from mgpu_doctor.record import field, record
 
 
 @record

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from mgpu_doctor.matrix.toml_files import TOMLDecodeError, load_toml
 from mgpu_doctor.model.codes import canonical, known_issue_of
 from mgpu_doctor.model.findings import Acknowledgement, CheckOutcome, Finding
 from mgpu_doctor.process.inputs import InputError
-from mgpu_doctor.record import record
+from mgpu_doctor.record import record, replace
 
 TABLE = "acknowledge"
 TRAINING_TABLE = "training"  # the training profile (mgpu_doctor.training.declared) shares the file

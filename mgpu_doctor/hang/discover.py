@@ -7,14 +7,13 @@ import os
 import shutil
 import subprocess
 from collections.abc import Callable, Sequence
-from dataclasses import field
 from pathlib import Path
 
 from mgpu_doctor.errors import BadInput
 from mgpu_doctor.hang import procfs
 from mgpu_doctor.model.hang import GpuUse
 from mgpu_doctor.model.unavailable import Unavailable
-from mgpu_doctor.record import record
+from mgpu_doctor.record import field, record
 
 SLURM_TIMEOUT_S = 15.0
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]

@@ -5,7 +5,6 @@ wait for, the next step, and the known hangs whose stack signatures the threads 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 from mgpu_doctor.hang.classify import COLLECTIVE, GRAPH, WHAT, Wait, process_wait, thread_lines
 from mgpu_doctor.matrix.known_issues import KnownIssue, known_issue_line
@@ -13,6 +12,7 @@ from mgpu_doctor.matrix.signatures import stack_hits
 from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Severity, status_for
 from mgpu_doctor.model.hang import HangReading, ProcessReading
 from mgpu_doctor.model.unavailable import Unavailable
+from mgpu_doctor.record import replace
 
 NAME = "hang"
 TITLE = "The running job"

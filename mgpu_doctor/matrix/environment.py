@@ -9,7 +9,6 @@ a match. `matrix query` terms and entry examples are parsed here.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import field
 from typing import Any
 
 from mgpu_doctor.matrix import vocabulary as vocab
@@ -30,7 +29,7 @@ from mgpu_doctor.matrix.known_issues import (
 )
 from mgpu_doctor.model.versions import parse_version
 from mgpu_doctor.process.inputs import shorten
-from mgpu_doctor.record import record
+from mgpu_doctor.record import field, record
 
 
 @record

@@ -35,7 +35,6 @@ import mmap
 import pickle
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -45,6 +44,7 @@ from mgpu_doctor.matrix.known_issues import KnownIssue, Matrix, Problem, known_i
 from mgpu_doctor.model import distributions, evidence, versions
 from mgpu_doctor.process import inputs
 from mgpu_doctor.process.cache_home import keep_file
+from mgpu_doctor.record import field, record, replace
 
 _T = TypeVar("_T")
 
@@ -59,7 +59,7 @@ _UNDECIDED_KEY = "tensorflow"
 _OPEN = "\0"  # a bucket's text, then this and "open" for a range open above its last report
 
 
-@dataclass
+@record(frozen=False)
 class MatrixIndex:
     """The known issues of one matrix version, each entry unpickled only when asked for."""
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from mgpu_doctor.matrix.toml_files import DataFileError, read_versioned
 from mgpu_doctor.model.distributions import TF_COMPANIONS
 from mgpu_doctor.model.evidence import keeps
 from mgpu_doctor.model.versions import Tri, parse_specifier, parse_version, range_in
-from mgpu_doctor.record import record
+from mgpu_doctor.record import field, record, replace
 
 SCHEMA_VERSION = 1
 # wrong-result: it runs, but gives other numbers than it should (a reloaded model that predicts
@@ -241,7 +240,7 @@ class Problem:
         return f"{where} {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
 
 
-@dataclass
+@record(frozen=False)
 class LoadResult:
     """The entries read so far and the problems found in them."""
 

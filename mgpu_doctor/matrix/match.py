@@ -12,14 +12,13 @@ Verdicts:
 from __future__ import annotations
 
 import enum
-from dataclasses import replace
 
 from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.matrix.environment import BadEnvironment, Environment, environment_from_mapping
 from mgpu_doctor.matrix.known_issues import ANY_STRATEGY, KnownIssue, Problem
 from mgpu_doctor.matrix.ranges import PAST, Place, Reading
 from mgpu_doctor.model.versions import Tri, parse_specifier, version_in
-from mgpu_doctor.record import record
+from mgpu_doctor.record import record, replace
 
 
 class Verdict(enum.Enum):

@@ -9,11 +9,10 @@ is its value or an :class:`~mgpu_doctor.model.unavailable.Unavailable` saying wh
 
 from __future__ import annotations
 
-from dataclasses import field
 from typing import Literal
 
 from mgpu_doctor.model.unavailable import Unavailable
-from mgpu_doctor.record import record
+from mgpu_doctor.record import field, record
 
 # ACS Control register bits (PCIe Base Specification, ACS Extended Capability), in lspci's words.
 ACS_CONTROLS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import field
-
 from mgpu_doctor.model.findings import Severity
-from mgpu_doctor.record import record
+from mgpu_doctor.record import field, record
 
 
 @record

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import field
 
-from mgpu_doctor.record import record
+from mgpu_doctor.record import field, record
 
 
 class Severity(enum.Enum):

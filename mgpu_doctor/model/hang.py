@@ -4,10 +4,8 @@ verdict are derived from them (``mgpu_doctor.hang``), so `check --from` replays 
 
 from __future__ import annotations
 
-from dataclasses import field
-
 from mgpu_doctor.model.unavailable import Unavailable
-from mgpu_doctor.record import record
+from mgpu_doctor.record import field, record
 
 
 @record

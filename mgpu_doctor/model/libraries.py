@@ -4,10 +4,8 @@ loader's order with the one the loader takes and why (computed by ``environment/
 
 from __future__ import annotations
 
-from dataclasses import field
-
 from mgpu_doctor.model.snapshot import CudaToolkit, SearchDir
-from mgpu_doctor.record import record
+from mgpu_doctor.record import field, record
 
 
 @record

@@ -8,10 +8,8 @@ replicas of one process.
 
 from __future__ import annotations
 
-from dataclasses import field
-
 from mgpu_doctor.model.smoke_runs import RELOAD_TOLERANCE, SCENARIO_USAGE, variant_name
-from mgpu_doctor.record import record
+from mgpu_doctor.record import field, record
 
 # The single-host smoke statuses, plus "stopped": killed by the launcher after another worker failed.
 WORKER_STATUSES = ("ok", "hang", "crash", "error", "nan", "diverged", "stopped")

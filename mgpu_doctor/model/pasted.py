@@ -3,10 +3,8 @@ the log lines that prove something by themselves, and what could not be read."""
 
 from __future__ import annotations
 
-from dataclasses import field
-
 from mgpu_doctor.model.evidence import EvidenceLine
-from mgpu_doctor.record import record
+from mgpu_doctor.record import field, record
 
 
 @record

@@ -15,7 +15,6 @@ Redacting twice changes nothing: hashed values are recognisable and left alone.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import enum
 import functools
 import getpass
@@ -32,7 +31,7 @@ from mgpu_doctor.model.report import Report
 from mgpu_doctor.model.snapshot import Snapshot
 from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.process.masking import UUID_RE, is_allowed, mask_credentials, mask_env_value
-from mgpu_doctor.record import record
+from mgpu_doctor.record import fields, is_record, record, replace
 
 T = TypeVar("T")
 # Where a GPU identifier (a UUID, an old-style MIG id "MIG-GPU-<uuid>/1/0", a serial) can stand: each
@@ -178,7 +177,7 @@ def _walk(value: Any, change: Callable[[str], str], keep: frozenset[str]) -> Any
     if kind is list:
         items = [v if type(v) in _SCALARS else _walk(v, change, keep) for v in value]
         return value if all(new is old for new, old in zip(items, value, strict=True)) else items
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    if is_record(value) and not isinstance(value, type):
         return _walk_dataclass(value, change, keep)
     if isinstance(value, list):
         return [_walk(v, change, keep) for v in value]
@@ -208,7 +207,7 @@ def _walk_dataclass(value: Any, change: Callable[[str], str], keep: frozenset[st
         copy.__dict__.update(value.__dict__)
         copy.__dict__.update(changes)
         return copy
-    return dataclasses.replace(value, **changes)
+    return replace(value, **changes)
 
 
 @functools.cache
@@ -219,7 +218,7 @@ def _plain(cls: Hashable) -> bool:
 
 @functools.cache
 def _init_fields(cls: Hashable) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(typing.cast(type, cls)) if f.init)
+    return tuple(f.name for f in fields(typing.cast(type, cls)) if f.init)
 
 
 def _word_pattern(words: list[str]) -> re.Pattern[str] | None:
@@ -247,14 +246,14 @@ def redactor_for(snapshot: Snapshot, identity: Identity) -> Redactor:
     (TF_CONFIG) are hashed wherever they appear, with its GPUs' identifiers."""
     peers = tuple(cluster_hosts(snapshot.env.get("TF_CONFIG", "")))
     hostnames = identity.hostnames + (snapshot.host.hostname,) + peers
-    return Redactor(dataclasses.replace(identity, hostnames=hostnames), gpu_identifiers(snapshot))
+    return Redactor(replace(identity, hostnames=hostnames), gpu_identifiers(snapshot))
 
 
 def mask_snapshot(snapshot: Snapshot) -> Snapshot:
     """Pure: credentials masked, nothing else changed (a snapshot written elsewhere, by another
     version or tool, even with ``--no-redact``: its environment values are masked by name too)."""
     env = {k: mask_env_value(k, v) for k, v in snapshot.env.items()}
-    return map_strings(dataclasses.replace(snapshot, env=env), functools.cache(mask_credentials))
+    return map_strings(replace(snapshot, env=env), functools.cache(mask_credentials))
 
 
 def redact_snapshot(snapshot: Snapshot, identity: Identity) -> Snapshot:
@@ -262,13 +261,13 @@ def redact_snapshot(snapshot: Snapshot, identity: Identity) -> Snapshot:
     r = redactor_for(snapshot, identity)
     env = {k: mask_env_value(k, v) for k, v in snapshot.env.items() if is_allowed(k)}
     # UUIDs and serials are replaced wherever they appear by the string walk.
-    redacted = r.tree(dataclasses.replace(snapshot, env=env))
-    host = dataclasses.replace(redacted.host, hostname=r.host(snapshot.host.hostname))
-    return dataclasses.replace(redacted, host=host)
+    redacted = r.tree(replace(snapshot, env=env))
+    host = replace(redacted.host, hostname=r.host(snapshot.host.hostname))
+    return replace(redacted, host=host)
 
 
 def redact_report(report: Report, original: Snapshot, identity: Identity) -> Report:
     """Pure: the report as it may leave the process. Its snapshot is redacted (environment
     allow-list, hashed hostname) and every string in it redacted for ``original``'s machine."""
     snapshot = redact_snapshot(report.snapshot, identity) if report.snapshot is not None else None
-    return redactor_for(original, identity).tree(dataclasses.replace(report, snapshot=snapshot))
+    return redactor_for(original, identity).tree(replace(report, snapshot=snapshot))

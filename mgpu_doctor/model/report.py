@@ -4,7 +4,6 @@ not to be confused with `mgpu-doctor report`, the bug report (`renderers/bug_rep
 from __future__ import annotations
 
 import json
-from dataclasses import field
 from typing import TYPE_CHECKING
 
 from mgpu_doctor.model.device_row import DeviceRow
@@ -12,7 +11,7 @@ from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Sever
 from mgpu_doctor.model.serde import lazy_types, to_jsonable
 from mgpu_doctor.model.snapshot import Snapshot
 from mgpu_doctor.model.training import TrainingProfile
-from mgpu_doctor.record import record
+from mgpu_doctor.record import field, record
 
 if TYPE_CHECKING:
     from mgpu_doctor.model.drift import Drift

@@ -7,7 +7,6 @@ never half-loaded.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import sys
 import types
@@ -15,6 +14,7 @@ import typing
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from mgpu_doctor.model.unavailable import Unavailable
+from mgpu_doctor.record import MISSING, fields, is_record
 
 T = TypeVar("T")
 
@@ -49,8 +49,8 @@ def to_jsonable(value: Any) -> Any:
         if value.cause:
             data["cause"] = value.cause
         return data
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
+    if is_record(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in fields(value) if f.init}
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, list | tuple):
@@ -121,7 +121,7 @@ def _decode(tp: Any, data: Any, path: str) -> Any:
         except ValueError:
             allowed = [m.value for m in tp]
             raise SchemaError(path, f"expected one of {allowed}, got {data!r}") from None
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and is_record(tp):
         return _decode_dataclass(tp, data, path)
     return _decode_scalar(tp, data, path)
 
@@ -163,12 +163,12 @@ def _decode_dataclass(cls: type, data: Any, path: str) -> Any:
         raise SchemaError(path, f"expected an object for {cls.__name__}, got {_kind(data)}")
     hints = _hints(cls)
     kwargs = {}
-    for field in dataclasses.fields(cls):
+    for field in fields(cls):
         if field.name in data:
             kwargs[field.name] = _decode(hints[field.name], data[field.name], f"{path}.{field.name}")
         elif (
-            field.default is dataclasses.MISSING
-            and field.default_factory is dataclasses.MISSING
+            field.default is MISSING
+            and field.default_factory is MISSING
         ):
             raise SchemaError(f"{path}.{field.name}", "missing")
     return cls(**kwargs)

@@ -4,9 +4,8 @@ steps of a checkpoint run; the layers and their traits are one table in `smoke/l
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, field
 
-from mgpu_doctor.record import record
+from mgpu_doctor.record import asdict, field, record
 
 # Statuses of a checkpoint run besides the training's own (error, crash, hang, oom).
 CHECKPOINT_STATUSES = ("save-failed", "load-failed", "reload-differs", "resume-failed")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import enum
 import json
-from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +22,7 @@ from mgpu_doctor.model.markdown_json_block import (
 from mgpu_doctor.model.serde import SchemaError, from_jsonable, lazy_types, to_jsonable
 from mgpu_doctor.model.unavailable import Unavailable
 from mgpu_doctor.process.inputs import MAX_GPUS, InputError, check_fact_sizes, parse_json, read_text
-from mgpu_doctor.record import record
+from mgpu_doctor.record import field, record
 
 if TYPE_CHECKING:
     from mgpu_doctor.model.pasted import PastedFacts

@@ -10,10 +10,9 @@ fact neither declared nor observed is unknown, and an entry that needs it stays 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import field, fields
 from typing import Any
 
-from mgpu_doctor.record import record
+from mgpu_doctor.record import field, fields, record
 
 # The fields of TrainingFacts, in the order reports show them.
 KEYS = ("strategy", "layers", "usage", "gpus", "workers", "backend", "scenario")

@@ -5,10 +5,9 @@
 from __future__ import annotations
 
 import re
-from dataclasses import field
 from typing import Any
 
-from mgpu_doctor.record import record
+from mgpu_doctor.record import field, record
 
 DEFAULT_MODEL_TIMEOUT_S = 300.0  # importing TensorFlow and the user's module, building the model
 FUNCTION_REF = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import replace
 
 from mgpu_doctor.matrix.known_issues import KnownIssue, known_issue_line
 from mgpu_doctor.matrix.signatures import normalised, pieces_in
@@ -18,6 +17,7 @@ from mgpu_doctor.model.multiworker import (
 )
 from mgpu_doctor.multiworker.launcher import MultiWorkerResult
 from mgpu_doctor.multiworker.resume import KILL_EPOCH, KILL_TASK, ResumeJobs
+from mgpu_doctor.record import replace
 from mgpu_doctor.smoke.checkpoint import BACKUP_GUIDE, RELOAD_TOLERANCE
 
 KERAS3_MWMS_ISSUE = "https://github.com/keras-team/keras/issues/20585"

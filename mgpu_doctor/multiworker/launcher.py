@@ -16,13 +16,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import field, replace
 
 from mgpu_doctor.model.multiworker import WorkerOutcome
 from mgpu_doctor.multiworker.tf_config import TfConfig, check_addresses, local_cluster
 from mgpu_doctor.process.childproc import ChildOutcome
 from mgpu_doctor.process.interpreter import Interpreter
-from mgpu_doctor.record import record
+from mgpu_doctor.record import field, record, replace
 from mgpu_doctor.smoke.measure import MAX_TEXT, diverged
 
 WORKER_SCRIPT = "multiworker_worker.py"

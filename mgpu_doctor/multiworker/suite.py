@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 
 from mgpu_doctor.model.multiworker import MultiWorkerRun
 from mgpu_doctor.multiworker.findings import multiworker_run, resume_run, training_failed
@@ -21,7 +20,7 @@ from mgpu_doctor.multiworker.resume import run_local_resume
 from mgpu_doctor.multiworker.tf_config import TfConfig
 from mgpu_doctor.process.grpc_proxy import proxy_note
 from mgpu_doctor.process.interpreter import Interpreter
-from mgpu_doctor.record import record
+from mgpu_doctor.record import record, replace
 from mgpu_doctor.smoke.layers import variants
 from mgpu_doctor.smoke.plan import EVERY_LAYER, LEVELS
 

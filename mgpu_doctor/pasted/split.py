@@ -47,6 +47,7 @@ from mgpu_doctor.pasted.tf_log import find_log
 from mgpu_doctor.pasted.tools import find_collect_env, find_tf_env
 from mgpu_doctor.process.inputs import MAX_GPUS
 from mgpu_doctor.process.masking import mask_credentials
+from mgpu_doctor.record import replace
 
 T = TypeVar("T")
 
@@ -280,14 +281,12 @@ def _nvml(found: list[Found], where: dict[int, str], provenance: dict[str, str])
 
 def _with_capability(gpu: GpuFacts, devices: list) -> GpuFacts:
     """nvidia-smi does not print compute capabilities; TensorFlow's "Created device" line does."""
-    import dataclasses
-
     for device in devices:
         bus = device.details.get("pci_bus_id", "")
         cc = device.details.get("compute_capability", "")
         if bus and cc and bus_key(bus) == bus_key(gpu.pci_bus_id):
             major, minor = cc.strip("()").split(",")
-            return dataclasses.replace(gpu, compute_capability=f"{major.strip()}.{minor.strip()}")
+            return replace(gpu, compute_capability=f"{major.strip()}.{minor.strip()}")
     return gpu
 
 

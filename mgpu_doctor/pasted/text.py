@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from mgpu_doctor.model.pasted import LogLine, PastedImage, PastedLaunch
 from mgpu_doctor.model.snapshot import GpuFacts, TfDevice
+from mgpu_doctor.record import field, record
 
 _FENCE = re.compile(r"^\s*(```+|~~~+)")
 _HTML = re.compile(r"^\s*(</?(details|summary|pre|code|br)\b[^>]*>|<!--.*-->)\s*$", re.IGNORECASE)
@@ -103,7 +103,7 @@ def canonical_name(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-@dataclass
+@record(frozen=False)
 class Found:
     """What one format reader found in the paste (lines are 0-based indices here)."""
 

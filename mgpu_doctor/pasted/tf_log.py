@@ -3,13 +3,13 @@ the build, the devices TensorFlow created, the cuDNN and NCCL versions it names.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 from mgpu_doctor.model.pasted import LogLine
 from mgpu_doctor.model.snapshot import TfDevice
 from mgpu_doctor.pasted.text import RANK_LOG, Found, cudnn_from_number
 from mgpu_doctor.process.masking import mask_credentials
+from mgpu_doctor.record import replace
 
 # A log line starts with one of these (glog's "I0101 12:00:00.000 ..." or absl's timestamped
 # "2021-01-01 12:00:00.000: I tensorflow/...", or a bare "E tensorflow/...").
@@ -106,7 +106,7 @@ def _distinct(log: list[LogLine]) -> list[LogLine]:
             repeats[key] += 1
         else:
             first[key], repeats[key] = entry, 0
-    return [dataclasses.replace(e, repeated=repeats[k]) if repeats[k] else e for k, e in first.items()]
+    return [replace(e, repeated=repeats[k]) if repeats[k] else e for k, e in first.items()]
 
 
 def _complete(text: str) -> bool:

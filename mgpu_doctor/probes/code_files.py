@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import field
 from pathlib import Path
 
 from mgpu_doctor.process.inputs import InputError, read_text
-from mgpu_doctor.record import record
+from mgpu_doctor.record import field, record
 
 MAX_FILES = 2000
 MAX_FILE_BYTES = 2 * 2**20

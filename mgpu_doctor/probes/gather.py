@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from mgpu_doctor import __version__
@@ -20,7 +19,7 @@ from mgpu_doctor.probes.nvml import gather_nvml
 from mgpu_doctor.probes.packages import gather_python_and_packages
 from mgpu_doctor.probes.tensorflow import gather_tensorflow, tensorflow_installed
 from mgpu_doctor.process.interpreter import Interpreter
-from mgpu_doctor.record import record
+from mgpu_doctor.record import record, replace
 
 
 @record

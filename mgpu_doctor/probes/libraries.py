@@ -21,7 +21,6 @@ import platform
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from mgpu_doctor.environment.library_copies import LIBRARY_FILE, TOOLS
@@ -39,7 +38,7 @@ from mgpu_doctor.probes.library_version_sources import (
 )
 from mgpu_doctor.probes.loader_listing import loader_listing
 from mgpu_doctor.process.interpreter import Interpreter
-from mgpu_doctor.record import record
+from mgpu_doctor.record import field, record
 
 XLA_DATA_DIR = XLA_DATA_DIR_LABEL
 DEFAULT_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib")
@@ -58,7 +57,7 @@ class LibraryProbeInput:
     system_include_dirs: Sequence[str] = ("/usr/include",)
 
 
-@dataclass
+@record(frozen=False)
 class _Dir:
     """One directory discovery looks in, how it was found, and the toolkit or wheel it belongs to."""
 
@@ -70,7 +69,7 @@ class _Dir:
     wheel_version: str = ""
 
 
-@dataclass
+@record(frozen=False)
 class _State:
     """The directories found so far, in the loader's order, each once."""
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import replace
 
 from mgpu_doctor.model.snapshot import LibraryCopy
 from mgpu_doctor.process.interpreter import Interpreter
+from mgpu_doctor.record import replace
 
 LOAD_TIMEOUT_S = 20.0
 LOAD_STALL_S = 10.0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import replace
 from typing import Any
 
 from mgpu_doctor.model.distributions import TF_DISTRIBUTIONS
@@ -12,6 +11,7 @@ from mgpu_doctor.model.snapshot import PackageFacts, TensorFlowFacts, TfDevice
 from mgpu_doctor.model.unavailable import Unavailable, absent, failed, interpreter_broken
 from mgpu_doctor.process.childproc import ChildOutcome
 from mgpu_doctor.process.interpreter import Interpreter
+from mgpu_doctor.record import replace
 
 TF_PROBE_TIMEOUT_S = 120.0
 MAX_DETAIL_LINES = 12

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
@@ -22,6 +21,7 @@ from mgpu_doctor.model.snapshot import Snapshot
 from mgpu_doctor.model.unavailable import Unavailable, interpreter_broken
 from mgpu_doctor.probes.jax_view import gather_jax, jax_installed
 from mgpu_doctor.process.interpreter import Interpreter
+from mgpu_doctor.record import replace
 from mgpu_doctor.smoke.judged import SmokeSection, with_matrix_verdicts
 from mgpu_doctor.smoke.layers import SMOKE_LAYERS
 from mgpu_doctor.smoke.plan import PlanError, SmokeOptions, batch_splits, plan_runs

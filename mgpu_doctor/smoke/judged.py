@@ -4,7 +4,6 @@ verdict of the known-issue matrix for each failed run. Shared by the TensorFlow 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from mgpu_doctor.environment.matrix_view import environment_from_resolved
@@ -14,12 +13,13 @@ from mgpu_doctor.matrix.paths import bundled_matrix_dir
 from mgpu_doctor.model.findings import CheckOutcome
 from mgpu_doctor.model.smoke_runs import SmokeRun
 from mgpu_doctor.model.snapshot import Snapshot
+from mgpu_doctor.record import field, record
 from mgpu_doctor.smoke.known_issues import SmokeRunLike, with_known_issues
 from mgpu_doctor.smoke.leak import with_leak_verdicts
 from mgpu_doctor.smoke.rules import smoke_outcomes
 
 
-@dataclass
+@record(frozen=False)
 class SmokeSection:
     """What the smoke suite adds to a report."""
 

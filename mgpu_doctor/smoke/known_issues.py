@@ -10,7 +10,6 @@ whether it is known (and its workaround) or new (and how to report it).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Protocol
 
 from mgpu_doctor.matrix import vocabulary as vocab
@@ -25,6 +24,7 @@ from mgpu_doctor.model.evidence import EvidenceLine, evidence_lines, failures
 from mgpu_doctor.model.findings import CheckOutcome, Finding, Severity, status_for
 from mgpu_doctor.model.smoke_runs import USAGE_SCENARIOS
 from mgpu_doctor.model.versions import below, parse_specifier
+from mgpu_doctor.record import replace
 from mgpu_doctor.smoke.layers import matrix_terms
 from mgpu_doctor.smoke.plan import USER_MODEL
 

@@ -26,14 +26,13 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import replace
 
 from mgpu_doctor.matrix.environment import Environment
 from mgpu_doctor.matrix.known_issues import KnownIssue, known_issue_line
 from mgpu_doctor.matrix.match import Assessment, Verdict, assess
 from mgpu_doctor.model.findings import CheckOutcome, Finding, Severity, status_for
 from mgpu_doctor.model.smoke_runs import LEAK_SCENARIO, LeakCycle, SmokeRun
-from mgpu_doctor.record import record
+from mgpu_doctor.record import record, replace
 from mgpu_doctor.smoke.known_issues import REPORT_COMMAND, run_environment
 
 PHASES = ("fit", "predict", "evaluate")

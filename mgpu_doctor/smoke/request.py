@@ -8,11 +8,10 @@ plumbing unimported.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mgpu_doctor.record import record
+from mgpu_doctor.record import record, replace
 
 if TYPE_CHECKING:  # annotations only: the quick check builds no SmokeOptions (see cli/options.py)
     from mgpu_doctor.model.user_model import ModelObservation

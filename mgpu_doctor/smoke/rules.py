@@ -6,11 +6,10 @@ renderers, ``--fail-on`` and the exit codes treat smoke runs like any other chec
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from mgpu_doctor.matrix.known_issues import known_issue_line
 from mgpu_doctor.model.findings import CheckOutcome, CheckStatus, Finding, Severity, status_for
 from mgpu_doctor.model.smoke_runs import SmokeRun
+from mgpu_doctor.record import replace
 from mgpu_doctor.smoke.checkpoint import CHECKPOINT_STATUSES, SCENARIO_TITLES, checkpoint_findings
 from mgpu_doctor.smoke.guides import DISTRIBUTE_GUIDE, INPUT_GUIDE
 from mgpu_doctor.smoke.input_bound import input_bound_findings, input_rates

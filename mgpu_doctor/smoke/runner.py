@@ -12,13 +12,12 @@ import json
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from mgpu_doctor.model.smoke_runs import SmokeRun, SmokeSpec
 from mgpu_doctor.process.childproc import ChildOutcome, run_child, run_folder
 from mgpu_doctor.process.interpreter import CHILD_SCRIPTS
-from mgpu_doctor.record import record
+from mgpu_doctor.record import record, replace
 from mgpu_doctor.smoke.measure import failed_run, run_from_child
 from mgpu_doctor.smoke.request import DEFAULT_STALL_TIMEOUT_S
 

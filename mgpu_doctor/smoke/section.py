@@ -7,7 +7,6 @@ shared with ``jax_section`` (which this module calls for `--backend jax`).
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
@@ -22,6 +21,7 @@ from mgpu_doctor.probes.gather import GatherOptions, Progress, gather_snapshot
 from mgpu_doctor.probes.tensorflow import gather_tensorflow, tensorflow_installed
 from mgpu_doctor.process.inputs import shorten
 from mgpu_doctor.process.interpreter import Interpreter
+from mgpu_doctor.record import replace
 from mgpu_doctor.smoke.judged import SmokeSection, judged_outcomes
 from mgpu_doctor.smoke.plan import (
     LEVELS,

@@ -9,11 +9,10 @@ so an entry that needs GPUs applies "when training on" them instead of being dro
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from mgpu_doctor.environment.resolve import ResolvedEnvironment, UsageFacts
 from mgpu_doctor.matrix.vocabulary import USAGES
 from mgpu_doctor.model.training import OPTIONS, TrainingProfile
+from mgpu_doctor.record import replace
 
 # The facts that describe a training rather than a machine.
 TRAINING_KEYS = ("strategy", "layers", "usage", "scenario")

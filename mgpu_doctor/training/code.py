@@ -7,11 +7,10 @@ Pure: the sources come from ``probes/code_files.py``.
 from __future__ import annotations
 
 import re
-from dataclasses import field, replace
 
 from mgpu_doctor.model.findings import CheckOutcome, Finding, Section, Severity, status_for
 from mgpu_doctor.model.training import TrainingFacts, TrainingProfile
-from mgpu_doctor.record import record
+from mgpu_doctor.record import field, record, replace
 from mgpu_doctor.training.code_rules import DECIDED, CodeFact, read_source
 
 CHECK_NAME = "code"

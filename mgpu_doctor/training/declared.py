@@ -8,7 +8,6 @@ bad value is one line naming the file and the key (or the option) and the accept
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.matrix.toml_files import TOMLDecodeError, load_toml
 from mgpu_doctor.model.training import KEYS, LIST_KEYS, OPTIONS, TrainingProfile
 from mgpu_doctor.process.inputs import InputError, shorten
+from mgpu_doctor.record import replace
 
 PYPROJECT = "pyproject.toml"
 PYPROJECT_TABLE = "[tool.mgpu-doctor.training]"

@@ -3,10 +3,9 @@ is Horovod with 16 processes. An observed fact, as what code shows: a declared p
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from mgpu_doctor.model.pasted import PastedFacts
 from mgpu_doctor.model.training import TrainingProfile
+from mgpu_doctor.record import replace
 
 
 def with_launches(profile: TrainingProfile, pasted: PastedFacts) -> TrainingProfile:

@@ -6,12 +6,11 @@ Pure: the observation comes from ``probes/user_model.py``.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from mgpu_doctor.matrix import vocabulary as vocab
 from mgpu_doctor.model.findings import CheckOutcome, Finding, Severity, status_for
 from mgpu_doctor.model.training import TrainingFacts, TrainingProfile
 from mgpu_doctor.model.user_model import MODEL_CHECK, ModelObservation
+from mgpu_doctor.record import replace
 
 CHECK_NAME = MODEL_CHECK
 CODES = ("user-model.observed", "user-model.import-failed", "user-model.build-failed",
