@@ -122,7 +122,7 @@ EXPECTED: dict[str, tuple[list[str], dict[str, str], set[tuple[str, str]]]] = {
     "keras-14831-versions-2.5.md": (
         ["Versions as typed"], {"tensorflow": "2.5.0", "python": "3.9.0", "cuda": "11.2"}, set()),
     "hvd-1603-template-tf-1.15.md": (  # the 1.15 wheel opens libcudart.so.10.0: CUDA 10.1 cannot stand in
-        ["Environment (Horovod template)"], {"tensorflow": "1.15", "cuda": "10.1", "horovod": "0.18.2", "mpi": "3.1.0"},
+        ["Environment (Horovod template)"], {"tensorflow": "1.15", "cuda": "10.1", "horovod": "0.18.2", "openmpi": "3.1.0"},
         {("libraries.soname-minor", "error")}),
     "hvd-4039-template-tf-2.12.md": (
         ["Environment (Horovod template)"], {"tensorflow": "2.12.0", "python": "3.10", "horovod": "0.28.1"}, set()),
@@ -131,7 +131,7 @@ EXPECTED: dict[str, tuple[list[str], dict[str, str], set[tuple[str, str]]]] = {
         set()),
     "hvd-3372-template-cuinit.md": (
         ["Environment (Horovod template)", "TensorFlow log"],
-        {"tensorflow": "2.6.0", "python": "3.9.5", "cuda": "11.3.1", "nccl": "2.10.3", "horovod": "0.23.0", "mpi": "4.1.1"},
+        {"tensorflow": "2.6.0", "python": "3.9.5", "cuda": "11.3.1", "nccl": "2.10.3", "horovod": "0.23.0", "openmpi": "4.1.1"},
         {("pasted.cuinit-failed", "error")}),
     "hvd-4051-template-pytorch-nccl.md": (  # torch.cuda.nccl.version() as "2, 14, 3"
         ["Environment (Horovod template)"],

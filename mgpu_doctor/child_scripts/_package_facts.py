@@ -16,7 +16,7 @@ WANTED = {
     "tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-intel", "tensorflow-macos",
     "tf-nightly", "tf-nightly-cpu", "tf-nightly-gpu", "keras", "keras-nightly", "tf-keras",
     "tf-keras-nightly", "jax", "jaxlib", "torch", "numpy", "protobuf", "h5py", "ml-dtypes",
-    "tensorboard", "nvidia-ml-py", "pynvml", "horovod", "tensorrt",
+    "tensorboard", "nvidia-ml-py", "pynvml", "horovod", "ray", "tensorrt",
 }
 REQUIRES_OF = {"tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tf-nightly", "tf-keras"}
 

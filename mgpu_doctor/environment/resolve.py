@@ -135,6 +135,12 @@ class ResolvedEnvironment:
         default_factory=lambda: ResolvedVersion("jaxlib", missing=skipped("not resolved")))
     horovod: ResolvedVersion = field(
         default_factory=lambda: ResolvedVersion("horovod", missing=skipped("not resolved")))
+    openmpi: ResolvedVersion = field(
+        default_factory=lambda: ResolvedVersion("openmpi", missing=skipped("not resolved")))
+    mpich: ResolvedVersion = field(
+        default_factory=lambda: ResolvedVersion("mpich", missing=skipped("not resolved")))
+    ray: ResolvedVersion = field(
+        default_factory=lambda: ResolvedVersion("ray", missing=skipped("not resolved")))
 
     @property
     def and_cuda_pins(self) -> tuple[Requirement, ...]:
@@ -147,7 +153,8 @@ class ResolvedEnvironment:
         return {"tensorflow": self.tensorflow, "keras": self.keras, "tf-keras": self.tf_keras,
                 "python": self.python, "cuda": self.cuda, "cudnn": self.cudnn, "nccl": self.nccl,
                 "cublas": self.cublas, "driver": self.driver, **self.companions, "jax": self.jax,
-                "jaxlib": self.jaxlib, "horovod": self.horovod}
+                "jaxlib": self.jaxlib, "horovod": self.horovod, "openmpi": self.openmpi, "mpich": self.mpich,
+                "ray": self.ray}
 
 
 def resolve_terms(versions: Mapping[str, str], wheels: Mapping[str, str], machine: MachineFacts,
@@ -207,6 +214,7 @@ def resolve_terms(versions: Mapping[str, str], wheels: Mapping[str, str], machin
         compiled_archs_source=archs_source, machine=machine, usage=usage, snapshot=None,
         build=build, build_why=build_why,
         jax=named("jax"), jaxlib=named("jaxlib"), horovod=named("horovod"),
+        openmpi=named("openmpi"), mpich=named("mpich"), ray=named("ray"),
     )
 
 
@@ -299,6 +307,8 @@ def resolve(snapshot: Snapshot) -> ResolvedEnvironment:
         snapshot=snapshot, build=build, build_why=build_why, jax=_jax_version("jax", packages, snapshot.jax),
         jaxlib=_jax_version("jaxlib", packages, snapshot.jax),
         horovod=_installed_or_pasted("horovod", packages, snapshot, images.get("horovod", [])),
+        openmpi=_pasted_only("openmpi", snapshot), mpich=_pasted_only("mpich", snapshot),
+        ray=_installed_or_pasted("ray", packages, snapshot),
     )
 
 
@@ -331,6 +341,13 @@ def _installed_or_pasted(name: str, packages: PackageFacts | Unavailable,
                                    f"{name} in {packages.locations.get(name, '?')}"))
     missing = packages if isinstance(packages, Unavailable) else absent(f"{name} is not installed")
     return resolved(name, readings, missing)
+
+
+def _pasted_only(name: str, snapshot: Snapshot) -> ResolvedVersion:
+    """An MPI library's version: what a paste states (the Horovod template's "MPI version: Open MPI
+    4.1.1"). The doctor runs no ``mpirun --version`` on a machine, so there it is not known."""
+    missing = skipped(f"{name}'s version is not read on a machine (a paste's, or {name}==VERSION in a query)")
+    return resolved(name, pasted_readings(snapshot, name), missing)
 
 
 def pasted_image(snapshot: Snapshot) -> ImageFacts | None:

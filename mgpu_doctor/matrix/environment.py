@@ -20,6 +20,7 @@ from mgpu_doctor.matrix.known_issues import (
     ENV_KEYS,
     INTERCONNECTS,
     LAYERS,
+    MPI_KEYS,
     PEER_ACCESS,
     PLATFORMS,
     SCENARIOS,
@@ -145,7 +146,9 @@ def parse_query(terms: list[str]) -> tuple[Environment, dict[str, str]]:
     values: dict[str, Any] = {}
     given: dict[str, str] = {}
     for term in terms:
-        if "==" in term:
+        if term.split("=", 1)[0].strip().lower() == "mpi":
+            key, value = _mpi_term(term)
+        elif "==" in term:
             key, _, value = term.partition("==")
             key = key.strip().lower()
             if key not in VERSION_KEYS:
@@ -166,3 +169,17 @@ def parse_query(terms: list[str]) -> tuple[Environment, dict[str, str]]:
         values[key] = value.strip()
         given[key] = value.strip()
     return environment_from_mapping(values), given
+
+
+def _mpi_term(term: str) -> tuple[str, str]:
+    """``mpi=openmpi-4.1.5`` (or ``mpi==mpich-4.1``) -> (``openmpi``, ``4.1.5``). A bare ``mpi=4.1.5``
+    cannot be compared: Open MPI and MPICH number their releases independently."""
+    value = term.split("=", 1)[1].lstrip("=").strip()
+    name, sep, version = value.partition("-")
+    name = name.strip().lower().replace(" ", "")
+    if name in ("open-mpi", "ompi"):
+        name = "openmpi"
+    if not sep or name not in MPI_KEYS:
+        raise BadEnvironment(f"{term!r}: say which MPI, {MPI_KEYS[0]}==VERSION or {MPI_KEYS[1]}==VERSION "
+                             "(Open MPI and MPICH number their releases independently)")
+    return name, version

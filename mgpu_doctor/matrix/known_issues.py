@@ -17,12 +17,14 @@ from mgpu_doctor.model.versions import Tri, parse_specifier, parse_version, rang
 from mgpu_doctor.record import field, record, replace
 
 SCHEMA_VERSION = 1
+# Open MPI and MPICH number their releases independently: one key each, never one `mpi` version.
+MPI_KEYS = ("openmpi", "mpich")
 # wrong-result: it runs, but gives other numbers than it should (a reloaded model that predicts
 # differently, a resumed training that ends elsewhere).
 SYMPTOMS = ("hang", "leak", "nan", "crash", "error", "slow", "wrong-result")
 CONFIDENCES = ("confirmed", "reported")
 VERSION_KEYS = ("tensorflow", "keras", "tf-keras", "python", "cuda", "cudnn", "nccl", "cublas", "driver",
-                *TF_COMPANIONS, "jax", "jaxlib", "horovod")
+                *TF_COMPANIONS, "jax", "jaxlib", "horovod", *MPI_KEYS, "ray")
 LAYERS = tuple(vocab.LAYERS)
 ANY_STRATEGY = vocab.ANY_STRATEGY
 STRATEGIES = (*vocab.STRATEGIES, ANY_STRATEGY)

@@ -31,7 +31,7 @@ from mgpu_doctor.record import record
 
 # The packages whose releases fix the bugs an entry reports: above the last report of an entry
 # without a fix, a version of these is "reported up to X, no fix known".
-OPEN_ABOVE_KEYS = ("tensorflow", "keras", "tf-keras", "nccl", "horovod")
+OPEN_ABOVE_KEYS = ("tensorflow", "keras", "tf-keras", "nccl", "horovod", "openmpi", "mpich", "ray")
 UNION = " || "
 
 

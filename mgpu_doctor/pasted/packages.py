@@ -16,7 +16,7 @@ _FREEZE = re.compile(rf"{_TOOL}(?P<name>{_NAME})\s*==\s*(?P<version>{VERSION}|\d
 _CONDA_HEADER = re.compile(r"^\s*#\s*(packages in environment at|Name\s+Version\s+Build)", re.IGNORECASE)
 # Names worth a row of their own when no header says the lines are a package list.
 INTERESTING = re.compile(r"^(tensorflow.*|tf-nightly.*|tf-keras|keras.*|numpy|protobuf|h5py|ml-dtypes|"
-                         r"nvidia-.*|horovod|torch|jax|jaxlib|cudatoolkit|cudnn|nccl|cuda-.*|tensorrt)$")
+                         r"nvidia-.*|horovod|ray|torch|jax|jaxlib|cudatoolkit|cudnn|nccl|cuda-.*|tensorrt)$")
 
 
 def find_packages(lines: list[str]) -> list[Found]:

@@ -14,7 +14,7 @@ import re
 from mgpu_doctor.pasted.text import MAX_SCANNED, RANK_PROSE, Found
 
 _NAME = (r"(?P<name>tensorflow[-_]gpu|tensorflow|tf[-_]nightly(?:[-_]gpu)?|tf|keras|python"
-         r"|cuda[ _-]?toolkit|cuda|cudnn|nccl|horovod|open ?mpi|nvidia[ -]drivers?|drivers?)")
+         r"|cuda[ _-]?toolkit|cuda|cudnn|nccl|horovod|open ?mpi|mpich|nvidia[ -]drivers?|drivers?)")
 _V = r"\d{1,4}(?:\.\d{1,6}){0,3}(?:-?rc\d{1,3}|[.-]?dev\d{0,10}|\.post\d{1,4})?"
 # What a name in a sentence states. A name glued to a package's ("tf.keras", "nccl-tests",
 # "tensorflow/tensorflow:…", "tensorflow-estimator") is not that package's version.
@@ -39,7 +39,8 @@ _NAMES = {"tensorflow": "tensorflow", "tensorflow-gpu": "tensorflow", "tensorflo
           "python": "python",
           "cuda": "cuda",
           "cudatoolkit": "cuda", "cuda toolkit": "cuda", "cuda-toolkit": "cuda", "cuda_toolkit": "cuda",
-          "cudnn": "cudnn", "nccl": "nccl", "horovod": "horovod", "openmpi": "mpi", "open mpi": "mpi",
+          "cudnn": "cudnn", "nccl": "nccl", "horovod": "horovod", "openmpi": "openmpi", "open mpi": "openmpi",
+          "mpich": "mpich",
           "nvidia driver": "driver", "nvidia-driver": "driver", "driver": "driver",
           "nvidia drivers": "driver",
           "nvidia-drivers": "driver", "drivers": "driver"}

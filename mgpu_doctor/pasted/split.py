@@ -58,7 +58,7 @@ READERS: tuple[Callable[[list[str]], list[Found]], ...] = (
 # How a table of GPUs is preferred: the fullest output first.
 _SMI_ORDER = ("nvidia-smi -q -x", "nvidia-smi -q", "nvidia-smi")
 VERSION_KEYS = ("tensorflow", "keras", "python", "cuda", "cudnn", "nccl", "driver", "built_cuda",
-                "built_cudnn", "cuda_toolkit", "horovod", "mpi")
+                "built_cudnn", "cuda_toolkit", "horovod", "mpi", "openmpi", "mpich", "ray")
 
 UNREAD_SHOWN = 20
 MAX_PASTE_CHARS = 8 * 2**20  # an issue body is at most 64 KiB; a long log a few MiB

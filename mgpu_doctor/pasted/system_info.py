@@ -21,7 +21,7 @@ KEYS = (
     ("have i written custom code", "custom-code"), ("mobile device", "mobile"),
     ("custom code", "custom-code"),
     ("source", "installed-from"), ("current behavior", None), ("exact command to reproduce", None),
-    ("cmake version", None), ("spark / pyspark version", None), ("ray version", None),
+    ("cmake version", None), ("spark / pyspark version", None), ("ray version", "ray"),
     ("nvidia driver version", "driver"), ("driver version", "driver"),
     # The short forms people type instead of the template ("Python: 3.9.0", "CUDA: 11.2").
     ("tensorflow", "tensorflow"), ("tensorflow-gpu", "tensorflow"), ("tf", "tensorflow"), ("keras", "keras"),
@@ -41,7 +41,11 @@ _PACKAGE_ROW = re.compile(r"^\s*[-*]\s+(?:tensorflow|tensorflow-gpu|tf-nightly)\
 _NEVER_A_KEY = re.compile(r"^\s*(?:$|\d+(?!\.\s)|[|+=<\[]|[IWEF]\d{4})")
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+\S")
 MAX_BLOCK_LINES = 400
-_VERSION_KEYS = ("tensorflow", "keras", "python", "cuda", "cudnn", "nccl", "driver", "horovod", "mpi")
+_VERSION_KEYS = ("tensorflow", "keras", "python", "cuda", "cudnn", "nccl", "driver", "horovod", "mpi",
+                 "openmpi", "mpich", "ray")
+# Horovod's "MPI version" answer names the library or not ("mpirun (Open MPI) 3.1.0", "MPICH 3.3", "4.0.1"):
+# Open MPI and MPICH number their releases independently, so a bare number stays `mpi`, matched by nothing.
+_MPI_NAMES = (("openmpi", re.compile(r"(?i)\bopen[ -]?mpi\b")), ("mpich", re.compile(r"(?i)\bmpich\b")))
 # A requirement typed as the answer (">=2.2", "> =2.2", "<3.11") says what would do, not what is installed.
 _REQUIREMENT = re.compile(r"^\s*(?:[<>~!]\s?=?|=(?!=))\s?v?\d")
 
@@ -173,6 +177,8 @@ def _read_block(lines: list[str], start: int) -> tuple[Found | None, int]:
     out = Found(kind, first, last, RANK_TEMPLATE)
     for what, (value, at) in values.items():
         out.facts.append(f"{what}: {value}")
+        if what == "mpi":
+            what = next((key for key, named in _MPI_NAMES if named.search(value)), what)
         for key in {"cuda/cudnn": ("cuda", "cudnn"), "framework-version": ("tensorflow",)}.get(what, (what,)):
             out.version_lines[key] = at
         if what in _VERSION_KEYS + ("cuda/cudnn", "framework-version") and _REQUIREMENT.match(value):
