@@ -74,6 +74,8 @@ def test_mpi_names_its_library_or_is_refused_with_the_two_keys(capsys):
     assert parse_query(["mpi==MPICH-4.1"])[0].versions == {"mpich": "4.1"}
     with pytest.raises(BadEnvironment, match="openmpi==VERSION or mpich==VERSION"):
         parse_query(["mpi=4.1.5"])
+    with pytest.raises(BadEnvironment, match="expected KEY==VERSION"):
+        parse_query(["mpi"])
     assert main(["matrix", "query", "mpi=4.1.5"]) == 2
     err = capsys.readouterr().err
     assert "openmpi==VERSION or mpich==VERSION" in err and len(err.strip().splitlines()) == 1

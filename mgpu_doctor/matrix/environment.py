@@ -146,7 +146,7 @@ def parse_query(terms: list[str]) -> tuple[Environment, dict[str, str]]:
     values: dict[str, Any] = {}
     given: dict[str, str] = {}
     for term in terms:
-        if term.split("=", 1)[0].strip().lower() == "mpi":
+        if "=" in term and term.split("=", 1)[0].strip().lower() == "mpi":
             key, value = _mpi_term(term)
         elif "==" in term:
             key, _, value = term.partition("==")
