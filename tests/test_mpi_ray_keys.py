@@ -114,3 +114,13 @@ def test_an_installed_ray_is_read_from_the_packages_and_mpi_never_from_a_machine
     resolved = resolve(snapshot).versions()
     assert resolved["ray"].text == "2.9.0"
     assert not resolved["openmpi"].known and "not read on a machine" in str(resolved["openmpi"].missing)
+
+
+@pytest.mark.parametrize(("text", "key", "version"), [
+    ("I run TensorFlow 2.1.0 with Horovod 0.19.4 and OpenMPI 4.0.3 on two nodes.", "openmpi", "4.0.3"),
+    ("TensorFlow 2.9.1 and Horovod 0.25.0 with MPICH 3.4.2 on the cluster.", "mpich", "3.4.2"),
+])
+def test_an_mpi_library_named_in_a_sentence_is_its_key(text, key, version):
+    snapshot = snapshot_from_paste(text, "prose.md")
+    assert snapshot.pasted is not None and snapshot.pasted.versions[key].text == version
+    assert "mpi" not in snapshot.pasted.versions
