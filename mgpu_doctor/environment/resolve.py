@@ -33,7 +33,7 @@ library copies in use) and ``machine`` (the facts the matrix matches).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from mgpu_doctor.environment.implied import ImageFacts, NotAnImage, image_facts, implied_tensorflow
@@ -90,6 +90,11 @@ class UsageFacts:
     sources: dict[str, str] = field(default_factory=dict)
 
 
+def _unresolved(name: str) -> Callable[[], ResolvedVersion]:
+    """The default of a version an environment was built without (a test's, an older report's)."""
+    return lambda: ResolvedVersion(name, missing=skipped("not resolved"))
+
+
 @record
 class ResolvedEnvironment:
     """Every version, decided once; the machine facts the matrix matches; the query's usage.
@@ -129,18 +134,12 @@ class ResolvedEnvironment:
     snapshot: Snapshot | None = None
     build: BuildKind = BuildKind.PIP  # whose TensorFlow build; only the pip wheel's is in the tables
     build_why: str = ""  # how a build other than the pip wheel was recognised
-    jax: ResolvedVersion = field(
-        default_factory=lambda: ResolvedVersion("jax", missing=skipped("not resolved")))
-    jaxlib: ResolvedVersion = field(
-        default_factory=lambda: ResolvedVersion("jaxlib", missing=skipped("not resolved")))
-    horovod: ResolvedVersion = field(
-        default_factory=lambda: ResolvedVersion("horovod", missing=skipped("not resolved")))
-    openmpi: ResolvedVersion = field(
-        default_factory=lambda: ResolvedVersion("openmpi", missing=skipped("not resolved")))
-    mpich: ResolvedVersion = field(
-        default_factory=lambda: ResolvedVersion("mpich", missing=skipped("not resolved")))
-    ray: ResolvedVersion = field(
-        default_factory=lambda: ResolvedVersion("ray", missing=skipped("not resolved")))
+    jax: ResolvedVersion = field(default_factory=_unresolved("jax"))
+    jaxlib: ResolvedVersion = field(default_factory=_unresolved("jaxlib"))
+    horovod: ResolvedVersion = field(default_factory=_unresolved("horovod"))
+    openmpi: ResolvedVersion = field(default_factory=_unresolved("openmpi"))
+    mpich: ResolvedVersion = field(default_factory=_unresolved("mpich"))
+    ray: ResolvedVersion = field(default_factory=_unresolved("ray"))
 
     @property
     def and_cuda_pins(self) -> tuple[Requirement, ...]:
